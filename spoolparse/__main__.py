@@ -1,0 +1,5 @@
+"""``python -m spoolparse`` is the ``spoolparse`` command."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""Every bound and default of spoolparse, in one place.
+
+The README's table of bounds is generated from these names; change a number
+here and the docs test fails until the README says the same.
+"""
+
+from __future__ import annotations
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+#: Longest line read whole before it is classified as oversize (the "cap").
+MAX_LINE = 16 * MiB
+#: Longest *retained* line kept in memory; past it even a retained line is drained.
+MAX_RETAINED = 64 * MiB
+#: How much of a line's start the type probe may look at.
+PROBE_BYTES = 64 * KiB
+#: How much of a line's start the fast type match looks at.
+FAST_PROBE_BYTES = 256
+#: Read window when following or parsing a spool.
+READ_CHUNK = 1 * MiB
+#: Bytes of the child's stderr kept in the summary (the tail).
+STDERR_TAIL = 8 * KiB
+#: Records kept in ``dropped`` and ``warnings``; past these only counts grow.
+MAX_DROPPED_RECORDS = 1000
+MAX_WARNINGS = 200
+#: Longest warning or error text kept (characters).
+MAX_MESSAGE_CHARS = 64 * KiB
+#: Seconds between SIGTERM and SIGKILL.
+DEFAULT_GRACE = 5.0
+#: Seconds between SIGTERM and SIGKILL after Ctrl-C in the parent.
+INTERRUPT_GRACE = 0.5
+#: Polling interval bounds (seconds) while following a running child.
+POLL_MIN = 0.001
+POLL_MAX = 0.05
+#: Retained events looked at before auto-detection settles on the generic provider.
+DETECT_EVENTS = 16
+#: Size of the buffer used to copy a non-file ``input`` into its spool.
+INPUT_CHUNK = 1 * MiB

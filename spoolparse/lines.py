@@ -1,0 +1,541 @@
+"""The bounded line scanner: bytes in, records out (no I/O, no waiting).
+
+A line is classified by its *type key* before anything is decoded:
+
+* ``"T"`` for a top-level ``"type": "T"``;
+* ``"T/S"`` when ``T`` starts with ``item.`` and the nested ``item.type``
+  (or ``item.item_type``) is ``S`` (Codex items);
+* ``"msg/S"`` for the legacy Codex envelope ``{"id": …, "msg": {"type": "S"}}``;
+* ``""`` for an object with no type within the probe window.
+
+A *retain* function maps the key to :data:`SKIP` (count the line, touch
+nothing else), :data:`NOTE` (report the key and size, undecoded) or
+:data:`KEEP` (decode it with ``loads``). Only kept lines are ever decoded, and
+a line whose type is skipped is never buffered past the probe window, however
+long it is. Memory per line is bounded by ``max_retained`` (a kept line) plus
+the caller's read window.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO, Any, Final, Protocol, Union
+
+import ijson  # type: ignore[import-untyped]
+import orjson
+
+from . import _limits
+from .errors import UsageError
+
+__all__ = [
+    "SKIP",
+    "NOTE",
+    "KEEP",
+    "Event",
+    "Noted",
+    "Dropped",
+    "Record",
+    "LineScanner",
+    "LineReader",
+    "iter_lines",
+    "probe_type",
+]
+
+SKIP: Final = 0
+NOTE: Final = 1
+KEEP: Final = 2
+
+RetainFn = Callable[[str], int]
+Loads = Callable[[Union[bytes, str]], Any]
+
+
+class Buffer(Protocol):
+    """What the scanner needs of a buffer: ``bytes``, ``bytearray`` and ``mmap`` all fit."""
+
+    def find(self, sub: bytes, start: int = ..., end: int = ..., /) -> int: ...
+    def __getitem__(self, index: slice, /) -> bytes | bytearray: ...
+    def __len__(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A kept line, decoded: ``data`` is the JSON object."""
+
+    lineno: int
+    type: str
+    data: dict[str, Any]
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Noted:
+    """A line reported by its type key and size only (never decoded)."""
+
+    lineno: int
+    type: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """A line that was not kept because of its size.
+
+    ``reason`` is ``"oversize"`` (longer than ``max_line`` and not retained) or
+    ``"over_ceiling"`` (retained, but longer than ``max_retained``). ``line`` is
+    1-based; ``bytes`` excludes the line ending.
+    """
+
+    line: int
+    bytes: int
+    type: str
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "bytes": self.bytes, "type": self.type, "reason": self.reason}
+
+
+Record = Union[Event, Noted, Dropped]
+
+# Anchored on a line's first bytes. Every real agent CLI writes compact JSON
+# with "type" first, so nearly every line is classified by this one match.
+_FAST = re.compile(
+    rb'[ \t\x1e]*(?:\xef\xbb\xbf)?[ \t]*\{[ \t]*"type"[ \t]*:[ \t]*"([^"\\]*)"'
+    rb'(?:[ \t]*,[ \t]*"item"[ \t]*:[ \t]*\{[ \t]*"id"[ \t]*:[ \t]*"[^"\\]*"[ \t]*,[ \t]*"(?:item_)?type"[ \t]*:[ \t]*"([^"\\]*)")?'
+)
+# The pre-2025-10 Codex envelope: {"id":"0","msg":{"type":"agent_message",...}}
+_ENVELOPE = re.compile(
+    rb'[ \t\x1e]*(?:\xef\xbb\xbf)?[ \t]*\{[ \t]*"id"[ \t]*:[ \t]*"[^"\\]*"[ \t]*,[ \t]*"msg"[ \t]*:[ \t]*\{[ \t]*"type"[ \t]*:[ \t]*"([^"\\]*)"'
+)
+_LEAD = b" \t\r\n\x1e"
+_BOM = b"\xef\xbb\xbf"
+
+# Scanner modes for a line still waiting for its newline.
+_NONE, _COLLECT, _KEEPING, _SKIPPING = 0, 1, 2, 3
+
+
+def _strip(data: bytes) -> bytes:
+    data = data.strip(_LEAD)
+    if data.startswith(_BOM):
+        data = data[3:].strip(_LEAD)
+    return data
+
+
+def _compose(top: str | None, sub: str | None, msg: str | None) -> str:
+    if top is not None:
+        if sub is not None and top.startswith("item."):
+            return f"{top}/{sub}"
+        return top
+    if msg is not None:
+        return f"msg/{msg}"
+    return ""
+
+
+def probe_type(prefix: bytes) -> str | None:
+    """The type key of a line from its first bytes, or ``None`` if it is not a JSON object.
+
+    Decodes nothing but the few keys it looks for; a prefix cut anywhere is fine.
+    """
+    m = _FAST.match(prefix)
+    if m is not None:
+        top, sub = m.group(1, 2)
+        if sub is not None or not top.startswith(b"item."):
+            return _compose(top.decode("utf-8", "replace"), sub and sub.decode("utf-8", "replace"), None)
+    m = _ENVELOPE.match(prefix)
+    if m is not None:
+        return "msg/" + m.group(1).decode("utf-8", "replace")
+    data = _strip(prefix)
+    if not data.startswith(b"{"):
+        return None
+    top = sub = msg = None
+    try:
+        for path, event, value in ijson.parse(io.BytesIO(data)):
+            if event != "string":
+                continue
+            if path == "type":
+                top = value
+                if not top.startswith("item.") or sub is not None:
+                    break
+            elif path in ("item.type", "item.item_type"):
+                sub = value
+                if top is not None:
+                    break
+            elif path == "msg.type":
+                msg = value
+    except Exception:  # noqa: BLE001 - a cut or malformed prefix ends the probe, nothing more
+        pass
+    return _compose(top, sub, msg)
+
+
+def _default_loads(data: bytes | str) -> Any:
+    return orjson.loads(data)
+
+
+class LineScanner:
+    """Split a byte stream into lines and classify them, within fixed bounds.
+
+    Feed it any chunking of the stream with :meth:`feed`; call :meth:`end` once
+    at end of stream. Both return the records for the lines they completed.
+    Counters: ``lines``, ``invalid_lines`` (blank, not JSON, not an object,
+    or a kept line that fails to decode) and ``bytes``.
+
+    The ``retain`` function may change between feeds (assign ``retain``).
+    """
+
+    def __init__(
+        self,
+        retain: RetainFn | None = None,
+        *,
+        max_line: int = _limits.MAX_LINE,
+        max_retained: int = _limits.MAX_RETAINED,
+        probe_bytes: int = _limits.PROBE_BYTES,
+        loads: Loads | None = None,
+    ) -> None:
+        if max_line < 1:
+            raise UsageError(f"max_line must be at least 1 byte, not {max_line}")
+        if max_retained < max_line:
+            raise UsageError(f"max_retained ({max_retained}) must be at least max_line ({max_line})")
+        self.max_line = max_line
+        self.max_retained = max_retained
+        self.probe_bytes = max(1, min(probe_bytes, max_line))
+        self._loads: Loads = loads or _default_loads
+        self._retain: RetainFn = retain or _keep_all
+        self._cache: dict[tuple[bytes, bytes | None], tuple[str, int]] = {}
+        self.lines = 0
+        self.invalid_lines = 0
+        self.bytes = 0
+        self._mode = _NONE
+        self._pend = bytearray()
+        self._size = 0
+        self._key: str | None = None
+        self._reason = ""
+        self._note = False
+
+    @property
+    def retain(self) -> RetainFn:
+        return self._retain
+
+    @retain.setter
+    def retain(self, fn: RetainFn) -> None:
+        self._retain = fn
+        self._cache.clear()
+
+    # -- decisions ---------------------------------------------------------
+
+    def _decide_fast(self, groups: tuple[bytes, bytes | None]) -> tuple[str, int] | None:
+        top, sub = groups
+        if sub is None and top.startswith(b"item."):
+            return None  # the nested item type was not within the fast window
+        key = _compose(top.decode("utf-8", "replace"), sub.decode("utf-8", "replace") if sub else None, None)
+        decision = (key, self._retain(key))
+        if len(self._cache) < 4096:  # untrusted input could invent endless types
+            self._cache[groups] = decision
+        return decision
+
+    def _classify(self, head: bytes) -> tuple[str | None, int]:
+        m = _FAST.match(head, 0, _limits.FAST_PROBE_BYTES)
+        if m is not None:
+            d = self._cache.get(m.group(1, 2)) or self._decide_fast(m.group(1, 2))
+            if d is not None:
+                return d
+        key = probe_type(head)
+        if key is None:
+            return None, SKIP
+        return key, self._retain(key)
+
+    # -- feeding -----------------------------------------------------------
+
+    def feed(self, buf: Buffer, start: int = 0, end: int | None = None) -> list[Record]:
+        """Scan ``buf[start:end]``; return the records of the lines completed in it.
+
+        ``buf`` is not kept: a partial last line is copied (at most the probe
+        window, or the kept line up to ``max_retained``).
+        """
+        if end is None:
+            end = len(buf)
+        out: list[Record] = []
+        self.bytes += end - start
+        pos = start
+        if self._mode != _NONE:
+            pos = self._continue(buf, pos, end, out)
+        find = buf.find
+        match = _FAST.match
+        cache = self._cache
+        max_line = self.max_line
+        fast = _limits.FAST_PROBE_BYTES
+        lineno = self.lines
+        while True:
+            nl = find(b"\n", pos, end)
+            if nl < 0:
+                break
+            lineno += 1
+            if nl - pos <= max_line:
+                m = match(buf, pos, min(nl, pos + fast))  # type: ignore[call-overload]
+                if m is not None:
+                    d = cache.get(m.group(1, 2))
+                    if d is not None and d[1] == SKIP:
+                        pos = nl + 1
+                        continue
+            self.lines = lineno
+            self._complete(bytes(buf[pos : min(nl, pos + self.probe_bytes)]), buf, pos, nl, out)
+            pos = nl + 1
+        self.lines = lineno
+        if pos < end:
+            self._start_partial(buf, pos, end, out)
+        return out
+
+    def end(self) -> list[Record]:
+        """End of stream: settle a last line that has no newline."""
+        out: list[Record] = []
+        mode = self._mode
+        if mode == _NONE:
+            return out
+        self.lines += 1
+        if mode == _COLLECT or mode == _KEEPING:
+            data = bytes(self._pend)
+            self._reset()
+            if mode == _COLLECT:
+                self._complete(data[: self.probe_bytes], data, 0, len(data), out)
+            else:
+                self._emit_kept(data, out)
+        else:
+            self._finish_skip(out)
+        return out
+
+    def _reset(self) -> None:
+        self._mode = _NONE
+        self._pend = bytearray()
+        self._size = 0
+        self._key = None
+        self._reason = ""
+        self._note = False
+
+    def _complete(self, head: bytes, buf: Buffer, a: int, b: int, out: list[Record]) -> None:
+        """A whole line ``buf[a:b]`` (no newline) whose first bytes are ``head``."""
+        key, decision = self._classify(head)
+        size = b - a
+        if key is None:
+            self.invalid_lines += 1
+            return
+        if size > self.max_line:
+            if decision == KEEP and size <= self.max_retained:
+                self._emit_kept(bytes(buf[a:b]), out)
+            else:
+                out.append(Dropped(self.lines, size, key, "over_ceiling" if decision == KEEP else "oversize"))
+            return
+        if decision == KEEP:
+            self._emit_kept(bytes(buf[a:b]), out)
+        elif decision == NOTE:
+            out.append(Noted(self.lines, key, size))
+
+    def _emit_kept(self, data: bytes, out: list[Record]) -> None:
+        size = len(data)
+        data = _strip(data)
+        try:
+            obj = self._loads(data)
+        except Exception:  # noqa: BLE001 - bad bytes are counted, never raised
+            try:
+                obj = self._loads(data.decode("utf-8", "replace"))
+            except Exception:  # noqa: BLE001
+                obj = None
+        if not isinstance(obj, dict):
+            self.invalid_lines += 1
+            return
+        t = obj.get("type")
+        key = self._key_of(obj) if not isinstance(t, str) or t.startswith("item.") else t
+        out.append(Event(self.lines, key, obj, size))
+
+    @staticmethod
+    def _key_of(obj: dict[str, Any]) -> str:
+        t = obj.get("type")
+        top = t if isinstance(t, str) else None
+        sub = msg = None
+        item = obj.get("item")
+        if isinstance(item, dict):
+            s = item.get("type", item.get("item_type"))
+            sub = s if isinstance(s, str) else None
+        m = obj.get("msg")
+        if isinstance(m, dict) and isinstance(m.get("type"), str):
+            msg = m["type"]
+        return _compose(top, sub, msg)
+
+    def _start_partial(self, buf: Buffer, pos: int, end: int, out: list[Record]) -> None:
+        self._mode = _COLLECT
+        self._pend = bytearray(buf[pos : min(end, pos + self.probe_bytes)])
+        self._size = len(self._pend)
+        if self._size >= self.probe_bytes:
+            self._decide_partial()
+            rest = pos + self._size
+            if rest < end:
+                self._continue(buf, rest, end, out)
+
+    def _decide_partial(self) -> None:
+        key, decision = self._classify(bytes(self._pend))
+        self._key = key
+        if key is not None and decision == KEEP:
+            self._mode = _KEEPING
+            self._check_ceiling()
+        else:
+            self._mode = _SKIPPING
+            self._reason = "oversize"
+            self._pend = bytearray()
+            self._note = decision == NOTE
+
+    def _check_ceiling(self) -> None:
+        if self._size > self.max_retained:
+            self._mode = _SKIPPING
+            self._reason = "over_ceiling"
+            self._pend = bytearray()
+            self._note = False
+
+    def _continue(self, buf: Buffer, pos: int, end: int, out: list[Record]) -> int:
+        """Carry on with a line begun in an earlier feed; return where the next line starts."""
+        while self._mode != _NONE and pos < end:
+            nl = buf.find(b"\n", pos, end)
+            stop = end if nl < 0 else nl
+            mode = self._mode
+            if mode == _COLLECT:
+                take = min(stop, pos + self.probe_bytes - len(self._pend))
+                self._pend += buf[pos:take]
+                self._size += take - pos
+                pos = take
+                if nl >= 0 and pos == nl:
+                    self.lines += 1
+                    data = bytes(self._pend)
+                    self._reset()
+                    self._complete(data[: self.probe_bytes], data, 0, len(data), out)
+                    return nl + 1
+                if len(self._pend) >= self.probe_bytes:
+                    self._decide_partial()
+                continue
+            if mode == _KEEPING:
+                self._pend += buf[pos:stop]
+                self._size += stop - pos
+                self._check_ceiling()
+            else:
+                self._size += stop - pos
+            if nl < 0:
+                return end
+            self.lines += 1
+            if self._mode == _KEEPING:
+                data = bytes(self._pend)
+                self._reset()
+                self._emit_kept(data, out)
+            else:
+                self._finish_skip(out)
+            return nl + 1
+        return pos
+
+    def _finish_skip(self, out: list[Record]) -> None:
+        key, size, reason = self._key, self._size, self._reason
+        note = self._note
+        self._reset()
+        if key is None:
+            self.invalid_lines += 1
+        elif reason == "over_ceiling" or size > self.max_line:
+            out.append(Dropped(self.lines, size, key, reason))
+        elif note:
+            out.append(Noted(self.lines, key, size))
+
+
+def _keep_all(key: str) -> int:
+    return KEEP
+
+
+class LineReader:
+    """Read JSON lines from a binary file with bounded memory.
+
+    Iterating yields :class:`Event` for each kept object and :class:`Dropped`
+    for each line dropped for its size (and :class:`Noted` for types the
+    ``retain`` function notes). ``types`` keeps only those type keys (``None``:
+    every object). Reads are ``read_size`` bytes at most, never unbounded.
+
+    A reader is an iterable and a context manager; closing it closes the file
+    only when the reader opened it (a path was given).
+    """
+
+    def __init__(
+        self,
+        file: IO[bytes] | str | os.PathLike[str],
+        *,
+        types: set[str] | frozenset[str] | None = None,
+        retain: RetainFn | None = None,
+        max_line: int = _limits.MAX_LINE,
+        max_retained: int = _limits.MAX_RETAINED,
+        read_size: int = _limits.READ_CHUNK,
+        loads: Loads | None = None,
+    ) -> None:
+        if types is not None and retain is not None:
+            raise UsageError("give types or retain, not both")
+        if types is not None:
+            wanted = frozenset(types)
+
+            def retain_types(key: str) -> int:
+                return KEEP if key in wanted else SKIP
+
+            retain = retain_types
+        self._owns = isinstance(file, (str, os.PathLike))
+        self._file: IO[bytes] = open(file, "rb") if isinstance(file, (str, os.PathLike)) else file  # noqa: SIM115
+        if read_size < 1:
+            raise UsageError(f"read_size must be positive, not {read_size}")
+        self._read_size = min(read_size, max_line)
+        self.scanner = LineScanner(retain, max_line=max_line, max_retained=max_retained, loads=loads)
+
+    @property
+    def lines(self) -> int:
+        return self.scanner.lines
+
+    @property
+    def invalid_lines(self) -> int:
+        return self.scanner.invalid_lines
+
+    def __iter__(self) -> Iterator[Record]:
+        buf = bytearray(self._read_size)
+        view = memoryview(buf)
+        readinto = getattr(self._file, "readinto", None)
+        scanner = self.scanner
+        while True:
+            if readinto is not None:
+                n = readinto(view)
+                chunk: Buffer = buf
+            else:
+                data = self._file.read(self._read_size)
+                n, chunk = len(data), data
+            if not n:
+                break
+            yield from scanner.feed(chunk, 0, n)
+        yield from scanner.end()
+
+    def close(self) -> None:
+        if self._owns:
+            self._file.close()
+
+    def __enter__(self) -> LineReader:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def iter_lines(
+    file: IO[bytes] | str | os.PathLike[str],
+    *,
+    types: set[str] | frozenset[str] | None = None,
+    max_line: int = _limits.MAX_LINE,
+    max_retained: int = _limits.MAX_RETAINED,
+    read_size: int = _limits.READ_CHUNK,
+    loads: Loads | None = None,
+) -> LineReader:
+    """The bounded line reader on its own: ``for rec in iter_lines(f): …``.
+
+    .. seealso:: :class:`LineReader`
+    """
+    return LineReader(
+        file, types=types, max_line=max_line, max_retained=max_retained, read_size=read_size, loads=loads
+    )

@@ -1,0 +1,128 @@
+"""Providers: one per stdout format, plus auto-detection.
+
+``PROVIDERS`` maps a name to its class. :func:`make_provider` builds one by
+name; ``"auto"`` builds an :class:`AutoProvider` that watches the first events
+and hands the stream to the provider that recognizes it (else ``generic``).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .. import _limits
+from ..errors import UsageError
+from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
+from .base import Answer, LiveEvent, Provider
+from .codex import CodexProvider
+from .generic import GenericProvider
+
+__all__ = ["PROVIDERS", "AutoProvider", "make_provider", "Provider", "Answer", "LiveEvent"]
+
+#: Specific providers, in detection order. ``generic`` is the fallback, never detected.
+PROVIDERS: dict[str, type[Provider]] = {
+    CodexProvider.name: CodexProvider,
+}
+FALLBACK: type[Provider] = GenericProvider
+
+
+def names() -> list[str]:
+    return ["auto", *PROVIDERS, FALLBACK.name]
+
+
+def make_provider(name: str | Provider = "auto") -> Provider:
+    """A fresh provider by name (``auto``, ``generic``, or a key of ``PROVIDERS``)."""
+    if isinstance(name, Provider):
+        return name
+    if name == "auto":
+        return AutoProvider()
+    if name == FALLBACK.name:
+        return FALLBACK()
+    cls = PROVIDERS.get(name)
+    if cls is None:
+        raise UsageError(f"unknown provider {name!r}; choose one of {', '.join(names())}")
+    return cls()
+
+
+class AutoProvider(Provider):
+    """Detects the format from the first events, then delegates to its provider.
+
+    Until it knows, it keeps what any provider keeps and every type no
+    provider knows (the generic provider may need it), and skips the types
+    some provider knows to be bulky. Records seen before detection (at most
+    ``DETECT_EVENTS``) are replayed into the chosen provider, so nothing is
+    read twice.
+    """
+
+    name: ClassVar[str] = "auto"
+
+    def __init__(self, candidates: list[type[Provider]] | None = None) -> None:
+        super().__init__()
+        self.candidates = list(candidates if candidates is not None else PROVIDERS.values())
+        self.chosen: Provider | None = None
+        self._buffer: list[Record] = []
+        self._keep = frozenset().union(*(c.keep for c in self.candidates))
+        self._note = frozenset().union(*(c.note for c in self.candidates)) - self._keep
+        self._known = frozenset().union(*(c.known | c.keep | c.note for c in self.candidates))
+
+    @property
+    def provider_name(self) -> str:
+        return self.chosen.name if self.chosen is not None else "auto"
+
+    def retain(self, key: str) -> int:
+        if self.chosen is not None:
+            return self.chosen.retain(key)
+        if key in self._keep:
+            return KEEP
+        if key in self._note:
+            return NOTE
+        if key in self._known:
+            return SKIP
+        return KEEP
+
+    def _choose(self, cls: type[Provider]) -> list[LiveEvent]:
+        chosen = self.chosen = cls()
+        buffered, self._buffer = self._buffer, []
+        live: list[LiveEvent] = []
+        for rec in buffered:
+            live.extend(_dispatch(chosen, rec))
+        return live
+
+    def _see(self, rec: Record) -> list[LiveEvent]:
+        if self.chosen is not None:
+            return _dispatch(self.chosen, rec)
+        self._buffer.append(rec)
+        if not isinstance(rec, Dropped):
+            for cls in self.candidates:
+                if cls.detect(rec):
+                    return self._choose(cls)
+        if len(self._buffer) >= _limits.DETECT_EVENTS:
+            return self._choose(FALLBACK)
+        return []
+
+    def event(self, ev: Event) -> list[LiveEvent]:
+        return self._see(ev)
+
+    def noted(self, rec: Noted) -> list[LiveEvent]:
+        return self._see(rec)
+
+    def dropped(self, rec: Dropped) -> list[LiveEvent]:
+        return self._see(rec)
+
+    def settle(self) -> list[LiveEvent]:
+        """End of stream before detection: the generic provider takes what was seen."""
+        if self.chosen is None:
+            return self._choose(FALLBACK)
+        return []
+
+    def answer(self) -> Answer:
+        self.settle()
+        assert self.chosen is not None
+        return self.chosen.answer()
+
+
+def _dispatch(provider: Provider, rec: Record) -> list[LiveEvent]:
+    if isinstance(rec, Event):
+        return provider.event(rec)
+    if isinstance(rec, Noted):
+        return provider.noted(rec)
+    return provider.dropped(rec)

@@ -1,0 +1,163 @@
+"""What a provider is: the retained types of one stdout format, and the fold
+that turns its retained events into an :class:`Answer`.
+
+Providers are sans-I/O: they see decoded :class:`~spoolparse.lines.Event`
+records, undecoded :class:`~spoolparse.lines.Noted` ones, and
+:class:`~spoolparse.lines.Dropped` records for lines too large to keep, and
+return :class:`LiveEvent` values for callers who follow a run as it happens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .. import _limits
+from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted
+
+__all__ = ["Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip"]
+
+#: Kinds of :class:`LiveEvent`.
+KINDS = ("session", "text", "usage", "error", "warning", "tool_start", "tool_end", "dropped", "result")
+
+
+@dataclass(frozen=True, slots=True)
+class LiveEvent:
+    """One thing a provider saw, as it happened.
+
+    ``kind`` is one of ``session``, ``text``, ``usage``, ``error``,
+    ``warning``, ``tool_start``, ``tool_end``, ``dropped``, ``result``;
+    ``type`` the line's type key; ``data`` the facts (for ``text``:
+    ``{"text": …}``; for ``usage``: the normalized usage; for the rest the
+    fields named in the README).
+    """
+
+    kind: str
+    lineno: int
+    type: str
+    data: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "line": self.lineno, "type": self.type, **self.data}
+
+
+class Notes:
+    """A bounded list of warning texts: past ``limit`` only the count grows."""
+
+    def __init__(self, limit: int = _limits.MAX_WARNINGS) -> None:
+        self.items: list[str] = []
+        self.count = 0
+        self.limit = limit
+
+    def add(self, text: str) -> str:
+        text = clip(text)
+        self.count += 1
+        if len(self.items) < self.limit:
+            self.items.append(text)
+        return text
+
+    def as_list(self) -> list[str]:
+        extra = self.count - len(self.items)
+        return self.items + ([f"{extra} more warnings not kept"] if extra > 0 else [])
+
+
+@dataclass(slots=True)
+class Answer:
+    """What a provider folded from a stream."""
+
+    text: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    raw_usage: Any = None
+    model: str | None = None
+    session_id: str | None = None
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def clip(text: str, limit: int = _limits.MAX_MESSAGE_CHARS) -> str:
+    """A message cut to ``limit`` characters (answers are never clipped, messages are)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit} more characters]"
+
+
+def as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def message_of(value: Any) -> str | None:
+    """The text of an error-ish value: a string, ``{message}``, ``{error: {message}}`` …"""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        for key in ("message", "error", "detail", "data"):
+            inner = value.get(key)
+            text = message_of(inner) if inner is not value else None
+            if text:
+                return text
+        name = value.get("name") or value.get("type")
+        if isinstance(name, str):
+            return name
+    return None
+
+
+class Provider:
+    """Base class: override ``keep``/``note``/``known`` and :meth:`event`.
+
+    ``keep``: type keys decoded and folded. ``note``: type keys reported
+    undecoded (size only). ``known``: every type key of the format, including
+    the ones skipped (auto-detection uses it to skip them before it knows the
+    format). A retained event that is dropped for its size gets a warning by
+    default — a provider that loses its answer to it says so in ``error``.
+    """
+
+    name: ClassVar[str] = "base"
+    keep: ClassVar[frozenset[str]] = frozenset()
+    note: ClassVar[frozenset[str]] = frozenset()
+    known: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self) -> None:
+        self.notes = Notes()
+        self.lost: list[Dropped] = []
+
+    def retain(self, key: str) -> int:
+        if key in self.keep:
+            return KEEP
+        if key in self.note:
+            return NOTE
+        return SKIP
+
+    @classmethod
+    def detect(cls, rec: Event | Noted) -> bool:
+        """Whether this record, among the first of a stream, identifies this format."""
+        return False
+
+    def event(self, ev: Event) -> list[LiveEvent]:
+        raise NotImplementedError
+
+    def noted(self, rec: Noted) -> list[LiveEvent]:
+        return []
+
+    def dropped(self, rec: Dropped) -> list[LiveEvent]:
+        live = [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
+        if self.retain(rec.type) == KEEP:
+            self.lost.append(rec)
+            text = self.warn(
+                f"retained event {rec.type!r} at line {rec.line} ({rec.bytes} bytes) was dropped "
+                f"({rec.reason}); the answer may be incomplete"
+            )
+            live.append(LiveEvent("warning", rec.line, rec.type, {"message": text}))
+        return live
+
+    def warn(self, text: str) -> str:
+        return self.notes.add(text)
+
+    def answer(self) -> Answer:
+        raise NotImplementedError

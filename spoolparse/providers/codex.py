@@ -1,0 +1,236 @@
+"""OpenAI Codex ``codex exec --json`` (thread/turn/item), and its older shapes.
+
+Facts: ``thread.started`` carries the session id; the answer is the last
+``item.completed`` whose item is an ``agent_message``; usage is the last
+``turn.completed.usage`` (cumulative over the turn); ``turn.failed`` is the
+terminal error; ``item.completed`` items of type ``error`` are warnings
+(model metadata, reroutes, deprecations). Older shapes: the
+pre-2025-10 envelope ``{"id", "msg": {"type"}}``, the experimental
+``session.created``/``item_type`` events, and ``result``/``session.end``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..lines import Event, Noted
+from .base import Answer, LiveEvent, Provider, as_int, message_of
+
+__all__ = ["CodexProvider", "normalize_codex_usage"]
+
+_ITEM_KINDS = ("command_execution", "file_change", "mcp_tool_call", "web_search", "collab_tool_call")
+_USAGE_KEYS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_output_tokens",
+    "cache_write_input_tokens",
+    "total_tokens",
+)
+
+
+def normalize_codex_usage(raw: Any) -> dict[str, Any]:
+    """Codex already uses the normalized names; keep every integer it gives."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        n = as_int(value)
+        if n is not None:
+            out[key] = n
+    return out
+
+
+class CodexProvider(Provider):
+    name: ClassVar[str] = "codex"
+    keep: ClassVar[frozenset[str]] = frozenset(
+        {
+            "thread.started",
+            "turn.started",
+            "turn.completed",
+            "turn.failed",
+            "error",
+            "item.completed/agent_message",
+            "item.completed/assistant_message",
+            "item.completed/error",
+            "item.completed/plan",
+            "session.created",
+            "result",
+            "session.end",
+            "msg/agent_message",
+            "msg/token_count",
+            "msg/error",
+            "msg/stream_error",
+            "msg/session_configured",
+            "msg/task_complete",
+            "msg/exec_command_begin",
+        }
+    )
+    # Tool ends are reported by type and size only: their outputs are the big lines.
+    note: ClassVar[frozenset[str]] = frozenset(
+        {f"item.started/{k}" for k in _ITEM_KINDS} | {f"item.completed/{k}" for k in _ITEM_KINDS}
+        | {"msg/exec_command_end"}
+    )
+    known: ClassVar[frozenset[str]] = (
+        keep
+        | note
+        | frozenset(
+            {
+                "item.completed/reasoning",
+                "item.completed/todo_list",
+                "item.started/todo_list",
+                "item.updated/todo_list",
+                "item.updated/command_execution",
+                "item.updated/mcp_tool_call",
+                "item.plan.delta",
+                "request_user_input",
+                "msg/agent_reasoning",
+                "msg/exec_command_output_delta",
+                "msg/agent_message_delta",
+                "msg/agent_reasoning_delta",
+                "msg/task_started",
+            }
+        )
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: str | None = None
+        self.plan_text: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.raw_usage: Any = None
+        self.model: str | None = None
+        self.session_id: str | None = None
+        self.failed: str | None = None
+        self.last_error: str | None = None
+        self.result_seen = False
+
+    @classmethod
+    def detect(cls, rec: Event | Noted) -> bool:
+        t = rec.type
+        return (
+            t in ("thread.started", "session.created", "turn.started")
+            or t.startswith("item.")
+            or t.startswith("msg/")
+        )
+
+    def event(self, ev: Event) -> list[LiveEvent]:
+        d, t, n = ev.data, ev.type, ev.lineno
+        live: list[LiveEvent] = []
+        model = d.get("model")
+        if isinstance(model, str) and model:
+            self.model = model
+        if t == "thread.started" or t == "session.created":
+            sid = d.get("thread_id", d.get("session_id"))
+            if isinstance(sid, str):
+                self.session_id = sid
+                live.append(LiveEvent("session", n, t, {"session_id": sid}))
+        elif t.startswith("item.completed/"):
+            item = d.get("item")
+            item = item if isinstance(item, dict) else {}
+            kind = t.partition("/")[2]
+            if kind in ("agent_message", "assistant_message"):
+                text = item.get("text")
+                if isinstance(text, str):
+                    self.text = text
+                    live.append(LiveEvent("text", n, t, {"text": text}))
+            elif kind == "plan":
+                text = item.get("text")
+                if isinstance(text, str):
+                    self.plan_text = text
+            elif kind == "error":
+                msg = message_of(item) or "error item"
+                live.append(LiveEvent("warning", n, t, {"message": self.warn(msg)}))
+        elif t == "turn.completed":
+            self._usage(d.get("usage"), n, t, live)
+            if self.last_error is not None:
+                # A transient stream error the turn recovered from is a warning, not the outcome.
+                self.warn(self.last_error)
+                self.last_error = None
+        elif t == "turn.failed":
+            self.failed = message_of(d.get("error")) or "turn failed"
+            live.append(LiveEvent("error", n, t, {"message": self.failed}))
+        elif t == "error":
+            self.last_error = message_of(d) or "error"
+            live.append(LiveEvent("error", n, t, {"message": self.last_error}))
+        elif t == "result":
+            if not self.result_seen:
+                self.result_seen = True
+                text = d.get("result", d.get("text"))
+                if isinstance(text, str):
+                    self.text = text
+                    live.append(LiveEvent("text", n, t, {"text": text}))
+                self._usage(d.get("usage"), n, t, live)
+                sid = d.get("session_id")
+                if isinstance(sid, str):
+                    self.session_id = sid
+                if d.get("is_error") is True:
+                    self.failed = message_of(d.get("error")) or (text if isinstance(text, str) else "error")
+        elif t == "session.end":
+            self._usage(d.get("usage"), n, t, live)
+        elif t.startswith("msg/"):
+            self._legacy(t[4:], d, n, t, live)
+        return live
+
+    def _legacy(self, kind: str, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
+        msg = d.get("msg")
+        msg = msg if isinstance(msg, dict) else {}
+        model = msg.get("model")
+        if isinstance(model, str) and model:
+            self.model = model
+        if kind == "agent_message":
+            text = msg.get("message")
+            if isinstance(text, str):
+                self.text = text
+                live.append(LiveEvent("text", n, t, {"text": text}))
+        elif kind == "task_complete":
+            text = msg.get("last_agent_message")
+            if isinstance(text, str) and self.text is None:
+                self.text = text
+        elif kind == "token_count":
+            info = msg.get("info")
+            raw = info.get("total_token_usage") if isinstance(info, dict) else msg
+            self._usage(raw, n, t, live)
+        elif kind == "session_configured":
+            sid = msg.get("session_id")
+            if isinstance(sid, str):
+                self.session_id = sid
+                live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.model}))
+        elif kind == "error":
+            self.last_error = message_of(msg) or "error"
+            live.append(LiveEvent("error", n, t, {"message": self.last_error}))
+        elif kind == "stream_error":
+            live.append(LiveEvent("warning", n, t, {"message": self.warn(message_of(msg) or "stream error")}))
+        elif kind == "exec_command_begin":
+            live.append(LiveEvent("tool_start", n, t, {"command": msg.get("command")}))
+
+    def noted(self, rec: Noted) -> list[LiveEvent]:
+        action, _, kind = rec.type.partition("/")
+        if action == "item.started":
+            return [LiveEvent("tool_start", rec.lineno, rec.type, {"tool": kind, "bytes": rec.size})]
+        return [LiveEvent("tool_end", rec.lineno, rec.type, {"tool": kind, "bytes": rec.size})]
+
+    def _usage(self, raw: Any, n: int, t: str, live: list[LiveEvent]) -> None:
+        usage = normalize_codex_usage(raw)
+        if usage:
+            self.raw_usage = raw
+            self.usage = usage
+            live.append(LiveEvent("usage", n, t, {"usage": usage}))
+
+    def answer(self) -> Answer:
+        text = self.text if self.text is not None else self.plan_text
+        error = self.failed if self.failed is not None else self.last_error
+        if text is None:
+            lost = [r for r in self.lost if r.type in ("item.completed/agent_message", "msg/agent_message", "result")]
+            if lost and error is None:
+                r = lost[-1]
+                error = f"the answer ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
+        return Answer(
+            text=text,
+            usage=dict(self.usage),
+            raw_usage=self.raw_usage,
+            model=self.model,
+            session_id=self.session_id,
+            error=error,
+            warnings=self.notes.as_list(),
+        )

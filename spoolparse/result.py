@@ -1,0 +1,142 @@
+"""The result of a run or a parse, and its JSON summary (the CLI contract)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import IO, Any
+
+from .errors import CalledProcessError, TimeoutExpired
+
+__all__ = ["Result", "SUMMARY_FIELDS"]
+
+#: Keys of :meth:`Result.summary`, in order.
+SUMMARY_FIELDS = (
+    "provider",
+    "ok",
+    "text",
+    "usage",
+    "raw_usage",
+    "model",
+    "session_id",
+    "error",
+    "warnings",
+    "returncode",
+    "timed_out",
+    "spool_full",
+    "duration_s",
+    "stdout_bytes",
+    "stderr_bytes",
+    "lines",
+    "invalid_lines",
+    "dropped",
+    "dropped_count",
+    "stderr_tail",
+)
+
+
+@dataclass(eq=False)
+class Result:
+    """What a run (or a parse) produced.
+
+    Like :class:`subprocess.CompletedProcess`, it has ``args`` and
+    ``returncode`` (negative ``-N`` when signal ``N`` ended the child; ``None``
+    for a parse). ``ok`` is true when the child exited 0, did not time out and
+    the agent reported no error. ``stdout``/``stderr`` are the spool files
+    (binary, positioned at 0) while the result is open; closing the result (or
+    leaving its ``with`` block) deletes them.
+
+    .. seealso:: :class:`subprocess.CompletedProcess`
+    """
+
+    args: Sequence[str] | str | None
+    provider: str
+    text: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    raw_usage: Any = None
+    model: str | None = None
+    session_id: str | None = None
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    returncode: int | None = None
+    timed_out: bool = False
+    spool_full: bool = False
+    duration_s: float = 0.0
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    lines: int = 0
+    invalid_lines: int = 0
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    dropped_count: int = 0
+    stderr_tail: str = ""
+    stdout: IO[bytes] | None = field(default=None, repr=False)
+    stderr: IO[bytes] | None = field(default=None, repr=False)
+    timeout: float | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.returncode in (0, None)
+            and not self.timed_out
+            and not self.spool_full
+            and self.error is None
+        )
+
+    @property
+    def signal(self) -> int | None:
+        """The signal that ended the child, if one did."""
+        return -self.returncode if self.returncode is not None and self.returncode < 0 else None
+
+    @property
+    def command(self) -> str:
+        """The command as a shell-quoted string, for logs."""
+        if self.args is None:
+            return ""
+        if isinstance(self.args, str):
+            return self.args
+        return shlex.join(self.args)
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON-ready summary: exactly the keys of :data:`SUMMARY_FIELDS`."""
+        out: dict[str, Any] = {}
+        for key in SUMMARY_FIELDS:
+            out[key] = getattr(self, key)
+        out["duration_s"] = round(self.duration_s, 3)
+        return out
+
+    def exit_status(self) -> int:
+        """The CLI's exit status for this result (see the README's exit-status table)."""
+        if self.spool_full:
+            return 125
+        if self.timed_out:
+            return 124
+        rc = self.returncode
+        if rc is not None and rc < 0:
+            return 128 - rc
+        if rc:
+            return rc if rc < 256 else 1
+        return 0 if self.error is None else 1
+
+    def check_returncode(self) -> None:
+        """Raise :class:`TimeoutExpired` or :class:`CalledProcessError` unless ``ok``."""
+        if self.timed_out:
+            raise TimeoutExpired(self, self.timeout)
+        if not self.ok:
+            raise CalledProcessError(self)
+
+    def close(self) -> None:
+        """Close and so delete the spool files (idempotent)."""
+        for f in (self.stdout, self.stderr):
+            if f is not None:
+                f.close()
+        self.stdout = self.stderr = None
+
+    def __enter__(self) -> Result:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

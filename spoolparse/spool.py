@@ -1,0 +1,105 @@
+"""Where spool files live, how they are made, and when a spool is full.
+
+A spool is a :func:`tempfile.TemporaryFile`: on Linux an ``O_TMPFILE`` file
+that never has a name, else one unlinked at creation; mode 0600 either way.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+import warnings
+from typing import IO
+
+from .errors import SpoolDirWarning, UsageError
+
+__all__ = ["ENV_VAR", "resolve_spool_dir", "open_spool", "spool_problem"]
+
+#: The environment variable naming the spool directory.
+ENV_VAR = "PDD_AGENT_SPOOL_DIR"
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_once(path: str, why: str) -> None:
+    key = (path, why)
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(f"{ENV_VAR}={path!r} {why}; spooling to {tempfile.gettempdir()!r} instead", SpoolDirWarning, stacklevel=4)
+
+
+def _unusable(path: str) -> str | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "is not writable"
+    return None
+
+
+def _check_safety(path: str) -> None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        key = (path, "unsafe")
+        if key not in _warned:
+            _warned.add(key)
+            warnings.warn(
+                f"spool directory {path!r} is world-writable without the sticky bit", SpoolDirWarning, stacklevel=4
+            )
+
+
+def resolve_spool_dir(spool_dir: str | os.PathLike[str] | None = None) -> str:
+    """The directory spools go to: ``spool_dir``, else ``$PDD_AGENT_SPOOL_DIR``, else the temp dir.
+
+    An unusable ``spool_dir`` argument is a :class:`UsageError`; an unusable
+    environment variable warns once per process (:class:`SpoolDirWarning`)
+    and falls back to the system temp dir.
+    """
+    if spool_dir is not None:
+        path = os.fspath(spool_dir)
+        why = _unusable(path)
+        if why is not None:
+            raise UsageError(f"spool directory {path!r} {why}")
+        _check_safety(path)
+        return path
+    env = os.environ.get(ENV_VAR)
+    if env:
+        why = _unusable(env)
+        if why is None:
+            _check_safety(env)
+            return env
+        _warn_once(env, why)
+    return tempfile.gettempdir()
+
+
+def open_spool(directory: str) -> IO[bytes]:
+    """A new nameless spool file in ``directory``, opened for reading and writing."""
+    try:
+        return tempfile.TemporaryFile(dir=directory)
+    except OSError as e:
+        raise UsageError(f"cannot create a spool file in {directory!r}: {e.strerror}") from e
+
+
+def spool_problem(fds: tuple[int, ...], max_bytes: int | None) -> str | None:
+    """Why the spool is full, or ``None``: over ``max_bytes`` together, or no room left on its filesystem."""
+    total = 0
+    for fd in fds:
+        total += os.fstat(fd).st_size
+    if max_bytes is not None and total > max_bytes:
+        return f"max_spool_bytes {max_bytes} exceeded"
+    vfs = os.fstatvfs(fds[0])
+    # root may write into the reserved blocks, so only the truly free ones count for it
+    free = vfs.f_bfree if os.geteuid() == 0 else vfs.f_bavail
+    if free == 0 and vfs.f_blocks > 0:
+        return "no space left on the spool filesystem"
+    return None
