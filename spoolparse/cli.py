@@ -126,9 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--grace", type=_seconds, default=_limits.DEFAULT_GRACE, metavar="S",
         help="seconds between SIGTERM and SIGKILL (default: 5)",
     )
-    r.add_argument("--spool-dir", metavar="DIR", help=f"spool directory (default: ${'PDD_AGENT_SPOOL_DIR'} or the temp dir)")
+    r.add_argument("--spool-dir", metavar="DIR", help="spool directory (default: $PDD_AGENT_SPOOL_DIR or the temp dir)")
     r.add_argument("--max-spool-bytes", type=parse_size, metavar="SIZE", help="kill the child past this much output")
-    r.add_argument("--input", metavar="FILE|-", help="the child's stdin: a file, or - for this stdin (default: /dev/null)")
+    r.add_argument(
+        "--input", metavar="FILE|-", help="the child's stdin: a file, or - for this stdin (default: /dev/null)"
+    )
     r.add_argument("--cwd", metavar="DIR", help="the child's working directory")
     r.add_argument("--shell", action="store_true", help="run CMD (one string) through /bin/sh")
     _add_bounds(r)
@@ -173,9 +175,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise UsageError("run needs a command: spoolparse run [options] -- CMD [ARG ...]")
-    if args.shell:
-        if len(command) != 1:
-            raise UsageError("--shell takes the command as one string")
+    if args.shell and len(command) != 1:
+        raise UsageError("--shell takes the command as one string")
     inp: Any = None
     if args.input == "-":
         inp = sys.stdin.buffer
@@ -247,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:
         fail(f"{e.strerror or e}" + (f": {e.filename}" if e.filename else ""))
         return 1
-    except Exception as e:  # noqa: BLE001 - the contract is one line, never a traceback
+    except Exception as e:
         if os.environ.get("SPOOLPARSE_DEBUG"):
             raise
         fail(f"internal error: {type(e).__name__}: {e} (set SPOOLPARSE_DEBUG=1 for a traceback)")

@@ -51,7 +51,7 @@ NOTE: Final = 1
 KEEP: Final = 2
 
 RetainFn = Callable[[str], int]
-Loads = Callable[[Union[bytes, str]], Any]
+Loads = Callable[[bytes | str], Any]
 
 
 class Buffer(Protocol):
@@ -99,17 +99,23 @@ class Dropped:
         return {"line": self.line, "bytes": self.bytes, "type": self.type, "reason": self.reason}
 
 
-Record = Union[Event, Noted, Dropped]
+Record = Union[Event, Noted, Dropped]  # noqa: UP007 - a runtime alias on 3.10
 
 # Anchored on a line's first bytes. Every real agent CLI writes compact JSON
 # with "type" first, so nearly every line is classified by this one match.
 _FAST = re.compile(
     rb'[ \t\x1e]*(?:\xef\xbb\xbf)?[ \t]*\{[ \t]*"type"[ \t]*:[ \t]*"([^"\\]*)"'
-    rb'(?:[ \t]*,[ \t]*"item"[ \t]*:[ \t]*\{[ \t]*"id"[ \t]*:[ \t]*"[^"\\]*"[ \t]*,[ \t]*"(?:item_)?type"[ \t]*:[ \t]*"([^"\\]*)")?'
+    rb'(?:[ \t]*,[ \t]*"item"[ \t]*:[ \t]*\{[ \t]*"id"[ \t]*:[ \t]*"[^"\\]*"'
+    rb'[ \t]*,[ \t]*"(?:item_)?type"[ \t]*:[ \t]*"([^"\\]*)")?'
 )
+# _FAST without the optional blanks, for the feed loop: on compact lines it
+# yields the same groups, and since no class admits "\n" it cannot run past
+# the line's end, so the loop needs no per-line bound on the match window.
+_COMPACT = re.compile(rb'\{"type":"([^"\\\n]*)"(?:,"item":\{"id":"[^"\\\n]*","(?:item_)?type":"([^"\\\n]*)")?')
 # The pre-2025-10 Codex envelope: {"id":"0","msg":{"type":"agent_message",...}}
 _ENVELOPE = re.compile(
-    rb'[ \t\x1e]*(?:\xef\xbb\xbf)?[ \t]*\{[ \t]*"id"[ \t]*:[ \t]*"[^"\\]*"[ \t]*,[ \t]*"msg"[ \t]*:[ \t]*\{[ \t]*"type"[ \t]*:[ \t]*"([^"\\]*)"'
+    rb'[ \t\x1e]*(?:\xef\xbb\xbf)?[ \t]*\{[ \t]*"id"[ \t]*:[ \t]*"[^"\\]*"[ \t]*,'
+    rb'[ \t]*"msg"[ \t]*:[ \t]*\{[ \t]*"type"[ \t]*:[ \t]*"([^"\\]*)"'
 )
 _LEAD = b" \t\r\n\x1e"
 _BOM = b"\xef\xbb\xbf"
@@ -144,7 +150,7 @@ def probe_type(prefix: bytes) -> str | None:
     if m is not None:
         top, sub = m.group(1, 2)
         if sub is not None or not top.startswith(b"item."):
-            return _compose(top.decode("utf-8", "replace"), sub and sub.decode("utf-8", "replace"), None)
+            return _compose(top.decode("utf-8", "replace"), sub.decode("utf-8", "replace") if sub else None, None)
     m = _ENVELOPE.match(prefix)
     if m is not None:
         return "msg/" + m.group(1).decode("utf-8", "replace")
@@ -166,7 +172,7 @@ def probe_type(prefix: bytes) -> str | None:
                     break
             elif path == "msg.type":
                 msg = value
-    except Exception:  # noqa: BLE001 - a cut or malformed prefix ends the probe, nothing more
+    except Exception:
         pass
     return _compose(top, sub, msg)
 
@@ -239,7 +245,8 @@ class LineScanner:
     def _classify(self, head: bytes) -> tuple[str | None, int]:
         m = _FAST.match(head, 0, _limits.FAST_PROBE_BYTES)
         if m is not None:
-            d = self._cache.get(m.group(1, 2)) or self._decide_fast(m.group(1, 2))
+            groups: tuple[bytes, bytes | None] = m.group(1, 2)  # type: ignore[assignment]
+            d = self._cache.get(groups) or self._decide_fast(groups)
             if d is not None:
                 return d
         key = probe_type(head)
@@ -263,23 +270,34 @@ class LineScanner:
         if self._mode != _NONE:
             pos = self._continue(buf, pos, end, out)
         find = buf.find
+        compact = _COMPACT.match
         match = _FAST.match
         cache = self._cache
+        append = out.append
         max_line = self.max_line
         fast = _limits.FAST_PROBE_BYTES
         lineno = self.lines
+        # One memchr and at most one anchored match per line; a cached SKIP or
+        # NOTE decision settles the line here without copying any of it.
         while True:
             nl = find(b"\n", pos, end)
             if nl < 0:
                 break
             lineno += 1
             if nl - pos <= max_line:
-                m = match(buf, pos, min(nl, pos + fast))  # type: ignore[call-overload]
+                m = compact(buf, pos, pos + fast)  # type: ignore[call-overload]
+                if m is None:
+                    m = match(buf, pos, min(nl, pos + fast))  # type: ignore[call-overload]
                 if m is not None:
                     d = cache.get(m.group(1, 2))
-                    if d is not None and d[1] == SKIP:
-                        pos = nl + 1
-                        continue
+                    if d is not None:
+                        if d[1] == SKIP:
+                            pos = nl + 1
+                            continue
+                        if d[1] == NOTE:
+                            append(Noted(lineno, d[0], nl - pos))
+                            pos = nl + 1
+                            continue
             self.lines = lineno
             self._complete(bytes(buf[pos : min(nl, pos + self.probe_bytes)]), buf, pos, nl, out)
             pos = nl + 1
@@ -295,7 +313,7 @@ class LineScanner:
         if mode == _NONE:
             return out
         self.lines += 1
-        if mode == _COLLECT or mode == _KEEPING:
+        if mode in (_COLLECT, _KEEPING):
             data = bytes(self._pend)
             self._reset()
             if mode == _COLLECT:
@@ -337,10 +355,10 @@ class LineScanner:
         data = _strip(data)
         try:
             obj = self._loads(data)
-        except Exception:  # noqa: BLE001 - bad bytes are counted, never raised
+        except Exception:
             try:
                 obj = self._loads(data.decode("utf-8", "replace"))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 obj = None
         if not isinstance(obj, dict):
             self.invalid_lines += 1

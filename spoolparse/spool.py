@@ -27,7 +27,9 @@ def _warn_once(path: str, why: str) -> None:
     if key in _warned:
         return
     _warned.add(key)
-    warnings.warn(f"{ENV_VAR}={path!r} {why}; spooling to {tempfile.gettempdir()!r} instead", SpoolDirWarning, stacklevel=4)
+    warnings.warn(
+        f"{ENV_VAR}={path!r} {why}; spooling to {tempfile.gettempdir()!r} instead", SpoolDirWarning, stacklevel=4
+    )
 
 
 def _unusable(path: str) -> str | None:

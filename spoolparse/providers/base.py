@@ -126,6 +126,9 @@ class Provider:
     def __init__(self) -> None:
         self.notes = Notes()
         self.lost: list[Dropped] = []
+        #: Most characters of answer text a provider holds (deltas it joins, parts it
+        #: concatenates); :class:`~spoolparse.StreamParser` sets it to its ``max_retained``.
+        self.max_text = _limits.MAX_RETAINED
 
     def retain(self, key: str) -> int:
         if key in self.keep:

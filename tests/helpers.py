@@ -1,0 +1,29 @@
+"""Small helpers shared by the tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+FAKE_CODEX = [sys.executable, str(FIXTURES / "fake_codex.py")]
+
+
+def jl(*objs: Any) -> bytes:
+    """Compact JSON lines, as the agent CLIs print them."""
+    return b"".join(json.dumps(o, separators=(",", ":")).encode() + b"\n" for o in objs)
+
+
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def group_gone(pgid: int) -> bool:
+    """No live process is left in the group (zombies waiting for PID 1 count as gone)."""
+    from spoolparse.process import group_alive
+
+    return not group_alive(pgid)

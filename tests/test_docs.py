@@ -1,0 +1,47 @@
+"""The README tells the truth about the bounds and the set-up commands."""
+
+from __future__ import annotations
+
+import re
+
+from spoolparse import _limits
+
+from .helpers import ROOT
+
+README = (ROOT / "README.md").read_text()
+
+
+def _human(n: float, unit: str) -> float:
+    return n * {"B": 1, "KiB": _limits.KiB, "MiB": _limits.MiB, "GiB": _limits.GiB, "s": 1, "ms": 0.001}[unit]
+
+
+def test_bounds_table_matches_the_limits_module() -> None:
+    rows = re.findall(r"^\| `([A-Z_]+)`[^|]*\| ([^|]+) \|", README, re.M)
+    seen = {name for name, _ in rows}
+    for name, value in rows:
+        actual = getattr(_limits, name, None)
+        if name == "POLL_MIN":
+            lo, hi, unit = re.match(r"(\d+)–(\d+) (ms)", value.strip()).groups()  # type: ignore[union-attr]
+            assert _human(int(lo), unit) == _limits.POLL_MIN and _human(int(hi), unit) == _limits.POLL_MAX
+            continue
+        assert actual is not None, name
+        m = re.match(r"([\d.]+) ?(B|KiB|MiB|GiB|s|ms|Ki characters)?", value.strip())
+        assert m is not None, (name, value)
+        number, unit = float(m.group(1)), m.group(2)
+        if unit == "Ki characters":
+            expected = number * 1024
+        elif unit is None:
+            expected = number
+        else:
+            expected = _human(number, unit)
+        assert expected == actual, (name, value, actual)
+    public = {n for n in dir(_limits) if n.isupper() and n not in ("KiB", "MiB", "GiB", "POLL_MAX")}
+    assert public <= seen, f"bounds missing from the README table: {sorted(public - seen)}"
+
+
+def test_setup_commands_and_ci_agree() -> None:
+    blocks = re.findall(r"```sh\n(.*?)```", README, re.S)
+    assert "spoolparse run -- python fixtures/fake_codex.py" in blocks[0]
+    test_cmd = blocks[1].strip()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert test_cmd in ci, f"{test_cmd!r} is not what .ci/run runs"

@@ -1,0 +1,196 @@
+"""The bounded line scanner: classification, bounds, drops, odd input."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from spoolparse import Dropped, Event, LineScanner, Noted, UsageError, iter_lines, probe_type
+from spoolparse.lines import KEEP, NOTE, SKIP
+
+from .helpers import jl
+
+
+def scan(data: bytes, retain, chunk: int | None = None, **kw):  # type: ignore[no-untyped-def]
+    sc = LineScanner(retain, **kw)
+    out = []
+    step = chunk or len(data) or 1
+    for i in range(0, len(data), step):
+        out += sc.feed(data[i : i + step])
+    out += sc.end()
+    return sc, out
+
+
+def keep(*keys: str):  # type: ignore[no-untyped-def]
+    wanted = set(keys)
+    return lambda k: KEEP if k in wanted else SKIP
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        (b'{"type":"turn.completed","usage":{}}', "turn.completed"),
+        (b'{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"x"}}',
+         "item.completed/agent_message"),
+        (b'{ "type" : "item.started" , "item" : { "id" : "i" , "type" : "command_execution" } }',
+         "item.started/command_execution"),
+        (b'{"type":"item.completed","item":{"id":"item_0","item_type":"assistant_message"}}',
+         "item.completed/assistant_message"),
+        (b'{"id":"0","msg":{"type":"agent_message","message":"hi"}}', "msg/agent_message"),
+        (b'{"timestamp":"t","type":"init"}', "init"),
+        (b'{"item":{"type":"agent_message"},"type":"item.completed"}', "item.completed/agent_message"),
+        (b'{"approval":"never","sandbox":"read-only"}', ""),
+        (b'\xef\xbb\xbf{"type":"x"}', "x"),
+        (b'\x1e{"type":"x"}', "x"),
+        (b'{"type":"esc\\"aped"}', 'esc"aped'),
+        (b"[SandboxDebug] hello", None),
+        (b"[1,2,3]", None),
+        (b"", None),
+    ],
+)
+def test_probe_type(line: bytes, key: str | None) -> None:
+    assert probe_type(line) == key
+
+
+def test_probe_works_on_a_cut_prefix() -> None:
+    line = b'{"id":"x","payload":"' + b"a" * 1000 + b'","type":"late"}'
+    assert probe_type(line[:100]) == ""
+    assert probe_type(b'{"type":"item.completed","item":{"id":"' + b"i" * 300) == "item.completed"
+
+
+STREAM = (
+    jl({"type": "thread.started", "thread_id": "t"})
+    + b"\n"
+    + b"[SandboxDebug] noise\n"
+    + b"42\n"
+    + jl({"type": "item.completed",
+          "item": {"id": "item_1", "type": "command_execution", "aggregated_output": "o" * 500}})
+    + b'{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"caf\xc3\xa9 \xff"}}\r\n'
+    + b'{"type":"broken",\n'
+    + jl({"type": "turn.completed", "usage": {"input_tokens": 3}})
+)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1000, None])
+def test_every_chunking_gives_the_same_records(chunk: int | None) -> None:
+    retain = keep("thread.started", "item.completed/agent_message", "turn.completed", "broken")
+    sc, out = scan(STREAM, retain, chunk, max_line=1024, max_retained=2048, probe_bytes=256)
+    assert [(type(r).__name__, getattr(r, "lineno", None), r.type) for r in out] == [
+        ("Event", 1, "thread.started"),
+        ("Event", 6, "item.completed/agent_message"),
+        ("Event", 8, "turn.completed"),
+    ]
+    assert sc.lines == 8
+    # blank line, non-JSON line, JSON that is not an object, a kept line that does not decode
+    assert sc.invalid_lines == 4
+    text = out[1].data["item"]["text"]  # type: ignore[union-attr]
+    assert text == "café \ufffd"
+
+
+def test_skipped_lines_are_never_decoded() -> None:
+    calls: list[bytes | str] = []
+
+    def loads(data):  # type: ignore[no-untyped-def]
+        calls.append(data)
+        import orjson
+
+        return orjson.loads(data)
+
+    data = jl(*[{"type": "noise", "v": i} for i in range(100)], {"type": "answer", "text": "a"})
+    sc = LineScanner(keep("answer"), loads=loads)
+    sc.feed(data)
+    sc.end()
+    assert len(calls) == 1
+    assert sc.lines == 101
+
+
+def test_oversize_skipped_line_is_reported_and_not_buffered() -> None:
+    big = (b'{"type":"item.completed","item":{"id":"item_9","type":"command_execution","aggregated_output":"'
+           + b"x" * 5000 + b'"}}')
+    data = jl({"type": "a"}) + big + b"\n" + jl({"type": "a"})
+    for chunk in (13, 100, 4096, None):
+        sc = LineScanner(keep("a"), max_line=1000, max_retained=2000, probe_bytes=200)
+        out = []
+        step = chunk or len(data)
+        peak = 0
+        for i in range(0, len(data), step):
+            out += sc.feed(data[i : i + step])
+            peak = max(peak, len(sc._pend))
+        out += sc.end()
+        assert peak <= 200  # never more than the probe window of a line it skips
+        drops = [r for r in out if isinstance(r, Dropped)]
+        assert drops == [Dropped(2, len(big), "item.completed/command_execution", "oversize")]
+        assert [r.lineno for r in out if isinstance(r, Event)] == [1, 3]
+
+
+def test_retained_line_between_cap_and_ceiling_is_kept() -> None:
+    text = "y" * 3000
+    data = jl({"type": "answer", "text": text})
+    for chunk in (50, 999, None):
+        _, out = scan(data, keep("answer"), chunk, max_line=1000, max_retained=4000, probe_bytes=100)
+        assert len(out) == 1 and isinstance(out[0], Event) and out[0].data["text"] == text
+
+
+def test_retained_line_over_ceiling_is_dropped_and_reported() -> None:
+    data = jl({"type": "answer", "text": "y" * 5000}, {"type": "answer", "text": "small"})
+    for chunk in (50, 999, None):
+        sc, out = scan(data, keep("answer"), chunk, max_line=1000, max_retained=4000, probe_bytes=100)
+        assert isinstance(out[0], Dropped) and out[0].reason == "over_ceiling" and out[0].line == 1
+        assert out[0].bytes == len(data.split(b"\n")[0])
+        assert isinstance(out[1], Event) and out[1].data["text"] == "small"
+        assert sc._pend == bytearray()
+
+
+def test_noted_lines_carry_type_and_size_only() -> None:
+    data = jl({"type": "tool", "output": "z" * 100}, {"type": "tool", "output": "z" * 3000})
+    retain = lambda k: NOTE if k == "tool" else SKIP  # noqa: E731
+    for chunk in (7, None):
+        _, out = scan(data, retain, chunk, max_line=1000, max_retained=4000, probe_bytes=100)
+        assert isinstance(out[0], Noted) and out[0].size == len(data.split(b"\n")[0])
+        assert isinstance(out[1], Dropped) and out[1].reason == "oversize"
+
+
+def test_last_line_without_newline() -> None:
+    sc, out = scan(b'{"type":"a"}\n{"type":"a","n":2}', keep("a"), 5)
+    assert [r.data.get("n") for r in out if isinstance(r, Event)] == [None, 2]
+    assert sc.lines == 2
+    sc, out = scan(b'{"type":"a"}\n{"type":"a","n":', keep("a"), 5)
+    assert len(out) == 1 and sc.invalid_lines == 1 and sc.lines == 2
+
+
+def test_retain_can_change_between_feeds() -> None:
+    sc = LineScanner(keep())
+    assert sc.feed(jl({"type": "a"})) == []
+    sc.retain = keep("a")
+    assert len(sc.feed(jl({"type": "a"}))) == 1
+
+
+def test_bounds_are_checked() -> None:
+    with pytest.raises(UsageError):
+        LineScanner(max_line=0)
+    with pytest.raises(UsageError):
+        LineScanner(max_line=100, max_retained=10)
+
+
+def test_iter_lines_reads_in_bounded_calls() -> None:
+    sizes: list[int] = []
+
+    class Recording(io.BytesIO):
+        def readinto(self, b):  # type: ignore[no-untyped-def]
+            sizes.append(len(b))
+            return super().readinto(b)
+
+    data = jl(*[{"type": "t", "i": i} for i in range(1000)])
+    with iter_lines(Recording(data), max_line=4096, max_retained=8192) as reader:
+        events = list(reader)
+    assert [e.data["i"] for e in events if isinstance(e, Event)] == list(range(1000))
+    assert max(sizes) <= 4096
+    assert reader.lines == 1000
+
+
+def test_iter_lines_types_filter_and_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(jl({"type": "a"}, {"type": "b"}, {"no": "type"}))
+    assert [e.type for e in iter_lines(p, types={"b", ""})] == ["b", ""]
+    assert len(list(iter_lines(str(p)))) == 3

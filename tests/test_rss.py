@@ -1,0 +1,78 @@
+"""Peak RSS of the parent stays flat whatever the size of the output.
+
+Each measurement runs in a fresh interpreter and reports its own
+``ru_maxrss``; the figures are printed (``pytest -s``) as well as checked.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .helpers import FAKE_CODEX
+
+MiB = 1 << 20
+LIMIT = 32 * MiB
+
+MEASURE = """
+import json, resource, sys
+import spoolparse
+argv = json.loads(sys.argv[1])
+mode = sys.argv[2]
+if mode == "spoolparse":
+    with spoolparse.run(argv) as r:
+        ok, text, dropped = r.ok, r.text, r.dropped
+elif mode == "naive":
+    import subprocess
+    p = subprocess.run(argv, capture_output=True, text=True)
+    events = [json.loads(l) for l in p.stdout.strip().splitlines() if l.strip()]
+    text = [e["item"]["text"] for e in events if e.get("type") == "item.completed"
+            and e["item"].get("type") == "agent_message"][-1]
+    ok, dropped = p.returncode == 0, []
+print(json.dumps({"maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  "ok": ok, "text": text, "dropped": dropped}))
+"""
+
+
+def peak(argv: list[str], mode: str = "spoolparse") -> dict:  # type: ignore[type-arg]
+    p = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(argv), mode],
+                       capture_output=True, check=True, timeout=600)
+    return json.loads(p.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+def test_256_mib_transcript_adds_less_than_32_mib() -> None:
+    tiny = peak([*FAKE_CODEX, "--size", "64K"])
+    big = peak([*FAKE_CODEX, "--size", "256M"])
+    growth = big["maxrss"] - tiny["maxrss"]
+    print(f"\npeak RSS: tiny {tiny['maxrss'] / MiB:.1f} MiB, 256 MiB transcript {big['maxrss'] / MiB:.1f} MiB, "
+          f"growth {growth / MiB:.1f} MiB")
+    assert big["ok"] and big["text"] == tiny["text"]
+    assert growth < LIMIT
+
+
+@pytest.mark.slow
+def test_one_200_mib_tool_line_adds_less_than_32_mib() -> None:
+    tiny = peak([*FAKE_CODEX, "--size", "64K"])
+    blob = peak([*FAKE_CODEX, "--size", "64K", "--blob", "200M"])
+    growth = blob["maxrss"] - tiny["maxrss"]
+    print(f"\npeak RSS: tiny {tiny['maxrss'] / MiB:.1f} MiB, 200 MiB line {blob['maxrss'] / MiB:.1f} MiB, "
+          f"growth {growth / MiB:.1f} MiB")
+    assert blob["ok"] and blob["text"] == tiny["text"]
+    assert [d["reason"] for d in blob["dropped"]] == ["oversize"]
+    assert blob["dropped"][0]["bytes"] > 200 * MiB
+    assert growth < LIMIT
+
+
+@pytest.mark.slow
+def test_the_naive_capture_path_grows_by_hundreds_of_mib() -> None:
+    """The same measurement catches the failure spoolparse exists to prevent."""
+    tiny = peak([*FAKE_CODEX, "--size", "64K"], "naive")
+    big = peak([*FAKE_CODEX, "--size", "128M"], "naive")
+    growth = big["maxrss"] - tiny["maxrss"]
+    print(f"\nnaive capture_output peak RSS growth for 128 MiB: {growth / MiB:.0f} MiB")
+    assert big["text"] == tiny["text"]
+    assert growth > 8 * LIMIT
