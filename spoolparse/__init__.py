@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from . import _limits as limits
+from .aio import AsyncRun, arun, open_run
 from .errors import (
     CalledProcessError,
     Error,
@@ -27,6 +28,7 @@ from .process import run
 from .providers import PROVIDERS, AutoProvider, make_provider
 from .providers.base import Answer, LiveEvent, Provider
 from .result import SUMMARY_FIELDS, Result
+from .runner import Outcome, Task, arun_many, run_many
 
 __version__ = "0.1.0"
 
@@ -34,6 +36,13 @@ __all__ = [
     "__version__",
     "limits",
     "run",
+    "run_many",
+    "arun_many",
+    "Task",
+    "Outcome",
+    "arun",
+    "open_run",
+    "AsyncRun",
     "parse",
     "iter_lines",
     "Result",

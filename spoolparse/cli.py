@@ -24,6 +24,7 @@ from . import __version__, _limits
 from .errors import Error, SpawnError, SpoolFullError, UsageError
 from .parser import parse
 from .process import run
+from .progress import follow
 from .providers import names as provider_names
 from .result import Result
 
@@ -70,6 +71,7 @@ examples:
   spoolparse run --timeout 900 -- claude -p --output-format stream-json --verbose "…"
   spoolparse run --input prompt.txt --spool-dir /scratch -- gemini -o stream-json
   spoolparse run -- python fixtures/fake_codex.py --size 256M
+  spoolparse run --events --no-progress -- python fixtures/fake_codex.py --pause 0.1
 """
 
 PARSE_EXAMPLES = """\
@@ -133,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--cwd", metavar="DIR", help="the child's working directory")
     r.add_argument("--shell", action="store_true", help="run CMD (one string) through /bin/sh")
+    r.add_argument(
+        "--events", action="store_true", help="write each event as one NDJSON line to stderr as it happens"
+    )
+    r.add_argument("--events-file", metavar="FILE", help="write the NDJSON events to FILE instead (implies --events)")
+    r.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        help="one live status line on stderr (default: on when stderr is a terminal)",
+    )
     _add_bounds(r)
     r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARG ...]", help="the command to run")
     r.set_defaults(func=_cmd_run)
@@ -155,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: Other modules add subcommands here (``register(subparsers)``), each setting ``func``.
 EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+
+
+def _register_runner(sub: Any) -> None:
+    from .runner.cli import register  # lazy: the runner's CLI imports this module
+
+    register(sub)
+
+
+EXTRA_COMMANDS.append(_register_runner)
 
 
 def emit_json(obj: Any, *, pretty: bool = False, out: IO[bytes] | None = None) -> None:
@@ -182,20 +201,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
         inp = sys.stdin.buffer
     elif args.input is not None:
         inp = Path(args.input)
-    res = run(
-        command[0] if args.shell else command,
-        input=inp,
-        timeout=args.timeout,
-        grace=args.grace,
-        cwd=args.cwd,
-        shell=args.shell,
-        provider=args.provider,
-        spool_dir=args.spool_dir,
-        max_line=args.max_line,
-        max_retained=args.max_retained,
-        max_spool_bytes=args.max_spool_bytes,
-        keep_output=False,
-    )
+    with follow(events=args.events, events_file=args.events_file, progress=args.progress) as (on_event, on_start):
+        res = run(
+            command[0] if args.shell else command,
+            input=inp,
+            timeout=args.timeout,
+            grace=args.grace,
+            cwd=args.cwd,
+            shell=args.shell,
+            provider=args.provider,
+            spool_dir=args.spool_dir,
+            max_line=args.max_line,
+            max_retained=args.max_retained,
+            max_spool_bytes=args.max_spool_bytes,
+            keep_output=False,
+            on_event=on_event,
+            on_start=on_start,
+        )
     return _print_result(res, args)
 
 

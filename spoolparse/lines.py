@@ -19,6 +19,7 @@ the caller's read window.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -117,6 +118,38 @@ _ENVELOPE = re.compile(
     rb'[ \t\x1e]*(?:\xef\xbb\xbf)?[ \t]*\{[ \t]*"id"[ \t]*:[ \t]*"[^"\\]*"[ \t]*,'
     rb'[ \t]*"msg"[ \t]*:[ \t]*\{[ \t]*"type"[ \t]*:[ \t]*"([^"\\]*)"'
 )
+#: Cached decisions past this many are no longer added to the SKIP pattern.
+_SKIP_KEYS = 64
+
+
+def _skip_pattern(cache: dict[tuple[bytes, bytes | None], tuple[str, int]]) -> re.Pattern[bytes] | None:
+    """One anchored match for the compact lines whose cached decision is SKIP.
+
+    It matches exactly where :data:`_COMPACT` would yield groups cached as
+    SKIP, so a match settles a line with no group extraction or lookup.
+    """
+    tops: dict[bytes, list[bytes] | None] = {}
+    for (top, sub), (_, decision) in cache.items():
+        if decision != SKIP or b"\n" in top:
+            continue
+        if not top.startswith(b"item."):
+            tops[top] = None  # the key is the top-level type whatever follows
+        elif sub is not None and b"\n" not in sub:
+            subs = tops.setdefault(top, [])
+            if subs is not None:
+                subs.append(sub)
+    alts = [
+        re.escape(top) + b'"'
+        if subs is None
+        else re.escape(top)
+        + rb'","item":\{"id":"[^"\\\n]*","(?:item_)?type":"(?:'
+        + b"|".join(re.escape(s) for s in subs)
+        + b')"'
+        for top, subs in tops.items()
+    ]
+    return re.compile(rb'\{"type":"(?:' + b"|".join(alts) + b")") if alts else None
+
+
 _LEAD = b" \t\r\n\x1e"
 _BOM = b"\xef\xbb\xbf"
 
@@ -159,7 +192,8 @@ def probe_type(prefix: bytes) -> str | None:
         return None
     top = sub = msg = None
     try:
-        for path, event, value in ijson.parse(io.BytesIO(data)):
+        # bad UTF-8 reads as U+FFFD here as in a kept line's decode, so it cannot hide the type
+        for path, event, value in ijson.parse(io.BytesIO(data.decode("utf-8", "replace").encode())):
             if event != "string":
                 continue
             if path == "type":
@@ -179,6 +213,34 @@ def probe_type(prefix: bytes) -> str | None:
 
 def _default_loads(data: bytes | str) -> Any:
     return orjson.loads(data)
+
+
+def _lenient_loads(data: bytes) -> Any:
+    """Valid JSON that orjson refuses, or ``None``.
+
+    JavaScript's ``JSON.stringify`` writes a lone surrogate (half an emoji cut
+    by a text split) as a ``\\udXXX`` escape, which orjson rejects; one such
+    character must not cost a kept event, so the standard library reads it and
+    the lone surrogate becomes U+FFFD (the summary must still print as UTF-8).
+    """
+    try:
+        return _no_surrogates(json.loads(data.decode("utf-8", "replace"), parse_constant=_not_json))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _no_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_no_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_no_surrogates(k): _no_surrogates(v) for k, v in value.items()}
+    return value
 
 
 class LineScanner:
@@ -211,6 +273,7 @@ class LineScanner:
         self._loads: Loads = loads or _default_loads
         self._retain: RetainFn = retain or _keep_all
         self._cache: dict[tuple[bytes, bytes | None], tuple[str, int]] = {}
+        self._skip: re.Pattern[bytes] | None = None  # the cached SKIP decisions as one match
         self.lines = 0
         self.invalid_lines = 0
         self.bytes = 0
@@ -229,6 +292,7 @@ class LineScanner:
     def retain(self, fn: RetainFn) -> None:
         self._retain = fn
         self._cache.clear()
+        self._skip = None
 
     # -- decisions ---------------------------------------------------------
 
@@ -240,6 +304,8 @@ class LineScanner:
         decision = (key, self._retain(key))
         if len(self._cache) < 4096:  # untrusted input could invent endless types
             self._cache[groups] = decision
+            if decision[1] == SKIP and len(self._cache) <= _SKIP_KEYS:
+                self._skip = _skip_pattern(self._cache)
         return decision
 
     def _classify(self, head: bytes) -> tuple[str | None, int]:
@@ -270,6 +336,7 @@ class LineScanner:
         if self._mode != _NONE:
             pos = self._continue(buf, pos, end, out)
         find = buf.find
+        skip = self._skip
         compact = _COMPACT.match
         match = _FAST.match
         cache = self._cache
@@ -277,14 +344,18 @@ class LineScanner:
         max_line = self.max_line
         fast = _limits.FAST_PROBE_BYTES
         lineno = self.lines
-        # One memchr and at most one anchored match per line; a cached SKIP or
-        # NOTE decision settles the line here without copying any of it.
+        # One memchr and one or two anchored matches per line: a line of a
+        # skipped type costs no more; a cached NOTE decision is settled here
+        # too, and neither copies any of the line.
         while True:
             nl = find(b"\n", pos, end)
             if nl < 0:
                 break
             lineno += 1
             if nl - pos <= max_line:
+                if skip is not None and skip.match(buf, pos, pos + fast) is not None:  # type: ignore[call-overload]
+                    pos = nl + 1
+                    continue
                 m = compact(buf, pos, pos + fast)  # type: ignore[call-overload]
                 if m is None:
                     m = match(buf, pos, min(nl, pos + fast))  # type: ignore[call-overload]
@@ -300,6 +371,7 @@ class LineScanner:
                             continue
             self.lines = lineno
             self._complete(bytes(buf[pos : min(nl, pos + self.probe_bytes)]), buf, pos, nl, out)
+            skip = self._skip  # the line may have taught a new SKIP decision
             pos = nl + 1
         self.lines = lineno
         if pos < end:
@@ -359,7 +431,7 @@ class LineScanner:
             try:
                 obj = self._loads(data.decode("utf-8", "replace"))
             except Exception:
-                obj = None
+                obj = _lenient_loads(data) if self._loads is _default_loads else None
         if not isinstance(obj, dict):
             self.invalid_lines += 1
             return

@@ -6,13 +6,17 @@ writes its spool, ``arun`` from the event loop, ``parse`` from a finished file.
 
 from __future__ import annotations
 
+import io
+import mmap
 import os
+import stat
 import time
 from collections.abc import Callable
 from typing import IO, Any
 
 from . import _limits
-from .lines import Buffer, Dropped, Event, LineScanner, Loads, Noted, Record
+from .document import DOCUMENT, DocumentScanner, sniff
+from .lines import NOTE, SKIP, Buffer, Dropped, Event, LineScanner, Loads, Noted, Record
 from .providers import AutoProvider, Provider, make_provider
 from .providers.base import LiveEvent
 from .result import Result
@@ -41,10 +45,16 @@ class StreamParser:
         self.scanner = LineScanner(
             self.provider.retain, max_line=max_line, max_retained=max_retained, loads=loads
         )
+        self.provider.max_text = min(self.provider.max_text, max_retained)
         self.dropped: list[dict[str, Any]] = []
         self.dropped_count = 0
         self._settled = not isinstance(self.provider, AutoProvider)
         self.closed = False
+        self._loads = loads
+        # The stream's first bytes, until they tell JSON lines from a whole document.
+        self._head: bytearray | None = bytearray()
+        #: Set when the stream is one JSON document (an array or a pretty-printed object).
+        self.document: DocumentScanner | None = None
 
     @property
     def provider_name(self) -> str:
@@ -54,15 +64,36 @@ class StreamParser:
         return p.name
 
     def feed(self, buf: Buffer, start: int = 0, end: int | None = None) -> list[LiveEvent]:
-        recs = self.scanner.feed(buf, start, end)
+        if self._head is not None:
+            return self._sniff(buf, start, len(buf) if end is None else end)
+        recs = self.scanner.feed(buf, start, end) if self.document is None else self.document.feed(buf, start, end)
         return self._fold(recs) if recs else []
+
+    def _sniff(self, buf: Buffer, start: int, end: int, *, final: bool = False) -> list[LiveEvent]:
+        """Hold the first bytes (at most ``PROBE_BYTES``) until the stream's shape is known."""
+        head = self._head
+        assert head is not None
+        take = min(end - start, _limits.PROBE_BYTES - len(head))
+        head += buf[start : start + take]
+        full = len(head) >= _limits.PROBE_BYTES
+        mode = sniff(bytes(head), final=final or full)
+        if mode is None:
+            return []
+        self._head = None
+        if mode == DOCUMENT:
+            self.document = DocumentScanner(self.scanner, loads=self._loads)
+        live = self.feed(head)
+        if start + take < end:
+            live.extend(self.feed(buf, start + take, end))
+        return live
 
     def close(self) -> list[LiveEvent]:
         """End of stream (idempotent)."""
         if self.closed:
             return []
+        live = self._sniff(b"", 0, 0, final=True) if self._head is not None else []
         self.closed = True
-        live = self._fold(self.scanner.end())
+        live.extend(self._fold(self.scanner.end() if self.document is None else self.document.end()))
         if isinstance(self.provider, AutoProvider):
             live.extend(self.provider.settle())
         return live
@@ -121,8 +152,12 @@ def parse(
 ) -> Result:
     """Parse a transcript already on disk (a path, or a binary file) with bounded memory.
 
-    Returns a :class:`Result` with ``returncode`` ``None``. Reads the file once,
-    in windows of ``READ_CHUNK`` bytes.
+    Returns a :class:`Result` with ``returncode`` ``None``. A regular file is
+    read once through ``mmap`` in 8 MiB windows, each unmapped before the next
+    (mapped pages count in the resident set); anything else, and bytes
+    appended meanwhile, in ``READ_CHUNK`` reads. Without ``on_event`` nothing
+    receives the reports of lines the provider only notes (tool starts and
+    ends), so once the provider is known those lines are skipped unread.
 
     .. seealso:: :func:`spoolparse.run`
     """
@@ -130,8 +165,62 @@ def parse(
     sp = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads)
     owns = isinstance(source, (str, os.PathLike))
     f: IO[bytes] = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source  # noqa: SIM115
+    window = 8 * _limits.MiB  # the bound on mapped pages; a multiple of any mmap granularity
+    quiet = on_event is None
+
+    def hush() -> None:
+        nonlocal quiet
+        p: Provider | None = sp.provider
+        if isinstance(p, AutoProvider):
+            p = p.chosen  # detection still looks at noted lines
+        if p is None:
+            return
+        quiet = False
+        loud = p.retain
+
+        def retain(key: str) -> int:
+            d = loud(key)
+            return SKIP if d == NOTE else d
+
+        sp.scanner.retain = retain
+
+    def fed(live: list[LiveEvent]) -> None:
+        if on_event is not None:
+            for ev in live:
+                on_event(ev)
+        elif quiet:
+            hush()
+
+    def mapped_size() -> tuple[int, int] | None:
+        try:
+            fd = f.fileno()
+            st = os.fstat(fd)
+            pos = f.tell()
+        except (OSError, ValueError, io.UnsupportedOperation):
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size <= pos:
+            return None
+        return fd, pos
+
     total = 0
     try:
+        fed([])
+        where = mapped_size()
+        if where is not None:
+            fd, pos = where
+            size = os.fstat(fd).st_size
+            off = pos - pos % mmap.ALLOCATIONGRANULARITY
+            step = _limits.READ_CHUNK  # a small first window: the provider is usually known after it
+            while off < size:
+                n = min(step, size - off)
+                step = window
+                with mmap.mmap(fd, n, access=mmap.ACCESS_READ, offset=off) as m:
+                    if hasattr(m, "madvise"):
+                        m.madvise(mmap.MADV_SEQUENTIAL)
+                    fed(sp.feed(m, pos - off, n))
+                total += off + n - pos
+                off = pos = off + n
+            f.seek(size)
         buf = bytearray(_limits.READ_CHUNK)
         view = memoryview(buf)
         readinto = getattr(f, "readinto", None)
@@ -145,14 +234,8 @@ def parse(
             if not n:
                 break
             total += n
-            live = sp.feed(chunk, 0, n)
-            if on_event is not None:
-                for ev in live:
-                    on_event(ev)
-        live = sp.close()
-        if on_event is not None:
-            for ev in live:
-                on_event(ev)
+            fed(sp.feed(chunk, 0, n))
+        fed(sp.close())
     finally:
         if owns:
             f.close()

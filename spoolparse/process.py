@@ -7,16 +7,16 @@ loop, the asyncio driver from the event loop, the runner for many at once.
 
 from __future__ import annotations
 
-import errno
 import os
 import select
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, Union
 
 from . import _limits
+from ._wait import SpoolWaiter
 from .errors import SpawnError, SpoolFullError, UsageError
 from .lines import Loads
 from .parser import OnEvent, StreamParser
@@ -28,7 +28,7 @@ from .spool import open_spool, resolve_spool_dir, spool_problem
 __all__ = ["Child", "run", "Input", "group_alive", "signal_group"]
 
 Input = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes], None]
-Argv = Union[Sequence[Union[str, "os.PathLike[str]"]], str]
+Argv = Union[Sequence[Union[str, "os.PathLike[str]"]], str]  # noqa: UP007 - a runtime alias
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -42,8 +42,36 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
+def _live_members(pgid: int) -> bool:
+    """Whether a process other than a zombie is in group ``pgid`` (reads /proc)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # fields after the command's closing parenthesis: state ppid pgrp ...
+        fields = stat[stat.rfind(b")") + 2 :].split(b" ", 3)
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
 def group_alive(pgid: int) -> bool:
-    return signal_group(pgid, 0)
+    """Whether group ``pgid`` still has a live (non-zombie) process.
+
+    Orphans killed in the group become zombies of PID 1, which may take a
+    while to reap them; they hold nothing, so they count as gone.
+    """
+    if not signal_group(pgid, 0):
+        return False
+    return _live_members(pgid) if os.path.isdir("/proc") else True
 
 
 def _stdin_for(inp: Input, spool_dir: str) -> tuple[Any, IO[bytes] | None]:
@@ -96,7 +124,7 @@ class Child:
         self,
         args: Argv,
         *,
-        input: Input = None,  # noqa: A002 - the subprocess name
+        input: Input = None,
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
         shell: bool = False,
@@ -107,7 +135,10 @@ class Child:
         max_spool_bytes: int | None = None,
         loads: Loads | None = None,
         preexec_fn: Any = None,
+        read_buffer: bytearray | None = None,
     ) -> None:
+        # read_buffer: one buffer shared by children pumped from a single thread (the
+        # parser never keeps it), so each start does not allocate and zero READ_CHUNK.
         if isinstance(args, str) and not shell:
             raise UsageError("args is a string: give an argv list, or shell=True to run it through the shell")
         if not isinstance(args, str) and not args:
@@ -120,7 +151,7 @@ class Child:
         self.stderr: IO[bytes] | None = None
         self._stdin_close: IO[bytes] | None = None
         self.offset = 0
-        self._buf = bytearray(_limits.READ_CHUNK)
+        self._buf = read_buffer if read_buffer is not None else bytearray(_limits.READ_CHUNK)
         self.started = time.monotonic()
         self.timed_out = False
         self.spool_full: str | None = None
@@ -130,7 +161,7 @@ class Child:
             self.stderr = open_spool(self.spool_dir)
             stdin, self._stdin_close = _stdin_for(input, self.spool_dir)
             try:
-                self.proc = subprocess.Popen(  # noqa: S603 - argv list; shell only when asked
+                self.proc = subprocess.Popen(  # an argv list; a shell only when asked
                     self.args,
                     stdin=stdin,
                     stdout=self.stdout,
@@ -179,6 +210,11 @@ class Child:
 
     # -- the process -------------------------------------------------------
 
+    @property
+    def pidfd(self) -> int:
+        """A pidfd for the child (readable once it exits), or ``-1`` where there is none."""
+        return self._pidfd
+
     def exited(self) -> bool:
         """Whether the child has exited (not reaped: its group id stays ours)."""
         if self.returncode is not None:
@@ -208,18 +244,23 @@ class Child:
     def signal(self, sig: int) -> bool:
         return signal_group(self.pgid, sig)
 
-    def terminate(self, grace: float) -> None:
-        """SIGTERM to the group, SIGKILL after ``grace`` seconds if the child is still there."""
+    def terminate(self, grace: float) -> list[LiveEvent]:
+        """SIGTERM to the group, SIGKILL after ``grace`` seconds if the child is still there.
+
+        Keeps reading meanwhile; returns the events of what the child wrote in its grace.
+        """
         self.signal(signal.SIGTERM)
+        live: list[LiveEvent] = []
         deadline = time.monotonic() + grace
         while not self.exited():
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             self.wait_exit(min(left, 0.05))
-            self.pump()
+            live.extend(self.pump()[1])
         if not self.exited():
             self.signal(signal.SIGKILL)
+        return live
 
     def reap(self, grace: float) -> int:
         """Reap the child; then end whatever else is left in its group (TERM, grace, KILL)."""
@@ -297,6 +338,7 @@ class Child:
             for f in (self.stdout, self.stderr):
                 f.seek(0)
             res.stdout, res.stderr = self.stdout, self.stderr
+            self._close_pidfd()  # the spools now belong to the result
         else:
             self.close()
         return res, live
@@ -306,6 +348,9 @@ class Child:
         for f in (self.stdout, self.stderr, self._stdin_close):
             if f is not None:
                 f.close()
+        self._close_pidfd()
+
+    def _close_pidfd(self) -> None:
         if self._pidfd >= 0:
             os.close(self._pidfd)
             self._pidfd = -1
@@ -320,7 +365,7 @@ def _emit(on_event: OnEvent | None, live: list[LiveEvent]) -> None:
 def run(
     args: Argv,
     *,
-    input: Input = None,  # noqa: A002 - the subprocess name
+    input: Input = None,
     timeout: float | None = None,
     grace: float = _limits.DEFAULT_GRACE,
     cwd: str | os.PathLike[str] | None = None,
@@ -333,6 +378,7 @@ def run(
     max_retained: int = _limits.MAX_RETAINED,
     max_spool_bytes: int | None = None,
     on_event: OnEvent | None = None,
+    on_start: Callable[[Child], Any] | None = None,
     keep_output: bool = True,
     loads: Loads | None = None,
 ) -> Result:
@@ -352,11 +398,17 @@ def run(
     result that is not ``ok`` raises :class:`~spoolparse.TimeoutExpired` or
     :class:`~spoolparse.CalledProcessError`.
 
+    ``on_event`` gets each :class:`~spoolparse.LiveEvent` while the child
+    runs, in stream order; ``on_start`` gets the started :class:`Child` once
+    (its ``pid``, and counters such as ``offset`` for a progress display).
+    The follower sleeps until the child writes or exits (inotify and a pidfd
+    on Linux; bounded polling elsewhere).
+
     Raises :class:`~spoolparse.SpawnError` when the command cannot be started
     and :class:`~spoolparse.SpoolFullError` (with ``.result``) when the spool
     fills up.
 
-    .. seealso:: :func:`subprocess.run`
+    .. seealso:: :func:`subprocess.run`, :func:`spoolparse.arun`
     """
     if timeout is not None and timeout < 0:
         raise UsageError(f"timeout must not be negative, not {timeout}")
@@ -375,32 +427,38 @@ def run(
         max_spool_bytes=max_spool_bytes,
         loads=loads,
     )
+    assert child.stderr is not None
+    waiter = SpoolWaiter((child.stdout.fileno(), child.stderr.fileno()), child.pidfd)
     try:
+        if on_start is not None:
+            on_start(child)
         deadline = None if timeout is None else child.started + timeout
-        interval = _limits.POLL_MIN
+        interval = waiter.next_interval(None)
         while True:
             n, live = child.pump()
             _emit(on_event, live)
             if child.exited():
                 break
             if child.check_spool() is not None:
-                child.terminate(0)
+                _emit(on_event, child.terminate(0))
                 break
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 child.timed_out = True
-                child.terminate(grace)
+                _emit(on_event, child.terminate(grace))
                 break
             if n:
-                interval = _limits.POLL_MIN
+                interval = waiter.next_interval(None)
                 continue
             wait = interval if deadline is None else min(interval, max(0.0, deadline - now))
-            child.wait_exit(wait)
-            interval = min(interval * 2, _limits.POLL_MAX)
+            waiter.wait(wait)
+            interval = waiter.next_interval(interval)
+        waiter.close()  # the watches pin the spools' inodes: gone before the spools may close
         child.reap(grace)
         res, live = child.result(keep_output=keep_output, timeout=timeout)
         _emit(on_event, live)
     except BaseException:
+        waiter.close()
         child.kill_now()
         child.close()
         raise

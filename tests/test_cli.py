@@ -138,3 +138,16 @@ def test_parse_size() -> None:
     assert parse_size("4G") == 4 << 30
     assert parse_size("1024") == 1024
     assert parse_size("1.5k") == 1536
+
+
+def test_unusable_spool_dir_variable_warns_once_on_stderr(tmp_path: Path) -> None:
+    import os
+
+    afile = tmp_path / "not-a-dir"
+    afile.write_text("x")
+    p = subprocess.run([*CLI, "run", "--", *FAKE_CODEX, "--size", "1K"], capture_output=True, check=False,
+                       env={**os.environ, "PDD_AGENT_SPOOL_DIR": str(afile)})
+    assert p.returncode == 0
+    err = p.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("spoolparse: warning:") and "not a directory" in err[0]
+    assert one_json(p.stdout)["ok"] is True

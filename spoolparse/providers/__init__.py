@@ -13,14 +13,20 @@ from .. import _limits
 from ..errors import UsageError
 from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from .base import Answer, LiveEvent, Provider
+from .claude import ClaudeProvider
 from .codex import CodexProvider
+from .gemini import GeminiProvider
 from .generic import GenericProvider
+from .opencode import OpencodeProvider
 
 __all__ = ["PROVIDERS", "AutoProvider", "make_provider", "Provider", "Answer", "LiveEvent"]
 
 #: Specific providers, in detection order. ``generic`` is the fallback, never detected.
 PROVIDERS: dict[str, type[Provider]] = {
     CodexProvider.name: CodexProvider,
+    ClaudeProvider.name: ClaudeProvider,
+    GeminiProvider.name: GeminiProvider,
+    OpencodeProvider.name: OpencodeProvider,
 }
 FALLBACK: type[Provider] = GenericProvider
 
@@ -81,6 +87,7 @@ class AutoProvider(Provider):
 
     def _choose(self, cls: type[Provider]) -> list[LiveEvent]:
         chosen = self.chosen = cls()
+        chosen.max_text = self.max_text
         buffered, self._buffer = self._buffer, []
         live: list[LiveEvent] = []
         for rec in buffered:

@@ -1,0 +1,554 @@
+"""Running a child from asyncio: :func:`arun`, and :func:`open_run` to follow its events.
+
+No thread per child. The child's exit wakes the loop through its pidfd
+(``loop.add_reader``); its writes through one inotify instance shared by every
+run on the loop (see :mod:`spoolparse._wait`). A running child so holds its two
+spool files and its pidfd, nothing more. Where pidfds or inotify are missing
+a run polls instead, with a backoff capped at :data:`~spoolparse._wait.POLL_IDLE`.
+
+The reading itself is the same one pass as :func:`spoolparse.run`:
+:meth:`Child.pump` feeds the :class:`~spoolparse.StreamParser` from the spool
+as it grows, and the :class:`~spoolparse.Result` is built from that pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import signal
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+from . import _limits
+from ._wait import Inotify, next_interval, open_inotify
+from .errors import SpoolFullError, UsageError
+from .lines import Loads
+from .process import Argv, Child, Input, group_alive
+from .providers import Provider
+from .providers.base import LiveEvent
+from .result import Result
+
+__all__ = ["arun", "open_run", "AsyncRun", "AsyncOnEvent"]
+
+#: A callback for each event: a plain function, or one returning an awaitable.
+AsyncOnEvent = Callable[[LiveEvent], Awaitable[Any] | Any]
+
+# Bytes read per step: between steps the loop runs other tasks, so one busy
+# child cannot starve the rest.
+_STEP = _limits.READ_CHUNK
+# Teardown polls the group for leftovers at this interval (only while some remain).
+_SWEEP_POLL = 0.02
+
+
+class _LoopWatch:
+    """One inotify instance per event loop, waking the run whose spool was written."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, ino: Inotify) -> None:
+        self.loop = loop
+        self.ino = ino
+        self.wakers: dict[int, Callable[[], None]] = {}
+        loop.add_reader(ino.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        fired = self.ino.drain()
+        if self.ino.overflowed:
+            self.ino.overflowed = False
+            fired = set(self.wakers)
+        for wd in fired:
+            wake = self.wakers.get(wd)
+            if wake is not None:
+                wake()
+
+    def add(self, fd: int, wake: Callable[[], None]) -> int:
+        wd = self.ino.watch(fd)
+        self.wakers[wd] = wake
+        return wd
+
+    def remove(self, wd: int) -> None:
+        self.wakers.pop(wd, None)
+        self.ino.unwatch(wd)
+        if not self.wakers:
+            self.close()
+
+    def close(self) -> None:
+        if _watches.get(self.loop) is self:
+            del _watches[self.loop]
+        if not self.ino.closed:
+            if not self.loop.is_closed():
+                self.loop.remove_reader(self.ino.fileno())
+            self.ino.close()
+
+
+_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWatch] = weakref.WeakKeyDictionary()
+
+
+def _loop_watch(loop: asyncio.AbstractEventLoop) -> _LoopWatch | None:
+    watch = _watches.get(loop)
+    if watch is None:
+        ino = open_inotify()
+        if ino is None:
+            return None
+        try:
+            watch = _LoopWatch(loop, ino)
+        except (NotImplementedError, OSError):  # a loop without add_reader
+            ino.close()
+            return None
+        _watches[loop] = watch
+    return watch
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class AsyncRun:
+    """A child started by :func:`open_run` and followed from the event loop.
+
+    Use it as an async context manager: leaving the block before the run has
+    ended (an exception, a ``break`` out of :meth:`events`, a cancelled task)
+    kills the child's process group and closes the spools. ``pid`` and
+    ``pgid`` are the child's; ``child`` is the :class:`~spoolparse.process.Child`
+    (its ``offset`` and ``parser`` counters suit a progress display).
+
+    .. seealso:: :func:`arun`, :class:`asyncio.subprocess.Process`
+    """
+
+    def __init__(
+        self,
+        args: Argv,
+        *,
+        timeout: float | None,
+        grace: float,
+        check: bool,
+        on_event: AsyncOnEvent | None,
+        keep_output: bool,
+        child_options: Mapping[str, Any],
+    ) -> None:
+        if timeout is not None and timeout < 0:
+            raise UsageError(f"timeout must not be negative, not {timeout}")
+        if grace < 0:
+            raise UsageError(f"grace must not be negative, not {grace}")
+        self.args = args
+        self.timeout = timeout
+        self.grace = grace
+        self.check = check
+        self.on_event = on_event
+        self.keep_output = keep_output
+        self._options = dict(child_options)
+        self._child: Child | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watch: _LoopWatch | None = None
+        self._wds: list[int] = []
+        self._exit_reader = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._woken = False
+        self._interval: float | None = None
+        self._result: Result | None = None
+        self._closed = False
+        self._busy = False
+        #: Times the run woke from an idle sleep (for measuring idle cost).
+        self.wakeups = 0
+
+    # -- starting and stopping ----------------------------------------------
+
+    async def __aenter__(self) -> AsyncRun:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def start(self) -> None:
+        """Start the child (``async with`` does this)."""
+        if self._child is not None:
+            raise UsageError("this run was already started")
+        loop = asyncio.get_running_loop()
+        child = Child(self.args, **self._options)
+        self._child, self._loop = child, loop
+        try:
+            if child.pidfd >= 0:
+                loop.add_reader(child.pidfd, self._on_exit)
+                self._exit_reader = True
+            watch = _loop_watch(loop)
+            if watch is not None:
+                assert child.stderr is not None
+                self._watch = watch
+                for fd in (child.stdout.fileno(), child.stderr.fileno()):
+                    self._wds.append(watch.add(fd, self._wake))
+        except OSError:
+            self._unwatch()  # inotify refused a watch (limits): poll instead
+        except BaseException:
+            self._teardown()
+            raise
+
+    async def aclose(self) -> None:
+        """Kill the child's group if it is still running, and close what the run holds."""
+        if self._child is None or self._closed:
+            return
+        if self._result is None:
+            await self._abort()
+        else:
+            self._teardown()
+
+    @property
+    def child(self) -> Child:
+        if self._child is None:
+            raise UsageError("the run has not been started: use 'async with open_run(...)'")
+        return self._child
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
+    @property
+    def pgid(self) -> int:
+        return self.child.pgid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.child.returncode
+
+    @property
+    def result(self) -> Result | None:
+        """The :class:`~spoolparse.Result` once the run has ended, else ``None``."""
+        return self._result
+
+    # -- following -------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[LiveEvent]:
+        """Each :class:`~spoolparse.LiveEvent` as the child writes it, in stream order.
+
+        Ends when the child has exited and its spool is read; then
+        :meth:`wait` returns the result at once. A consumer slower than the
+        child holds nothing up but the reading: the spool grows on disk.
+        """
+        while True:
+            batch = await self._step()
+            if batch is None:
+                return
+            for ev in batch:
+                yield ev
+
+    async def wait(self) -> Result:
+        """Follow the child to its end and return the :class:`~spoolparse.Result` (as :func:`spoolparse.run`)."""
+        while await self._step() is not None:
+            pass
+        res = self._result
+        if res is None:
+            raise UsageError("the run was closed before it ended")
+        if res.spool_full:
+            child = self.child
+            raise SpoolFullError(child.spool_dir, res.stdout_bytes + res.stderr_bytes, child.spool_full or "", res)
+        if self.check:
+            try:
+                res.check_returncode()
+            except BaseException:
+                res.close()
+                raise
+        return res
+
+    async def _step(self) -> list[LiveEvent] | None:
+        """The next events (maybe none), or ``None`` once the run has ended."""
+        if self._result is not None or self._closed:
+            return None
+        if self._busy:
+            raise UsageError("this run is already being followed by another task")
+        child = self.child
+        self._busy = True
+        try:
+            deadline = None if self.timeout is None else child.started + self.timeout
+            while True:
+                self._woken = False  # this pump covers every wake so far
+                n, live = child.pump(_STEP)
+                await self._emit(live)
+                # the checks run after every read, so a child that never pauses still meets them
+                if not n and child.exited():
+                    return live + await self._finish([])
+                if child.check_spool() is not None:
+                    return live + await self._finish(await self._terminate(0))
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    child.timed_out = True
+                    return live + await self._finish(await self._terminate(self.grace))
+                if live:
+                    self._interval = None
+                    return live
+                if n:
+                    self._interval = None
+                    await asyncio.sleep(0)  # let other runs read too
+                    continue
+                self._interval = next_interval(self._interval, event_driven=self._event_driven)
+                wait = self._interval if deadline is None else min(self._interval, max(0.0, deadline - now))
+                await self._sleep(wait)
+        except BaseException:
+            await self._abort()
+            raise
+        finally:
+            self._busy = False
+
+    async def _emit(self, live: list[LiveEvent]) -> None:
+        cb = self.on_event
+        if cb is None or not live:
+            return
+        for ev in live:
+            out = cb(ev)
+            if inspect.isawaitable(out):
+                await out
+
+    async def _finish(self, live: list[LiveEvent]) -> list[LiveEvent]:
+        """Reap, sweep the group, read the rest of the spool and build the result."""
+        child = self.child
+        await self._wait_exit(None)
+        child.returncode = child.proc.wait()  # the child has exited: this only reaps
+        await self._sweep(self.grace)
+        self._unwatch()  # watches and the pidfd reader go before the spools can
+        res, more = child.result(keep_output=self.keep_output, timeout=self.timeout)
+        try:
+            await self._emit(more)
+        except BaseException:
+            res.close()  # nobody will get this result: its spools go with it
+            raise
+        self._result = res
+        self._teardown()
+        return live + more
+
+    async def _terminate(self, grace: float) -> list[LiveEvent]:
+        """SIGTERM the group; SIGKILL after ``grace`` seconds; keep reading meanwhile."""
+        child = self.child
+        child.signal(signal.SIGTERM)
+        live: list[LiveEvent] = []
+        deadline = time.monotonic() + grace
+        while not child.exited():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await self._sleep(min(left, _limits.POLL_MAX))
+            _, more = child.pump()
+            await self._emit(more)
+            live.extend(more)
+        if not child.exited():
+            child.signal(signal.SIGKILL)
+        return live
+
+    async def _wait_exit(self, timeout: float | None) -> bool:
+        child = self.child
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not child.exited():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            step = _limits.POLL_MAX if left is None else min(left, _limits.POLL_MAX)
+            await self._sleep(step)
+        return True
+
+    async def _sweep(self, grace: float) -> None:
+        """No orphans: what is left in the child's group gets TERM, then KILL."""
+        child = self.child
+        if not group_alive(child.pgid):
+            return
+        child.signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while group_alive(child.pgid) and time.monotonic() < deadline:
+            await asyncio.sleep(_SWEEP_POLL)
+        if child.signal(signal.SIGKILL):
+            deadline = time.monotonic() + 1.0
+            while group_alive(child.pgid) and time.monotonic() < deadline:
+                await asyncio.sleep(_SWEEP_POLL)
+
+    async def _abort(self) -> None:
+        """For errors, cancellation and early exits: end the group, close everything. Never raises."""
+        if self._closed or self._child is None:
+            return
+        child = self._child
+        try:
+            if child.returncode is None:
+                if not child.exited():
+                    child.signal(signal.SIGTERM)
+                    if not await self._wait_exit(_limits.INTERRUPT_GRACE):
+                        child.signal(signal.SIGKILL)
+                        await self._wait_exit(None)
+                child.returncode = child.proc.wait()
+            await self._sweep(_limits.INTERRUPT_GRACE)
+        except OSError:
+            pass
+        finally:
+            self._teardown()  # also when cancelled again meanwhile: then it is the blocking kill
+
+    def _teardown(self) -> None:
+        """The synchronous last resort: kill, reap, unwatch, close (idempotent)."""
+        if self._closed or self._child is None:
+            return
+        self._closed = True
+        child = self._child
+        if self._result is None:
+            child.kill_now()
+        self._unwatch()
+        if self._result is None:
+            child.close()
+        self._resolve_waiter()
+
+    # -- waking ----------------------------------------------------------------
+
+    @property
+    def _event_driven(self) -> bool:
+        return bool(self._wds) and self._exit_reader
+
+    def _unwatch(self) -> None:
+        if self._exit_reader:
+            self._exit_reader = False
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.remove_reader(self.child.pidfd)
+        watch, self._watch = self._watch, None
+        wds, self._wds = self._wds, []
+        if watch is not None:
+            for wd in wds:
+                watch.remove(wd)
+
+    def _on_exit(self) -> None:
+        # a pidfd stays readable once the child has exited: read it once
+        if self._exit_reader:
+            self._exit_reader = False
+            assert self._loop is not None
+            self._loop.remove_reader(self.child.pidfd)
+        self._wake()
+
+    def _wake(self) -> None:
+        fut = self._waiter
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+        else:
+            self._woken = True
+
+    def _resolve_waiter(self) -> None:
+        if self._waiter is not None:
+            _resolve(self._waiter)
+
+    async def _sleep(self, timeout: float) -> None:
+        """Sleep up to ``timeout`` seconds, less when the child writes or exits."""
+        if self._woken:
+            self._woken = False
+            return
+        assert self._loop is not None
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._waiter = fut
+        handle = self._loop.call_later(max(0.0, timeout), _resolve, fut)
+        try:
+            await fut
+        finally:
+            handle.cancel()
+            self._waiter = None
+            self._woken = False
+            self.wakeups += 1
+
+
+def open_run(
+    args: Argv,
+    *,
+    input: Input = None,
+    timeout: float | None = None,
+    grace: float = _limits.DEFAULT_GRACE,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    shell: bool = False,
+    check: bool = False,
+    provider: str | Provider = "auto",
+    spool_dir: str | os.PathLike[str] | None = None,
+    max_line: int = _limits.MAX_LINE,
+    max_retained: int = _limits.MAX_RETAINED,
+    max_spool_bytes: int | None = None,
+    on_event: AsyncOnEvent | None = None,
+    keep_output: bool = True,
+    loads: Loads | None = None,
+) -> AsyncRun:
+    """A run to follow from asyncio; the child starts on ``async with``.
+
+    .. code-block:: python
+
+        async with spoolparse.open_run(["codex", "exec", "--json", "…"], timeout=600) as run:
+            async for event in run.events():
+                print(event.kind, event.data)
+            result = await run.wait()
+
+    Options are those of :func:`spoolparse.run`; ``on_event`` may also be a
+    coroutine function. Leaving the block before the run has ended kills the
+    child's process group.
+
+    .. seealso:: :func:`arun`, :func:`spoolparse.run`
+    """
+    options = {
+        "input": input,
+        "cwd": cwd,
+        "env": env,
+        "shell": shell,
+        "provider": provider,
+        "spool_dir": spool_dir,
+        "max_line": max_line,
+        "max_retained": max_retained,
+        "max_spool_bytes": max_spool_bytes,
+        "loads": loads,
+    }
+    return AsyncRun(
+        args,
+        timeout=timeout,
+        grace=grace,
+        check=check,
+        on_event=on_event,
+        keep_output=keep_output,
+        child_options=options,
+    )
+
+
+async def arun(
+    args: Argv,
+    *,
+    input: Input = None,
+    timeout: float | None = None,
+    grace: float = _limits.DEFAULT_GRACE,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    shell: bool = False,
+    check: bool = False,
+    provider: str | Provider = "auto",
+    spool_dir: str | os.PathLike[str] | None = None,
+    max_line: int = _limits.MAX_LINE,
+    max_retained: int = _limits.MAX_RETAINED,
+    max_spool_bytes: int | None = None,
+    on_event: AsyncOnEvent | None = None,
+    keep_output: bool = True,
+    loads: Loads | None = None,
+) -> Result:
+    """:func:`spoolparse.run` for asyncio: same options, same :class:`~spoolparse.Result`.
+
+    No thread per child. Cancelling the awaiting task kills the child's
+    process group (SIGTERM, a short grace, SIGKILL), closes the spools and
+    re-raises :class:`asyncio.CancelledError`; an exception from
+    ``on_event`` does the same and is re-raised.
+
+    .. seealso:: :func:`open_run`, :func:`spoolparse.run`
+    """
+    async with open_run(
+        args,
+        input=input,
+        timeout=timeout,
+        grace=grace,
+        cwd=cwd,
+        env=env,
+        shell=shell,
+        check=check,
+        provider=provider,
+        spool_dir=spool_dir,
+        max_line=max_line,
+        max_retained=max_retained,
+        max_spool_bytes=max_spool_bytes,
+        on_event=on_event,
+        keep_output=keep_output,
+        loads=loads,
+    ) as run:
+        return await run.wait()

@@ -1,0 +1,250 @@
+"""Claude Code ``claude -p --output-format stream-json --verbose`` (and ``--output-format json``).
+
+Facts: ``system`` events carry a ``subtype`` (``init`` has the model and the
+session id; ``api_retry`` reports a retried request); ``assistant`` events
+are API messages (``message.model``, ``message.content[]`` blocks);
+``user`` events carry tool results (the bulky lines, never decoded); the last
+line is ``result`` with the final text, ``usage`` (main loop), ``modelUsage``
+(cumulative, per model), ``total_cost_usd`` and the error flags. A failed API
+call shows up as an assistant message with ``model: "<synthetic>"`` and a
+top-level ``error``; the run then still ends with ``subtype: "success"`` and
+``is_error: true``.
+
+.. seealso:: :mod:`spoolparse.providers.codex` for the shape every provider follows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..lines import Event, Noted
+from .base import Answer, LiveEvent, Provider, as_int, clip, message_of
+
+__all__ = ["ClaudeProvider", "normalize_claude_usage"]
+
+_SYNTHETIC = "<synthetic>"
+
+
+def normalize_claude_usage(raw: Any, cost: Any = None) -> dict[str, Any]:
+    """Anthropic usage → normalized names.
+
+    Anthropic counts cache reads and cache writes apart from ``input_tokens``;
+    the normalized ``input_tokens`` is every prompt token (as OpenAI counts
+    them), so it is the sum of the three.
+    """
+    out: dict[str, Any] = {}
+    if isinstance(raw, dict):
+        fresh = as_int(raw.get("input_tokens"))
+        read = as_int(raw.get("cache_read_input_tokens"))
+        write = as_int(raw.get("cache_creation_input_tokens"))
+        if fresh is not None or read is not None or write is not None:
+            out["input_tokens"] = (fresh or 0) + (read or 0) + (write or 0)
+        if read is not None:
+            out["cached_input_tokens"] = read
+        if write is not None:
+            out["cache_write_input_tokens"] = write
+        output = as_int(raw.get("output_tokens"))
+        if output is not None:
+            out["output_tokens"] = output
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        out["cost_usd"] = float(cost)
+    return out
+
+
+def _texts(message: Any) -> str | None:
+    """The text blocks of an API message, joined; ``None`` when it has none."""
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    parts = [
+        b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+    return "".join(parts) if parts else None
+
+
+class ClaudeProvider(Provider):
+    name: ClassVar[str] = "claude"
+    keep: ClassVar[frozenset[str]] = frozenset({"system", "assistant", "result", "rate_limit_event"})
+    # Tool results: reported by size only, they are the big lines.
+    note: ClassVar[frozenset[str]] = frozenset({"user"})
+    known: ClassVar[frozenset[str]] = (
+        keep
+        | note
+        | frozenset(
+            {"stream_event", "conversation_reset", "control_request", "control_response", "control_cancel_request"}
+        )
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.init_model: str | None = None
+        self.message_model: str | None = None
+        self.session_id: str | None = None
+        self.result_seen = False
+        self.result_text: str | None = None
+        self.result_error: str | None = None
+        self.last_text: str | None = None
+        self.api_error: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.raw_usage: Any = None
+        self.usage_model: str | None = None
+
+    @classmethod
+    def detect(cls, rec: Event | Noted) -> bool:
+        if not isinstance(rec, Event):
+            return False
+        d = rec.data
+        if rec.type == "system":
+            return isinstance(d.get("subtype"), str)
+        if rec.type == "assistant":
+            return isinstance(d.get("message"), dict)
+        if rec.type == "result":
+            return "subtype" in d or "is_error" in d or "total_cost_usd" in d
+        return False
+
+    def event(self, ev: Event) -> list[LiveEvent]:
+        d, t, n = ev.data, ev.type, ev.lineno
+        live: list[LiveEvent] = []
+        sid = d.get("session_id")
+        if isinstance(sid, str) and sid and sid != self.session_id:
+            self.session_id = sid
+            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.init_model}))
+        if t == "system":
+            self._system(d, n, t, live)
+        elif t == "assistant":
+            self._assistant(d, n, t, live)
+        elif t == "result":
+            self._result(d, n, t, live)
+        elif t == "rate_limit_event":
+            info = d.get("rate_limit_info")
+            if isinstance(info, dict) and info.get("status") == "rejected":
+                text = self.warn(f"rate limit reached ({info.get('rateLimitType', 'unknown')})")
+                live.append(LiveEvent("warning", n, t, {"message": text}))
+        return live
+
+    def _system(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
+        sub = d.get("subtype")
+        if sub == "init":
+            model = d.get("model")
+            if isinstance(model, str) and model:
+                self.init_model = model
+                live.append(LiveEvent("session", n, t, {"session_id": self.session_id, "model": model}))
+        elif sub == "api_retry":
+            status = d.get("error_status")
+            text = self.warn(
+                f"API retry {d.get('attempt', '?')}/{d.get('max_retries', '?')}"
+                + (f" after HTTP {status}" if status is not None else "")
+                + (f": {d['error']}" if isinstance(d.get("error"), str) else "")
+            )
+            live.append(LiveEvent("warning", n, t, {"message": text}))
+
+    def _assistant(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
+        msg = d.get("message")
+        msg = msg if isinstance(msg, dict) else {}
+        model = msg.get("model")
+        text = _texts(msg)
+        err = d.get("error")
+        if model == _SYNTHETIC or (isinstance(err, str) and err):
+            # An API failure dressed as a message: its text is the error, never the answer.
+            reason = err if isinstance(err, str) and err else "api_error"
+            self.api_error = clip(f"{text} ({reason})" if text else reason)
+            live.append(LiveEvent("error", n, t, {"message": self.api_error}))
+            return
+        if isinstance(model, str) and model:
+            self.message_model = model
+        content = msg.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use"):
+                    live.append(LiveEvent("tool_start", n, t, {"tool": block.get("name"), "id": block.get("id")}))
+        # Subagent messages (parent_tool_use_id set) are not the answer.
+        if text is not None and d.get("parent_tool_use_id") is None:
+            if len(text) > self.max_text:
+                text = text[: self.max_text]
+                self.warn(f"assistant text at line {n} cut to {self.max_text} characters")
+            self.last_text = text
+            live.append(LiveEvent("text", n, t, {"text": text}))
+
+    def _result(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
+        # With stream-json input there is one result per turn: the last one is the run's outcome.
+        self.result_seen = True
+        text = d.get("result")
+        self.result_text = text if isinstance(text, str) else None
+        if self.result_text:
+            live.append(LiveEvent("text", n, t, {"text": self.result_text}))
+        usage = normalize_claude_usage(d.get("usage"), d.get("total_cost_usd"))
+        model_usage = d.get("modelUsage")
+        if usage or isinstance(model_usage, dict):
+            self.usage = usage
+            raw: dict[str, Any] = {}
+            if isinstance(d.get("usage"), dict):
+                raw["usage"] = d["usage"]
+            if isinstance(model_usage, dict):
+                raw["modelUsage"] = model_usage
+            if "total_cost_usd" in d:
+                raw["total_cost_usd"] = d["total_cost_usd"]
+            if isinstance(model_usage, dict) and len(model_usage) == 1:
+                only = next(iter(model_usage))
+                if isinstance(only, str) and only:
+                    self.usage_model = only
+            self.raw_usage = raw
+            live.append(LiveEvent("usage", n, t, {"usage": usage}))
+        sub = d.get("subtype")
+        failed = d.get("is_error") is True or (isinstance(sub, str) and sub.startswith("error_"))
+        self.result_error = None
+        if failed:
+            errors = d.get("errors")
+            msgs = [m for m in (message_of(e) for e in errors) if m] if isinstance(errors, list) else []
+            msg = "; ".join(msgs) or self.result_text or self.api_error or ""
+            if msg and msg == self.result_text:
+                # The text is the error report ("API Error: …"), not an answer.
+                self.result_text = None
+                self.last_text = None
+            status = as_int(d.get("api_error_status"))
+            if not msg:
+                if status is not None:
+                    msg = f"API error (HTTP {status})"
+                else:
+                    msg = sub if isinstance(sub, str) and sub.startswith("error_") else "error"
+            elif status is not None and str(status) not in msg:
+                msg = f"{msg} (HTTP {status})"
+            self.result_error = clip(msg)
+            live.append(LiveEvent("error", n, t, {"message": self.result_error}))
+        live.append(LiveEvent("result", n, t, {"ok": not failed, "subtype": sub}))
+
+    def noted(self, rec: Noted) -> list[LiveEvent]:
+        if rec.type == "user":
+            return [LiveEvent("tool_end", rec.lineno, rec.type, {"bytes": rec.size})]
+        return []
+
+    def answer(self) -> Answer:
+        text = self.result_text or None
+        extra: list[str] = []
+        if text is None and self.last_text is not None:
+            text = self.last_text
+            why = "the result event has no text" if self.result_seen else "there is no result event"
+            extra.append(f"{why}; the text is taken from the last assistant message")
+        elif text is None and not self.result_seen:
+            lost = [r for r in self.lost if r.type in ("result", "assistant")]
+            if lost:
+                r = lost[-1]
+                extra.append(f"the answer may be in the {r.type!r} event dropped at line {r.line} ({r.reason})")
+            else:
+                extra.append("the stream ended without a result event")
+        error = self.result_error
+        if error is None and not self.result_seen:
+            error = self.api_error
+        return Answer(
+            text=text,
+            usage=dict(self.usage),
+            raw_usage=self.raw_usage,
+            model=self.init_model or self.message_model or self.usage_model,
+            session_id=self.session_id,
+            error=error,
+            warnings=self.notes.as_list() + extra,
+        )
+

@@ -1,0 +1,222 @@
+"""Gemini CLI ``gemini -p … -o stream-json`` (and the ``-o json`` document).
+
+Facts: every line is ``{type, timestamp, …}``; ``init`` has the session id and
+model; the answer is the ``message`` events with role ``assistant`` (delta
+chunks), joined in order; ``tool_result`` carries whole tool outputs (the big
+lines, never decoded); ``error`` events (severity warning/error) are
+non-fatal; ``result`` has ``status``, ``error`` and ``stats`` (usage, with a
+per-model breakdown). A failed run can exit 0 with ``result.status: "error"``.
+``-o json`` prints one object ``{session_id?, response, stats, error?,
+warnings?}`` whose ``stats.models.<name>.tokens`` has the usage.
+
+.. seealso:: :mod:`spoolparse.providers.codex` for the shape every provider follows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..lines import Event, Noted
+from ._text import BoundedText
+from .base import Answer, LiveEvent, Provider, as_int, clip, message_of
+
+__all__ = ["GeminiProvider", "normalize_gemini_stats"]
+
+
+def _put(out: dict[str, Any], key: str, value: Any) -> None:
+    n = as_int(value)
+    if n is not None:
+        out[key] = n
+
+
+def normalize_gemini_stats(stats: Any) -> dict[str, Any]:
+    """``result.stats`` (stream-json) or the ``-o json`` ``stats`` → normalized names."""
+    out: dict[str, Any] = {}
+    if not isinstance(stats, dict):
+        return out
+    if "input_tokens" in stats or "output_tokens" in stats or "total_tokens" in stats:
+        _put(out, "input_tokens", stats.get("input_tokens"))
+        _put(out, "output_tokens", stats.get("output_tokens"))
+        _put(out, "cached_input_tokens", stats.get("cached"))
+        _put(out, "total_tokens", stats.get("total_tokens"))
+        return out
+    models = stats.get("models")
+    if not isinstance(models, dict):
+        return out
+    sums = {"prompt": 0, "candidates": 0, "cached": 0, "thoughts": 0, "total": 0}
+    seen: set[str] = set()
+    for per in models.values():
+        tokens = per.get("tokens") if isinstance(per, dict) else None
+        if not isinstance(tokens, dict):
+            continue
+        for key in sums:
+            n = as_int(tokens.get(key))
+            if n is not None:
+                sums[key] += n
+                seen.add(key)
+    if "prompt" in seen:
+        out["input_tokens"] = sums["prompt"]
+    if "candidates" in seen or "thoughts" in seen:
+        # candidates exclude thinking; the normalized output counts every generated token.
+        out["output_tokens"] = sums["candidates"] + sums["thoughts"]
+    if "cached" in seen:
+        out["cached_input_tokens"] = sums["cached"]
+    if "thoughts" in seen:
+        out["reasoning_output_tokens"] = sums["thoughts"]
+    if "total" in seen:
+        out["total_tokens"] = sums["total"]
+    return out
+
+
+class GeminiProvider(Provider):
+    name: ClassVar[str] = "gemini"
+    # "" is the untyped ``-o json`` document.
+    keep: ClassVar[frozenset[str]] = frozenset({"init", "message", "error", "result", ""})
+    # tool_use is small but shares its name with opencode's bulky tool event: note both.
+    note: ClassVar[frozenset[str]] = frozenset({"tool_use", "tool_result"})
+    known: ClassVar[frozenset[str]] = keep | note
+
+    def __init__(self, *, max_text: int | None = None) -> None:
+        super().__init__()
+        if max_text is not None:
+            self.max_text = max_text
+        self.text = BoundedText(self.max_text)
+        self.document_text: str | None = None
+        self.model: str | None = None
+        self.session_id: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.raw_usage: Any = None
+        self.status: str | None = None
+        self.result_error: str | None = None
+        self.last_error: str | None = None
+        self.truncation_noted = False
+
+    @classmethod
+    def detect(cls, rec: Event | Noted) -> bool:
+        if not isinstance(rec, Event):
+            return False
+        d = rec.data
+        if rec.type == "init":
+            return "timestamp" in d or ("session_id" in d and "model" in d)
+        if rec.type == "message":
+            return isinstance(d.get("role"), str) and "timestamp" in d
+        if rec.type == "result":
+            return isinstance(d.get("status"), str) and ("stats" in d or "timestamp" in d)
+        if rec.type == "":
+            return ("response" in d or "error" in d) and isinstance(d.get("stats"), dict)
+        return False
+
+    def event(self, ev: Event) -> list[LiveEvent]:
+        d, t, n = ev.data, ev.type, ev.lineno
+        live: list[LiveEvent] = []
+        if t == "message":
+            content = d.get("content")
+            if d.get("role") == "assistant" and isinstance(content, str):
+                self.text.limit = self.max_text
+                self.text.add(content)
+                if self.text.cut and not self.truncation_noted:
+                    self.truncation_noted = True
+                    text = self.warn(f"the answer text passed {self.max_text} characters and was cut at line {n}")
+                    live.append(LiveEvent("warning", n, t, {"message": text}))
+                live.append(LiveEvent("text", n, t, {"text": content, "delta": True}))
+        elif t == "init":
+            sid, model = d.get("session_id"), d.get("model")
+            if isinstance(sid, str) and sid:
+                self.session_id = sid
+            if isinstance(model, str) and model:
+                self.model = model
+            live.append(LiveEvent("session", n, t, {"session_id": self.session_id, "model": self.model}))
+        elif t == "error":
+            severity = d.get("severity")
+            msg = message_of(d.get("message")) or "error"
+            text = self.warn(f"{severity}: {msg}" if isinstance(severity, str) else msg)
+            if severity != "warning":
+                self.last_error = clip(msg)
+            live.append(LiveEvent("warning", n, t, {"message": text}))
+        elif t == "result":
+            self._result(d, n, t, live)
+        elif t == "":
+            self._document(d, n, t, live)
+        return live
+
+    def _usage(self, stats: Any, n: int, t: str, live: list[LiveEvent]) -> None:
+        usage = normalize_gemini_stats(stats)
+        if isinstance(stats, dict):
+            self.raw_usage = stats
+            self.usage = usage
+            live.append(LiveEvent("usage", n, t, {"usage": usage}))
+
+    def _result(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
+        status = d.get("status")
+        self.status = status if isinstance(status, str) else None
+        self._usage(d.get("stats"), n, t, live)
+        self.result_error = None
+        if status == "error":
+            self.result_error = clip(message_of(d.get("error")) or self.last_error or "error")
+            live.append(LiveEvent("error", n, t, {"message": self.result_error}))
+        live.append(LiveEvent("result", n, t, {"ok": status != "error", "status": self.status}))
+
+    def _document(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
+        sid = d.get("session_id")
+        if isinstance(sid, str) and sid:
+            self.session_id = sid
+        response = d.get("response")
+        if isinstance(response, str):
+            self.document_text = response[: self.max_text]
+            if len(response) > self.max_text:
+                self.warn(f"the answer text passed {self.max_text} characters and was cut")
+            live.append(LiveEvent("text", n, t, {"text": self.document_text}))
+        self._usage(d.get("stats"), n, t, live)
+        stats = d.get("stats")
+        models = stats.get("models") if isinstance(stats, dict) else None
+        if self.model is None and isinstance(models, dict) and len(models) == 1:
+            only = next(iter(models))
+            if isinstance(only, str):
+                self.model = only
+        warnings = d.get("warnings")
+        if isinstance(warnings, list):
+            for w in warnings:
+                msg = message_of(w)
+                if msg:
+                    self.warn(msg)
+        err = d.get("error")
+        self.status = "success"
+        if err is not None:
+            self.status = "error"
+            self.result_error = clip(message_of(err) or "error")
+            live.append(LiveEvent("error", n, t, {"message": self.result_error}))
+        live.append(LiveEvent("result", n, t, {"ok": err is None, "status": self.status}))
+
+    def noted(self, rec: Noted) -> list[LiveEvent]:
+        if rec.type == "tool_use":
+            return [LiveEvent("tool_start", rec.lineno, rec.type, {"bytes": rec.size})]
+        if rec.type == "tool_result":
+            return [LiveEvent("tool_end", rec.lineno, rec.type, {"bytes": rec.size})]
+        return []
+
+    def answer(self) -> Answer:
+        text: str | None = self.text.text() if self.text else self.document_text
+        extra: list[str] = []
+        if self.status is None:
+            extra.append("the stream ended without a result event")
+        error = self.result_error
+        if error is None and self.status is None:
+            # No result: an error event was the last word.
+            error = self.last_error
+        lost = [r for r in self.lost if r.type in ("message", "")]
+        if lost and text is None and error is None:
+            r = lost[-1]
+            error = f"the answer ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
+        warnings = self.notes.as_list()
+        if error is not None:
+            # An error event that the failed result repeats is the error, not also a warning.
+            warnings = [w for w in warnings if w != f"error: {error}"]
+        return Answer(
+            text=text,
+            usage=dict(self.usage),
+            raw_usage=self.raw_usage,
+            model=self.model,
+            session_id=self.session_id,
+            error=error,
+            warnings=warnings + extra,
+        )

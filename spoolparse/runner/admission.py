@@ -1,0 +1,102 @@
+"""When a child may start, when one must be killed, and how many may run at once.
+
+A child starts only while used memory is below ``stop_at`` of the total
+*and* its estimate fits under ``stop_at`` after adding what running children
+have reserved but not yet touched (their estimate minus their current use).
+Looking only at free memory, as GNU parallel's ``--memfree`` does, starts a
+burst of children that all look cheap in their first milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+
+from .. import _limits
+from ..errors import UsageError
+from .memory import MemoryProbe
+
+__all__ = ["Admission", "auto_concurrency", "default_reserve", "cpu_cap", "DEFAULT_MEMORY_PER_TASK"]
+
+#: The estimate for a task that gives none (``--memory-per-task``).
+DEFAULT_MEMORY_PER_TASK = 1 * _limits.GiB
+
+
+def default_reserve(total: int) -> int:
+    """Memory left to everything else: max(2 GiB, 10 % of the total), never more than half of it."""
+    return min(total // 2, max(2 * _limits.GiB, total // 10))
+
+
+def cpu_cap() -> int:
+    """Agent CLIs mostly wait on the network: four per CPU, at least four."""
+    return max(4, 4 * (os.cpu_count() or 1))
+
+
+def auto_concurrency(total: int, per_task: int, *, reserve: int | None = None, cap: int | None = None) -> int:
+    """floor((total − reserve) / per_task), at least 1, at most ``cap`` (default :func:`cpu_cap`)."""
+    if per_task <= 0:
+        raise UsageError(f"memory per task must be positive, not {per_task}")
+    reserve = default_reserve(total) if reserve is None else reserve
+    n = max(1, (total - reserve) // per_task)
+    return int(min(n, cpu_cap() if cap is None else cap))
+
+
+def _fraction(name: str, value: float) -> float:
+    if not 0 < value <= 1:
+        raise UsageError(f"{name} must be a fraction in (0, 1], not {value}")
+    return value
+
+
+class Admission:
+    """The memory rules, over a :class:`MemoryProbe` (a real one, or a fake in tests).
+
+    .. seealso:: :func:`spoolparse.run_many`
+    """
+
+    def __init__(
+        self, probe: MemoryProbe, *, stop_at: float = 0.85, kill_at: float = 0.95, max_age: float = 0.0
+    ) -> None:
+        self.probe = probe
+        self.stop_at = _fraction("stop_at", stop_at)
+        self.kill_at = _fraction("kill_at", kill_at)
+        if kill_at < stop_at:
+            raise UsageError(f"kill_at ({kill_at}) must not be below stop_at ({stop_at})")
+        self.max_age = max_age
+        self.last_used = 0
+        self.last_total = 0
+        self._taken = -1.0
+
+    def sample(self, *, fresh: bool = False) -> tuple[int, int]:
+        """(used, total), read again when older than ``max_age`` seconds (or ``fresh``).
+
+        A reading a few ms old is safe for admission: a child started since
+        counts with its whole estimate as reserved until it is sampled.
+        """
+        now = time.monotonic()
+        if fresh or now - self._taken > self.max_age:
+            self.last_used, self.last_total = self.probe.used(), self.probe.total()
+            self._taken = now
+        return self.last_used, self.last_total
+
+    def may_start(self, estimate: int, untouched: Iterable[int], *, running: int) -> bool:
+        """Whether a child with this ``estimate`` may start now.
+
+        ``untouched`` is, per running child, its estimate minus what it uses
+        now (negative values count as 0). With nothing running a child starts
+        whenever used memory is below ``stop_at``, so an estimate larger than
+        the budget cannot stall the batch.
+        """
+        used, total = self.sample()
+        budget = self.stop_at * total
+        if used >= budget:
+            return False
+        if running == 0:
+            return True
+        pending = sum(max(0, u) for u in untouched)
+        return used + pending + estimate <= budget
+
+    def must_kill(self) -> bool:
+        """Whether used memory is at or above ``kill_at``."""
+        used, total = self.sample(fresh=True)
+        return used >= self.kill_at * total

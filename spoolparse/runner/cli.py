@@ -1,0 +1,308 @@
+"""The ``batch`` and ``calibrate`` subcommands.
+
+``batch`` prints one NDJSON outcome per task on stdout and exits 0 when every
+task is ``ok``, 1 otherwise, 2 on a usage error, 130 when interrupted (Ctrl-C
+or SIGTERM: running tasks are killed and reported ``cancelled``).
+``calibrate`` prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from typing import IO, Any
+
+import orjson
+
+from ..cli import EXIT_INTERRUPTED, emit_json, parse_size
+from ..errors import Error, UsageError
+from .admission import DEFAULT_MEMORY_PER_TASK, cpu_cap
+from .calibrate import calibrate
+from .scheduler import ENFORCE_MODES, Batch, InvalidTask, run_many
+from .tasks import Task
+
+__all__ = ["register", "parse_fraction"]
+
+BATCH_EXAMPLES = """\
+examples:
+  spoolparse batch tasks.jsonl -j 8 --joblog jobs.ndjson > outcomes.ndjson
+  spoolparse batch tasks.jsonl --memory-per-task 2G --memory-limit 3G --timeout 1800 --soft-timeout 1500
+  spoolparse batch tasks.jsonl --joblog jobs.ndjson --resume      # rerun what did not end ok
+  python make_tasks.py | spoolparse batch - -j 4
+
+each input line: {"id": "t1", "cmd": ["codex", "exec", "--json", "..."], "input": "...", "timeout": 600,
+                  "cwd": "...", "env": {"K": "V"}, "memory": "2G", "memory_limit": "3G"}
+"""
+
+CALIBRATE_EXAMPLES = """\
+examples:
+  spoolparse calibrate -- codex exec --json "summarise README.md"
+  spoolparse calibrate --max-concurrency 8 -- python fixtures/fake_codex.py --size 64M
+"""
+
+
+def parse_fraction(text: str) -> float:
+    """``"85%"`` or ``"0.85"`` → 0.85."""
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a fraction: {text!r} (try 85% or 0.85)") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 100%: {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seconds must not be negative: {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return value
+
+
+def _signal(text: str) -> int:
+    name = text.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    sig = getattr(signal, name, None)
+    if not isinstance(sig, int):
+        raise argparse.ArgumentTypeError(f"not a signal: {text!r}")
+    return int(sig)
+
+
+def _memory_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stop-at", type=parse_fraction, default=0.85, metavar="PCT",
+                   help="start nothing while used memory is above this (default: 85%%)")
+    p.add_argument("--kill-at", type=parse_fraction, default=0.95, metavar="PCT",
+                   help="above this kill the youngest task and requeue it (default: 95%%)")
+
+
+def register(sub: Any) -> None:
+    """Add ``batch`` and ``calibrate`` to the ``spoolparse`` command."""
+    b = sub.add_parser(
+        "batch",
+        help="run many tasks (NDJSON lines) with bounded concurrency and memory; NDJSON outcomes on stdout",
+        description="Run the tasks of TASKS.jsonl (or - for stdin), at most -j at once, starting each only when "
+        "memory allows; print one NDJSON outcome per task as it ends.",
+        epilog=BATCH_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    b.add_argument("tasks", metavar="TASKS.jsonl|-", help="one JSON task per line, or - for stdin")
+    b.add_argument("-j", "--jobs", type=_positive, metavar="N",
+                   help=f"most tasks at once (default: from memory, at most {cpu_cap()} here)")
+    b.add_argument("--memory-per-task", type=parse_size, default=DEFAULT_MEMORY_PER_TASK, metavar="SIZE",
+                   help="memory reserved for a task that names none (default: 1G)")
+    b.add_argument("--memory-limit", type=parse_size, metavar="SIZE",
+                   help="cap each task's process tree (cgroup if possible, else an RSS watchdog)")
+    b.add_argument("--reserve", type=parse_size, metavar="SIZE",
+                   help="memory kept for everything else when choosing -j (default: max(2G, 10%%))")
+    _memory_options(b)
+    b.add_argument("--timeout", type=_seconds, metavar="S", help="SIGTERM, then SIGKILL after --grace (per task)")
+    b.add_argument("--soft-timeout", type=_seconds, metavar="S", help="send --soft-signal once after S seconds")
+    b.add_argument("--soft-signal", type=_signal, default=signal.SIGUSR1, metavar="SIG", help="(default: USR1)")
+    b.add_argument("--grace", type=_seconds, default=5.0, metavar="S", help="SIGTERM to SIGKILL (default: 5)")
+    b.add_argument("--retries", type=_count, default=2, metavar="N",
+                   help="requeues after a memory-pressure kill (default: 2)")
+    b.add_argument("--joblog", metavar="FILE", help="append one NDJSON line per attempt")
+    b.add_argument("--resume", action="store_true", help="skip task ids whose final outcome in --joblog is ok")
+    b.add_argument("--ordered", action="store_true", help="print outcomes in input order")
+    b.add_argument("--halt", choices=("soon", "now"), help="stop after the first task that is not ok")
+    b.add_argument("--enforce", choices=ENFORCE_MODES, default="auto", help="how --memory-limit is enforced")
+    b.add_argument("--spool-dir", metavar="DIR", help="where spools go (default: $PDD_AGENT_SPOOL_DIR or temp)")
+    b.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a status line on stderr (default: when stderr is a terminal)")
+    b.set_defaults(func=_cmd_batch)
+
+    c = sub.add_parser(
+        "calibrate",
+        help="measure a command's peak memory at rising concurrency and recommend -j and --memory-per-task",
+        description="Run CMD at concurrency 1, 2, 4, ... sampling each run's process-tree peak memory and wall "
+        "time; stop before memory pressure; print the per-task peak and the recommended -j and "
+        "--memory-per-task for this host as one JSON object.",
+        epilog=CALIBRATE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("--max-concurrency", type=_positive, default=8, metavar="N", help="highest level (default: 8)")
+    c.add_argument("--timeout", type=_seconds, metavar="S", help="per run")
+    c.add_argument("--stop-at", type=parse_fraction, default=0.85, metavar="PCT",
+                   help="never go where the next level could pass this (default: 85%%)")
+    c.add_argument("--pretty", action="store_true", help="indent the JSON")
+    c.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARG ...]", help="the command to measure")
+    c.set_defaults(func=_cmd_calibrate)
+
+
+# -- batch -------------------------------------------------------------------
+
+
+def _size_field(obj: dict[str, Any], key: str) -> None:
+    v = obj.get(key)
+    if isinstance(v, str):
+        try:
+            obj[key] = parse_size(v)
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(str(e)) from None
+
+
+def _read_tasks(stream: IO[bytes]) -> Iterator[Task | InvalidTask]:
+    """Tasks from NDJSON lines; a bad line becomes an :class:`InvalidTask` (its id: the line number)."""
+    for lineno, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        default_id = str(lineno)
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            yield InvalidTask(default_id, f"line {lineno}: not JSON ({e})")
+            continue
+        try:
+            if isinstance(obj, dict):
+                _size_field(obj, "memory")
+                _size_field(obj, "memory_limit")
+            yield Task.from_json(obj, default_id=default_id)
+        except Error as e:
+            tid = obj.get("id") if isinstance(obj, dict) else None
+            yield InvalidTask(default_id if tid is None else str(tid), f"line {lineno}: {e}")
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f}"
+
+
+class _Progress:
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.next = 0.0
+
+    def __call__(self, batch: Batch, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now < self.next:
+            return
+        self.next = now + 0.2
+        a = batch.admission
+        self.out.write(
+            f"\r\x1b[Kdone {batch.done} | running {batch.running} | queued {batch.queued} | failed {batch.failed}"
+            f" | memory {_gib(a.last_used)}/{_gib(a.last_total)} GiB"
+        )
+        self.out.flush()
+
+    def clear(self) -> None:
+        self.out.write("\r\x1b[K")
+        self.out.flush()
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _cmd_batch(args: argparse.Namespace) -> int:
+    if args.resume and not args.joblog:
+        raise UsageError("--resume needs --joblog FILE")
+    if args.tasks == "-":
+        stream: IO[bytes] = sys.stdin.buffer
+    else:
+        try:
+            stream = open(args.tasks, "rb")  # noqa: SIM115 - closed below
+        except OSError as e:
+            raise UsageError(f"cannot read {args.tasks!r}: {e.strerror}") from None
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    progress = _Progress(sys.stderr) if show else None
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    batch: Batch | None = None
+    status = 0
+    try:
+        batch = run_many(
+            _read_tasks(stream),
+            max_concurrent=args.jobs,
+            memory_per_task=args.memory_per_task,
+            memory_limit=args.memory_limit,
+            reserve=args.reserve,
+            stop_at=args.stop_at,
+            kill_at=args.kill_at,
+            retries=args.retries,
+            timeout=args.timeout,
+            soft_timeout=args.soft_timeout,
+            soft_signal=args.soft_signal,
+            grace=args.grace,
+            ordered=args.ordered,
+            halt=args.halt,
+            joblog=args.joblog,
+            resume=args.resume,
+            enforce=args.enforce,
+            spool_dir=args.spool_dir,
+        )
+        if progress is not None:
+            a = batch.admission
+            sys.stderr.write(
+                f"spoolparse: batch: -j {batch.max_concurrent}, memory {_gib(a.probe.total())} GiB, "
+                f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, cgroups: {batch.placement.kind or 'none'}\n"
+            )
+            batch.on_tick = progress
+        for outcome in batch:
+            if progress is not None:
+                progress.clear()
+            emit_json(outcome.to_dict())
+            if not outcome.ok:
+                status = 1
+        if progress is not None:
+            progress(batch, force=True)
+            sys.stderr.write(f"\nspoolparse: batch: skipped {batch.skipped} already ok\n" if batch.skipped else "\n")
+    except KeyboardInterrupt:
+        if batch is not None:
+            for outcome in batch.close():
+                with contextlib.suppress(OSError):
+                    emit_json(outcome.to_dict())
+        if progress is not None:
+            progress.clear()
+        sys.stderr.write("spoolparse: error: interrupted\n")
+        return EXIT_INTERRUPTED
+    finally:
+        if batch is not None:
+            batch.close()
+        signal.signal(signal.SIGTERM, old_term)
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    return status
+
+
+# -- calibrate ---------------------------------------------------------------
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("calibrate needs a command: spoolparse calibrate [options] -- CMD [ARG ...]")
+    report = calibrate(
+        command, max_concurrency=args.max_concurrency, timeout=args.timeout, stop_at=args.stop_at,
+        log=sys.stderr if sys.stderr.isatty() else None,
+    )
+    emit_json(report, pretty=args.pretty)
+    return 0 if report["per_task_peak"] is not None and not report["failures"] else 1

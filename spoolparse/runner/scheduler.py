@@ -1,0 +1,1027 @@
+"""Many children on one host: one supervisor loop, memory admission, caps, timeouts, one outcome per task.
+
+One thread follows every running child: it sleeps in :func:`select.poll` on
+the children's pidfds (waking at once when one exits, or after a short
+tick), and on each tick pumps the spools, samples memory, enforces timeouts
+and caps, and admits new tasks. Tasks are pulled from the input only when a
+slot is free, so memory and open files are O(``max_concurrent``), never
+O(number of tasks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import queue
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import _limits
+from ..errors import Error, UsageError
+from ..process import Child, group_alive
+from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
+from .cgroup import ChildCgroup, Placement
+from .joblog import JobLog, finished_ok
+from .memory import HostMemory, MemoryProbe, sample_trees
+from .tasks import Outcome, Task, TaskLike, as_task
+
+__all__ = ["run_many", "arun_many", "Batch", "InvalidTask", "ENFORCE_MODES", "HALT_MODES"]
+
+log = logging.getLogger("spoolparse.runner")
+
+#: ``auto``: a cgroup for tasks with a memory limit, sampling otherwise;
+#: ``cgroup``: a cgroup for every task when possible (exact peaks, escaped
+#: processes killed); ``watchdog``: never a cgroup, limits by RSS sampling.
+ENFORCE_MODES = ("auto", "cgroup", "watchdog")
+#: ``soon``: after the first task that is not ``ok``, start nothing new and
+#: let running tasks finish; ``now``: also cancel the running ones.
+HALT_MODES = (None, "soon", "now")
+
+#: Longest sleep of the supervisor between looks at its children (seconds).
+TICK = 0.05
+#: Seconds between memory samples, spool pumps and watchdog checks.
+SAMPLE_INTERVAL = 0.1
+#: Bytes read from one child's spool per tick (the rest waits for the next one).
+PUMP_PER_TICK = 4 * _limits.MiB
+#: Threads that fork+exec children (at most ``max_concurrent``).
+SPAWN_THREADS = 8
+#: Default pids.max of a child cgroup.
+PIDS_MAX = 4096
+
+
+@dataclass
+class InvalidTask:
+    """An input item that is not a task (a bad batch line): it gets a ``spawn_error`` outcome."""
+
+    id: str
+    error: str
+
+
+class _Stop(Exception):
+    """Raised inside the loop when another thread asked the batch to stop."""
+
+
+_END = object()
+_LATER = object()
+
+
+@dataclass(eq=False)
+class _Slot:
+    seq: int
+    task: Task
+    attempt: int
+    child: Child
+    cg: ChildCgroup | None
+    enforcement: str
+    estimate: int
+    limit: int | None
+    timeout: float | None
+    soft_timeout: float | None
+    started: float
+    started_wall: float
+    forced: str | None = None  # timeout / killed_memory / requeue / cancelled
+    soft_sent: bool = False
+    term_at: float | None = None
+    usage: int = 0
+    peak: int = 0
+    sampled: bool = False
+    rc: int | None = None
+    cpu: float = 0.0
+    sweep_until: float | None = None
+    sweep_killed: bool = False
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A task being spawned in a spawner thread."""
+
+    seq: int
+    task: Task
+    attempt: int
+    estimate: int
+    limit: int | None
+    cg: ChildCgroup | None
+    enforcement: str
+    started_wall: float
+    future: Future[Child] | None = None
+
+
+@dataclass(order=True)
+class _Retry:
+    ready_at: float
+    seq: int
+    task: Task = field(compare=False)
+    attempts: int = field(compare=False)
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+class Batch(Iterator[Outcome]):
+    """A running batch: iterate it for outcomes; :meth:`close` cancels what is still running.
+
+    Made by :func:`run_many`. After an interrupt (or :meth:`close`),
+    :attr:`cancelled` holds every final outcome not yet handed out: the
+    ``cancelled`` outcomes of the tasks that had started, after any that had
+    just ended.
+
+    .. seealso:: :func:`run_many`
+    """
+
+    def __init__(
+        self,
+        tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any],
+        *,
+        max_concurrent: int | None,
+        memory_per_task: int,
+        memory_limit: int | None,
+        reserve: int | None,
+        stop_at: float,
+        kill_at: float,
+        retries: int,
+        retry_backoff: float,
+        timeout: float | None,
+        soft_timeout: float | None,
+        soft_signal: int,
+        grace: float,
+        ordered: bool,
+        window: int | None,
+        halt: str | None,
+        joblog: str | os.PathLike[str] | None,
+        resume: bool,
+        enforce: str,
+        pids_max: int | None,
+        memory_probe: MemoryProbe | None,
+        spool_dir: str | os.PathLike[str] | None,
+        max_spool_bytes: int | None,
+        sample_interval: float,
+    ) -> None:
+        if enforce not in ENFORCE_MODES:
+            raise UsageError(f"enforce must be one of {', '.join(ENFORCE_MODES)}, not {enforce!r}")
+        if halt not in HALT_MODES:
+            raise UsageError(f"halt must be None, 'soon' or 'now', not {halt!r}")
+        if retries < 0:
+            raise UsageError(f"retries must not be negative, not {retries}")
+        if memory_per_task <= 0:
+            raise UsageError(f"memory_per_task must be positive, not {memory_per_task}")
+        for name, value in (("timeout", timeout), ("soft_timeout", soft_timeout), ("grace", grace)):
+            if value is not None and value < 0:
+                raise UsageError(f"{name} must not be negative, not {value}")
+        if resume and joblog is None:
+            raise UsageError("resume needs a joblog to read")
+        self.probe: MemoryProbe = memory_probe if memory_probe is not None else HostMemory()
+        self.admission = Admission(self.probe, stop_at=stop_at, kill_at=kill_at, max_age=min(0.05, sample_interval))
+        total = self.probe.total()
+        self.reserve = default_reserve(total) if reserve is None else reserve
+        if max_concurrent is None:
+            max_concurrent = auto_concurrency(total, memory_per_task, reserve=self.reserve)
+            log.info(
+                "max_concurrent %d: (total %d - reserve %d) / memory_per_task %d, CPU cap applied",
+                max_concurrent, total, self.reserve, memory_per_task,
+            )
+        if max_concurrent < 1:
+            raise UsageError(f"max_concurrent must be at least 1, not {max_concurrent}")
+        self.max_concurrent = max_concurrent
+        self.memory_per_task = memory_per_task
+        self.memory_limit = memory_limit
+        self.retries = retries
+        self.retry_backoff = retry_backoff
+        self.timeout = timeout
+        self.soft_timeout = soft_timeout
+        self.soft_signal = soft_signal
+        self.grace = grace
+        self.ordered = ordered
+        self.window = window if window is not None else 2 * max_concurrent
+        if self.window < max_concurrent:
+            raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
+        self.halt = halt
+        self.enforce = enforce
+        self.pids_max = pids_max
+        self.spool_dir = spool_dir
+        self.max_spool_bytes = max_spool_bytes
+        self.sample_interval = sample_interval
+        self.placement = Placement.detect() if enforce != "watchdog" else Placement(None)
+        self.skip: set[str] = finished_ok(joblog) if resume and joblog is not None else set()
+        self.joblog = JobLog(joblog) if joblog is not None else None
+        self._pull = self._puller(tasks)
+        self._held: Task | InvalidTask | None = None
+        self._held_seq = 0
+        self._exhausted = False
+        self._seq = 0
+        self._emit_next = 0
+        self._reorder: dict[int, Outcome] = {}
+        self._out: deque[Outcome] = deque()
+        self._running: dict[int, _Slot] = {}  # by pidfd, or by -pid when there is none
+        self._retry: list[_Retry] = []
+        self._poll = select.poll()
+        self._starting: list[_Pending] = []
+        self._ready: set[int] = set()
+        self._spawner: ThreadPoolExecutor | None = None
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._poll.register(self._wake_r, select.POLLIN)
+        self._halted = False
+        self._pressure_victim: _Slot | None = None
+        self._next_sample = 0.0
+        self._stop = threading.Event()
+        self._closed = False
+        self.cancelled: list[Outcome] = []
+        #: Counters for progress displays.
+        self.done = 0
+        self.failed = 0
+        self.skipped = 0
+        self.on_tick: Callable[[Batch], None] | None = None
+        self._buf = bytearray(_limits.READ_CHUNK)  # one read buffer: only this loop pumps
+        self._gen = self._loop()
+
+    # -- the public face ---------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        return len(self._running) + len(self._starting)
+
+    @property
+    def queued(self) -> int:
+        """Tasks waiting to be retried, plus one pulled but not yet admitted."""
+        return len(self._retry) + (self._held is not None)
+
+    def __iter__(self) -> Batch:
+        return self
+
+    def __next__(self) -> Outcome:
+        return next(self._gen)
+
+    def request_stop(self) -> None:
+        """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
+        self._stop.set()
+
+    def close(self) -> list[Outcome]:
+        """Cancel what is running (TERM, short grace, KILL), delete spools and cgroups; idempotent.
+
+        Returns the ``cancelled`` outcomes (also in :attr:`cancelled`).
+        """
+        self._gen.close()
+        self._finish_cleanup()
+        return self.cancelled
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the input ---------------------------------------------------------
+
+    def _puller(self, tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any]) -> Callable[[], Any]:
+        if callable(tasks) and not isinstance(tasks, Iterable):
+            return tasks
+        it = iter(tasks)
+
+        def pull() -> Any:
+            return next(it, _END)
+
+        return pull
+
+    def _next_candidate(self, now: float) -> tuple[int, Task | InvalidTask, int] | None:
+        """(seq, task, attempts so far) of what to start next, without consuming it yet."""
+        if self._retry and self._retry[0].ready_at <= now:
+            r = self._retry[0]
+            return r.seq, r.task, r.attempts
+        if self._held is None and not self._exhausted and not self._halted:
+            if self.ordered and self._seq - self._emit_next >= self.window:
+                return None
+            while True:
+                item = self._pull()
+                if item is _END:
+                    self._exhausted = True
+                    return None
+                if item is _LATER:
+                    return None
+                index = self._seq
+                if isinstance(item, InvalidTask):
+                    task: Task | InvalidTask = item
+                else:
+                    try:
+                        task = as_task(item, index)
+                    except Error as e:
+                        task = InvalidTask(str(index), str(e))
+                if task.id in self.skip:
+                    self.skipped += 1
+                    continue
+                self._held, self._held_seq = task, index
+                self._seq += 1
+                break
+        if self._held is None:
+            return None
+        return self._held_seq, self._held, 0
+
+    # -- the loop ----------------------------------------------------------
+
+    def _loop(self) -> Generator[Outcome, None, None]:
+        try:
+            while True:
+                if self._stop.is_set():
+                    raise _Stop
+                while self._out:  # hand over what ended before pulling more input
+                    yield self._out.popleft()
+                self._admit()
+                while self._out:
+                    yield self._out.popleft()
+                if not self.running and not self._retry and (self._exhausted or self._halted):
+                    break
+                self._wait()
+                self._tick()
+                if self.on_tick is not None:
+                    self.on_tick(self)
+            while self._out:
+                yield self._out.popleft()
+        except _Stop:
+            self._cancel_all()
+        except BaseException:
+            self._cancel_all()
+            raise
+        finally:
+            self._finish_cleanup()
+
+    def _admit(self) -> None:
+        while self.running < self.max_concurrent:
+            now = _now()
+            cand = self._next_candidate(now)
+            if cand is None:
+                return
+            seq, task, attempts = cand
+            if isinstance(task, InvalidTask):
+                self._held = None
+                out = Outcome(id=task.id, verdict="spawn_error", attempts=0, error=task.error)
+                self._log(out, None, final=True, started=time.time())
+                self._final(out, seq)
+                continue
+            estimate = task.memory or self.memory_per_task
+            untouched = [s.estimate - s.usage for s in self._running.values()]
+            untouched.extend(p.estimate for p in self._starting)
+            if not self.admission.may_start(estimate, untouched, running=self.running):
+                return
+            if self._retry and self._retry[0].seq == seq and self._retry[0].task is task:
+                self._retry.pop(0)
+            else:
+                self._held = None
+            self._start(seq, task, attempts + 1, estimate)
+
+    def _start(self, seq: int, task: Task, attempt: int, estimate: int) -> None:
+        limit = task.memory_limit or self.memory_limit
+        cg: ChildCgroup | None = None
+        want_cg = self.enforce == "cgroup" or (self.enforce == "auto" and limit is not None)
+        if want_cg and self.placement.kind is not None:
+            try:
+                cg = self.placement.create(memory_limit=limit, pids_max=self.pids_max)
+            except OSError as e:
+                log.warning("cannot make a cgroup (%s); falling back to RSS sampling", e)
+                cg = None
+        enforcement = f"cgroup_{cg.kind}" if cg is not None else ("watchdog" if limit is not None else "none")
+        p = _Pending(seq, task, attempt, estimate, limit, cg, enforcement, time.time())
+        if self._spawner is None:
+            # fork+exec waits for the exec: spawning from a few threads overlaps that wait
+            self._spawner = ThreadPoolExecutor(min(SPAWN_THREADS, self.max_concurrent), "spoolparse-spawn")
+        p.future = self._spawner.submit(self._spawn, p)
+        p.future.add_done_callback(self._wake)
+        self._starting.append(p)
+
+    def _spawn(self, p: _Pending) -> Child:
+        """In a spawner thread: start the child (its cgroup joined before exec)."""
+        task, cg = p.task, p.cg
+        env = None if task.env is None else {**os.environ, **task.env}
+        try:
+            return Child(
+                list(task.argv),
+                input=task.input,
+                cwd=task.cwd,
+                env=env,
+                provider=task.provider,
+                spool_dir=self.spool_dir,
+                max_spool_bytes=self.max_spool_bytes,
+                preexec_fn=cg.preexec() if cg is not None else None,
+                read_buffer=self._buf,
+            )
+        finally:
+            if cg is not None:
+                cg.attached()
+
+    def _wake(self, _future: Future[Child]) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def _collect_started(self, *, block: bool = False) -> None:
+        """Move children whose spawn finished into the running set (or give them a ``spawn_error``)."""
+        if block and self._starting:
+            wait_futures([p.future for p in self._starting if p.future is not None])
+        with contextlib.suppress(OSError):
+            while os.read(self._wake_r, 4096):
+                pass
+        keep: list[_Pending] = []
+        for p in self._starting:
+            fut = p.future
+            assert fut is not None
+            if not fut.done():
+                keep.append(p)
+                continue
+            try:
+                child = fut.result()
+            except (Error, OSError, subprocess.SubprocessError) as e:
+                if p.cg is not None:
+                    p.cg.remove()
+                out = Outcome(
+                    id=str(p.task.id), verdict="spawn_error", attempts=p.attempt, enforcement=p.enforcement,
+                    error=str(e),
+                )
+                self._log(out, p.task, final=True, started=p.started_wall)
+                self._final(out, p.seq)
+                continue
+            task = p.task
+            slot = _Slot(
+                seq=p.seq,
+                task=task,
+                attempt=p.attempt,
+                child=child,
+                cg=p.cg,
+                enforcement=p.enforcement,
+                estimate=p.estimate,
+                limit=p.limit,
+                timeout=task.timeout if task.timeout is not None else self.timeout,
+                soft_timeout=task.soft_timeout if task.soft_timeout is not None else self.soft_timeout,
+                started=child.started,
+                started_wall=p.started_wall,
+            )
+            key = child.pidfd if child.pidfd >= 0 else -child.pid
+            self._running[key] = slot
+            if key >= 0:
+                self._poll.register(key, select.POLLIN)
+            if self._halted and self.halt == "now":
+                slot.forced = "cancelled"
+                self._kill(slot, signal.SIGKILL)
+        self._starting = keep
+
+    def _wait(self) -> None:
+        now = _now()
+        timeout = TICK
+        for s in self._running.values():
+            for at in self._deadlines(s):
+                timeout = min(timeout, at - now)
+        if self._retry:
+            timeout = min(timeout, self._retry[0].ready_at - now)
+        timeout = max(0.0, timeout)
+        if any(k < 0 for k in self._running):
+            timeout = min(timeout, 0.01)
+        self._ready.clear()
+        if self._running or self._starting:
+            self._ready.update(fd for fd, _ in self._poll.poll(math.ceil(timeout * 1000)))
+        elif timeout > 0:
+            time.sleep(timeout)
+
+    def _deadlines(self, s: _Slot) -> Iterator[float]:
+        if s.sweep_until is not None:
+            yield s.sweep_until
+            return
+        if s.soft_timeout is not None and not s.soft_sent:
+            yield s.started + s.soft_timeout
+        if s.timeout is not None and s.term_at is None:
+            yield s.started + s.timeout
+        if s.term_at is not None:
+            yield s.term_at + self.grace
+
+    def _tick(self) -> None:
+        if self._starting:
+            self._collect_started()
+        now = _now()
+        everyone = now >= self._next_sample
+        if everyone:
+            self._next_sample = now + self.sample_interval
+            self._sample(now)
+        ready = self._ready
+        for key, s in list(self._running.items()):
+            self._enforce_time(s, now)
+            if s.sweep_until is not None:
+                self._sweep(s, now)
+            # a pidfd turns readable on exit: only those (and, now and then, all) need a waitid
+            elif (key in ready or key < 0 or everyone) and s.child.exited():
+                self._leader_exited(s, now)
+
+    def _sample(self, now: float) -> None:
+        slots = [s for s in self._running.values() if s.sweep_until is None]
+        # children younger than half an interval still count with their whole estimate as
+        # reserved; skipping them spares a /proc scan when tasks are short
+        young = now - self.sample_interval / 2
+        sampled = [s for s in slots if s.cg is None and (s.limit is not None or s.started <= young)]
+        sizes = sample_trees(s.child.pid for s in sampled) if sampled else {}
+        for s in slots:
+            if s.cg is not None:
+                s.usage = s.cg.usage()
+            elif s.child.pid in sizes:
+                s.usage = sizes[s.child.pid]
+                if s.usage:
+                    s.sampled = True
+            s.peak = max(s.peak, s.usage)
+            if s.cg is None and s.limit is not None and s.usage > s.limit and s.forced is None:
+                s.forced = "killed_memory"
+                s.child.signal(signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                s.child.pump(PUMP_PER_TICK)
+                if s.forced is None and s.child.check_spool() is not None:
+                    s.forced = "failed"
+                    s.child.signal(signal.SIGKILL)
+        victim = self._pressure_victim
+        if victim is not None and any(s is victim for s in self._running.values()):
+            return  # one pressure kill at a time: wait until its memory is back
+        self._pressure_victim = None
+        if slots and self.admission.must_kill():
+            youngest = max((s for s in slots if s.forced is None), key=lambda s: s.started, default=None)
+            if youngest is not None:
+                youngest.forced = "requeue"
+                self._kill(youngest, signal.SIGKILL)
+                self._pressure_victim = youngest
+
+    def _kill(self, s: _Slot, sig: int) -> None:
+        s.child.signal(sig)
+        if s.cg is not None:
+            s.cg.kill(sig)
+
+    def _enforce_time(self, s: _Slot, now: float) -> None:
+        if s.sweep_until is not None:
+            return
+        if s.soft_timeout is not None and not s.soft_sent and now >= s.started + s.soft_timeout:
+            s.soft_sent = True
+            s.child.signal(self.soft_signal)
+        if s.timeout is not None and s.term_at is None and now >= s.started + s.timeout:
+            s.term_at = now
+            if s.forced is None:
+                s.forced = "timeout"
+                s.child.timed_out = True
+            self._kill(s, signal.SIGTERM)
+        elif s.term_at is not None and now >= s.term_at + self.grace:
+            self._kill(s, signal.SIGKILL)
+
+    def _leader_exited(self, s: _Slot, now: float) -> None:
+        try:
+            pid, status, ru = os.wait4(s.child.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid, status, ru = s.child.pid, 0, None
+        if pid == 0:
+            return
+        rc = os.waitstatus_to_exitcode(status)
+        s.rc = s.child.returncode = s.child.proc.returncode = rc
+        if ru is not None:
+            s.cpu = ru.ru_utime + ru.ru_stime
+        if self._leftovers(s):
+            # what the child left behind gets the same TERM, grace, KILL as a timeout
+            self._kill(s, signal.SIGTERM)
+            s.sweep_until = now + self.grace
+        else:
+            self._finalize(s)
+
+    def _leftovers(self, s: _Slot) -> bool:
+        if s.cg is not None and s.cg.procs():
+            return True
+        return group_alive(s.child.pgid)
+
+    def _sweep(self, s: _Slot, now: float) -> None:
+        if not self._leftovers(s):
+            self._finalize(s)
+            return
+        assert s.sweep_until is not None
+        if now < s.sweep_until:
+            return
+        if not s.sweep_killed:
+            s.sweep_killed = True
+            self._kill(s, signal.SIGKILL)
+            s.sweep_until = now + 1.0
+        else:
+            self._finalize(s)  # unkillable leftovers (uninterruptible sleep): give up waiting
+
+    def _unregister(self, s: _Slot) -> None:
+        fd = s.child.pidfd
+        if fd >= 0:
+            self._poll.unregister(fd)
+            self._running.pop(fd, None)
+        else:
+            self._running.pop(-s.child.pid, None)
+
+    def _finalize(self, s: _Slot, *, cancelled: bool = False) -> Outcome:
+        self._unregister(s)
+        child = s.child
+        summary: dict[str, Any] | None = None
+        error: str | None = None
+        res_ok = False
+        try:
+            res, _ = child.result(keep_output=False, timeout=s.timeout)
+            summary = res.summary()
+            res_ok = res.ok
+            error = res.error
+        except Exception as e:
+            error = f"cannot read the result: {type(e).__name__}: {e}"
+        finally:
+            child.close()
+        peak: int | None = s.peak if s.sampled else None
+        source = "sampled" if s.sampled else None
+        oom = False
+        if s.cg is not None:
+            cg_peak = s.cg.peak()
+            if cg_peak is not None:
+                peak, source = cg_peak, "cgroup"
+            oom = s.cg.oom_killed()
+            s.cg.remove()
+        if cancelled or s.forced == "cancelled":
+            verdict = "cancelled"
+        elif s.forced == "requeue" or s.forced == "killed_memory" or oom:
+            verdict = "killed_memory"
+        elif s.forced == "timeout" or (s.soft_sent and s.rc == -self.soft_signal):
+            verdict = "timeout"  # also when the soft signal itself ended it
+        elif s.forced == "failed":
+            verdict = "failed"
+        else:
+            verdict = "ok" if res_ok else "failed"
+        if verdict == "killed_memory" and error is None:
+            error = (
+                "killed: host memory above kill_at"
+                if s.forced == "requeue"
+                else f"killed: process tree over its memory limit {s.limit} ({s.enforcement})"
+            )
+        rc = s.rc
+        out = Outcome(
+            id=str(s.task.id),
+            verdict=verdict,
+            attempts=s.attempt,
+            wall_s=_now() - s.started,
+            cpu_s=s.cpu,
+            peak_memory=peak,
+            peak_source=source,
+            returncode=rc,
+            signal=-rc if rc is not None and rc < 0 else None,
+            enforcement=s.enforcement,
+            error=error,
+            summary=summary,
+        )
+        if s.forced == "requeue" and not cancelled and s.attempt <= self.retries and not self._halted:
+            self._log(out, s.task, final=False, started=s.started_wall)
+            backoff = self.retry_backoff * (2 ** (s.attempt - 1))
+            self._retry.append(_Retry(_now() + backoff, s.seq, s.task, s.attempt))
+            self._retry.sort()
+            return out
+        self._log(out, s.task, final=True, started=s.started_wall)
+        if not cancelled:
+            self._final(out, s.seq)
+        return out
+
+    def _log(self, out: Outcome, task: Task | None, *, final: bool, started: float) -> None:
+        if self.joblog is not None:
+            self.joblog.write(out, argv=list(task.argv) if task is not None else None, final=final, started=started)
+
+    def _final(self, out: Outcome, seq: int) -> None:
+        self.done += 1
+        if not out.ok:
+            self.failed += 1
+            if self.halt is not None and not self._halted:
+                self._halted = True
+                self._held = None
+                if self.halt == "now":
+                    for s in self._running.values():
+                        if s.forced is None:
+                            s.forced = "cancelled"
+                        self._kill(s, signal.SIGKILL)
+        if not self.ordered:
+            self._out.append(out)
+            return
+        self._reorder[seq] = out
+        while self._emit_next in self._reorder:
+            self._out.append(self._reorder.pop(self._emit_next))
+            self._emit_next += 1
+        # halting or resuming leaves holes in the order: past them once nothing can fill them
+        if not self.running and not self._retry and (self._exhausted or self._halted) and self._held is None:
+            for k in sorted(self._reorder):
+                self._out.append(self._reorder.pop(k))
+
+    # -- cancelling --------------------------------------------------------
+
+    def _cancel_all(self) -> None:
+        """TERM every group, a short grace, KILL, reap; a ``cancelled`` outcome for every started task."""
+        blocked = False
+        if threading.current_thread() is threading.main_thread():
+            with contextlib.suppress(OSError, ValueError):
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+                blocked = True
+        try:
+            self._collect_started(block=True)
+            slots = list(self._running.values())
+            for s in slots:
+                self._kill(s, signal.SIGTERM)
+            deadline = _now() + _limits.INTERRUPT_GRACE
+            while _now() < deadline and not all(s.child.exited() for s in slots):
+                time.sleep(0.01)
+            for s in slots:
+                self._kill(s, signal.SIGKILL)
+            for s in slots:
+                with contextlib.suppress(ChildProcessError):
+                    _, status, ru = os.wait4(s.child.pid, 0)
+                    s.rc = s.child.returncode = s.child.proc.returncode = os.waitstatus_to_exitcode(status)
+                    s.cpu = ru.ru_utime + ru.ru_stime
+                if s.child.returncode is None:
+                    s.child.returncode = s.child.proc.returncode = s.rc = -signal.SIGKILL
+                end = _now() + 1.0
+                while self._leftovers(s) and _now() < end:
+                    self._kill(s, signal.SIGKILL)
+                    time.sleep(0.01)
+                self.cancelled.append(self._finalize(s, cancelled=True))
+            # finished but not yet handed out (or held back for order): never lost, reported with them
+            undelivered = list(self._out) + [self._reorder.pop(k) for k in sorted(self._reorder)]
+            self._out.clear()
+            self.cancelled[:0] = undelivered
+            for r in self._retry:
+                out = Outcome(
+                    id=str(r.task.id), verdict="cancelled", attempts=r.attempts, error="cancelled before a retry"
+                )
+                self._log(out, r.task, final=True, started=time.time())
+                self.cancelled.append(out)
+            self._retry.clear()
+        finally:
+            if blocked:
+                with contextlib.suppress(OSError, ValueError):
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+    def _finish_cleanup(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for s in list(self._running.values()):  # only after an error inside the cleanup itself
+            s.child.kill_now()
+            s.child.close()
+            if s.cg is not None:
+                s.cg.remove()
+        self._running.clear()
+        if self._spawner is not None:
+            self._spawner.shutdown(wait=True)
+            self._spawner = None
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.joblog is not None:
+            self.joblog.close()
+
+
+def _options(
+    max_concurrent: int | None,
+    memory_per_task: int | None,
+    memory_limit: int | None,
+    reserve: int | None,
+    stop_at: float,
+    kill_at: float,
+    retries: int,
+    retry_backoff: float,
+    timeout: float | None,
+    soft_timeout: float | None,
+    soft_signal: int,
+    grace: float,
+    ordered: bool,
+    window: int | None,
+    halt: str | None,
+    joblog: str | os.PathLike[str] | None,
+    resume: bool,
+    enforce: str,
+    pids_max: int | None,
+    memory_probe: MemoryProbe | None,
+    spool_dir: str | os.PathLike[str] | None,
+    max_spool_bytes: int | None,
+    sample_interval: float,
+) -> dict[str, Any]:
+    return {
+        "max_concurrent": max_concurrent,
+        "memory_per_task": DEFAULT_MEMORY_PER_TASK if memory_per_task is None else memory_per_task,
+        "memory_limit": memory_limit,
+        "reserve": reserve,
+        "stop_at": stop_at,
+        "kill_at": kill_at,
+        "retries": retries,
+        "retry_backoff": retry_backoff,
+        "timeout": timeout,
+        "soft_timeout": soft_timeout,
+        "soft_signal": soft_signal,
+        "grace": grace,
+        "ordered": ordered,
+        "window": window,
+        "halt": halt,
+        "joblog": joblog,
+        "resume": resume,
+        "enforce": enforce,
+        "pids_max": pids_max,
+        "memory_probe": memory_probe,
+        "spool_dir": spool_dir,
+        "max_spool_bytes": max_spool_bytes,
+        "sample_interval": sample_interval,
+    }
+
+
+def run_many(
+    tasks: Iterable[TaskLike | InvalidTask],
+    *,
+    max_concurrent: int | None = None,
+    memory_per_task: int | None = None,
+    memory_limit: int | None = None,
+    reserve: int | None = None,
+    stop_at: float = 0.85,
+    kill_at: float = 0.95,
+    retries: int = 2,
+    retry_backoff: float = 1.0,
+    timeout: float | None = None,
+    soft_timeout: float | None = None,
+    soft_signal: int = signal.SIGUSR1,
+    grace: float = _limits.DEFAULT_GRACE,
+    ordered: bool = False,
+    window: int | None = None,
+    halt: str | None = None,
+    joblog: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    enforce: str = "auto",
+    pids_max: int | None = PIDS_MAX,
+    memory_probe: MemoryProbe | None = None,
+    spool_dir: str | os.PathLike[str] | None = None,
+    max_spool_bytes: int | None = None,
+    sample_interval: float = SAMPLE_INTERVAL,
+) -> Batch:
+    """Run many commands, at most ``max_concurrent`` at once, and yield one :class:`Outcome` per task.
+
+    ``tasks`` is any iterable of argv lists or :class:`Task` objects, pulled
+    only when a slot is free. Outcomes come as tasks finish, or in input order
+    with ``ordered=True`` (at most ``window`` tasks, default twice
+    ``max_concurrent``, are started ahead of the oldest unfinished one).
+
+    Memory: a task starts only while used memory is below ``stop_at`` of the
+    total and its estimate (``Task.memory`` or ``memory_per_task``, default
+    1 GiB) fits next to what running tasks have reserved but not yet used.
+    Above ``kill_at`` the youngest task is killed and requeued after
+    ``retry_backoff`` seconds (doubling), up to ``retries`` times; then its
+    verdict is ``killed_memory``. With no ``max_concurrent`` it is
+    floor((total − reserve) / memory_per_task), at least 1, at most four per
+    CPU. ``memory_limit`` (or ``Task.memory_limit``) caps each task's process
+    tree with a cgroup when one can be made here, else with an RSS watchdog
+    (``enforce="watchdog"`` forces that, ``enforce="cgroup"`` puts every task
+    in a cgroup).
+
+    Time: ``soft_timeout`` sends ``soft_signal`` to the task's process group
+    once; ``timeout`` sends SIGTERM, then SIGKILL after ``grace`` seconds.
+
+    ``joblog`` appends one NDJSON line per attempt; with ``resume=True``
+    task ids whose last final record there is ``ok`` are skipped. ``halt``
+    (``"soon"``/``"now"``) stops the batch after the first task that is not
+    ``ok``. Supervision happens while the iterator is advanced: keep the loop
+    body short, or use :func:`arun_many`.
+
+    On ``KeyboardInterrupt`` (or when the returned :class:`Batch` is closed)
+    every running group is killed, spools and cgroups are removed, every
+    started task gets a ``cancelled`` outcome (in ``Batch.cancelled`` and the
+    job log) and the exception propagates. ``memory_probe`` replaces the
+    host's memory readings (tests, or a custom budget).
+
+    .. seealso:: :func:`spoolparse.run`, :func:`arun_many`, GNU parallel's ``--memfree`` and ``--halt``
+    """
+    return Batch(
+        tasks,
+        **_options(
+            max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, retries, retry_backoff,
+            timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
+            memory_probe, spool_dir, max_spool_bytes, sample_interval,
+        ),
+    )
+
+
+class _Failed:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_DONE = object()
+
+
+def _async_source(
+    tasks: AsyncIterable[TaskLike | InvalidTask], depth: int
+) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """A non-blocking pull over an async iterable (fed by a task on the event loop), and that feeder."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    finished = threading.Event()
+
+    async def feed() -> None:
+        try:
+            async for item in tasks:
+                while True:
+                    try:
+                        q.put_nowait(item)
+                        break
+                    except queue.Full:
+                        await asyncio.sleep(0.005)
+        finally:
+            finished.set()
+
+    def pull() -> Any:
+        try:
+            return q.get_nowait()
+        except queue.Empty:
+            pass
+        if finished.is_set():
+            try:
+                return q.get_nowait()
+            except queue.Empty:
+                return _END
+        return _LATER
+
+    return pull, feed
+
+
+async def arun_many(
+    tasks: Iterable[TaskLike | InvalidTask] | AsyncIterable[TaskLike | InvalidTask],
+    *,
+    max_concurrent: int | None = None,
+    memory_per_task: int | None = None,
+    memory_limit: int | None = None,
+    reserve: int | None = None,
+    stop_at: float = 0.85,
+    kill_at: float = 0.95,
+    retries: int = 2,
+    retry_backoff: float = 1.0,
+    timeout: float | None = None,
+    soft_timeout: float | None = None,
+    soft_signal: int = signal.SIGUSR1,
+    grace: float = _limits.DEFAULT_GRACE,
+    ordered: bool = False,
+    window: int | None = None,
+    halt: str | None = None,
+    joblog: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    enforce: str = "auto",
+    pids_max: int | None = PIDS_MAX,
+    memory_probe: MemoryProbe | None = None,
+    spool_dir: str | os.PathLike[str] | None = None,
+    max_spool_bytes: int | None = None,
+    sample_interval: float = SAMPLE_INTERVAL,
+) -> AsyncIterator[Outcome]:
+    """:func:`run_many` for asyncio: ``async for outcome in arun_many(tasks, ...)``.
+
+    ``tasks`` may be an async iterable. The supervisor loop runs in one
+    thread and hands outcomes to the event loop (at most ``window`` waiting),
+    so children stay supervised while the consumer awaits. Leaving the loop
+    early, or cancellation, cancels the batch as :meth:`Batch.close` does.
+
+    .. seealso:: :func:`run_many`
+    """
+    loop = asyncio.get_running_loop()
+    feeder: asyncio.Task[Any] | None = None
+    opts = _options(
+        max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, retries, retry_backoff,
+        timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
+        memory_probe, spool_dir, max_spool_bytes, sample_interval,
+    )
+    source: Any = tasks
+    if isinstance(tasks, AsyncIterable):
+        source, feed = _async_source(tasks, max(1, max_concurrent or 16))
+    batch = Batch(source, **opts)
+    if isinstance(tasks, AsyncIterable):
+        feeder = loop.create_task(feed())
+    outq: asyncio.Queue[Any] = asyncio.Queue()
+    credits = threading.Semaphore(batch.window)
+
+    def supervise() -> None:
+        try:
+            for out in batch:
+                while not credits.acquire(timeout=TICK):
+                    if batch._stop.is_set():
+                        break
+                loop.call_soon_threadsafe(outq.put_nowait, out)
+        except BaseException as e:
+            loop.call_soon_threadsafe(outq.put_nowait, _Failed(e))
+        else:
+            loop.call_soon_threadsafe(outq.put_nowait, _DONE)
+
+    thread = threading.Thread(target=supervise, name="spoolparse-runner", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = await outq.get()
+            if item is _DONE:
+                break
+            if isinstance(item, _Failed):
+                raise item.exc
+            credits.release()
+            yield item
+    finally:
+        batch.request_stop()
+        credits.release()
+        await asyncio.shield(asyncio.to_thread(thread.join))
+        if feeder is not None:
+            feeder.cancel()

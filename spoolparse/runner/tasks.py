@@ -1,0 +1,156 @@
+"""What the runner is given (:class:`Task`) and what it gives back (:class:`Outcome`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from ..errors import UsageError
+
+__all__ = ["Task", "Outcome", "VERDICTS", "TaskLike", "as_task"]
+
+#: Every verdict an :class:`Outcome` can carry.
+VERDICTS = ("ok", "failed", "timeout", "killed_memory", "spawn_error", "cancelled")
+
+
+@dataclass
+class Task:
+    """One command for the runner.
+
+    ``memory`` is the estimate admission reserves for it (default: the
+    runner's ``memory_per_task``); ``memory_limit`` is the hard cap enforced
+    on its process tree (default: the runner's ``memory_limit``, often none).
+    ``timeout``/``soft_timeout`` override the runner's. ``input`` is given to
+    the child as with :func:`spoolparse.run`; it is never logged.
+
+    .. seealso:: :func:`spoolparse.run_many`
+    """
+
+    argv: Sequence[str]
+    id: str | None = None
+    input: bytes | str | None = None
+    cwd: str | None = None
+    env: Mapping[str, str] | None = None
+    timeout: float | None = None
+    soft_timeout: float | None = None
+    memory: int | None = None
+    memory_limit: int | None = None
+    provider: str = "auto"
+
+    @classmethod
+    def from_json(cls, obj: Any, *, default_id: str) -> Task:
+        """A task from one line of a batch file: ``{"id", "cmd", "input", "cwd", "env", "timeout", ...}``."""
+        if isinstance(obj, list):
+            obj = {"cmd": obj}
+        if not isinstance(obj, dict):
+            raise UsageError("a task must be a JSON object with a \"cmd\" list (or a bare argv list)")
+        cmd = obj.get("cmd", obj.get("argv"))
+        if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str) for a in cmd):
+            raise UsageError("a task's \"cmd\" must be a non-empty list of strings")
+        env = obj.get("env")
+        if env is not None and not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+            raise UsageError("a task's \"env\" must map names to strings")
+        tid = obj.get("id")
+        return cls(
+            argv=cmd,
+            id=default_id if tid is None else str(tid),
+            input=_opt(obj, "input", (str,)),
+            cwd=_opt(obj, "cwd", (str,)),
+            env=env,
+            timeout=_opt_num(obj, "timeout"),
+            soft_timeout=_opt_num(obj, "soft_timeout"),
+            memory=_opt_int(obj, "memory"),
+            memory_limit=_opt_int(obj, "memory_limit"),
+            provider=str(obj.get("provider", "auto")),
+        )
+
+
+def _opt(obj: dict[str, Any], key: str, types: tuple[type, ...]) -> Any:
+    v = obj.get(key)
+    if v is not None and not isinstance(v, types):
+        raise UsageError(f"a task's {key!r} has the wrong type ({type(v).__name__})")
+    return v
+
+
+def _opt_num(obj: dict[str, Any], key: str) -> float | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        raise UsageError(f"a task's {key!r} must be a non-negative number of seconds")
+    return float(v)
+
+
+def _opt_int(obj: dict[str, Any], key: str) -> int | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise UsageError(f"a task's {key!r} must be a positive number of bytes")
+    return v
+
+
+TaskLike = Union[Task, Sequence[str]]  # noqa: UP007 - a runtime alias on Python 3.10
+
+
+def as_task(item: TaskLike, index: int) -> Task:
+    """A :class:`Task` with an id, from a task or a bare argv list (its id is its input index)."""
+    if isinstance(item, Task):
+        if item.id is None:
+            item.id = str(index)
+        return item
+    if isinstance(item, (str, bytes)):
+        raise UsageError("a task is an argv list or a Task, not a string")
+    return Task(argv=[os.fspath(a) for a in item], id=str(index))
+
+
+@dataclass
+class Outcome:
+    """The final word on one task.
+
+    ``verdict`` is one of :data:`VERDICTS`. ``summary`` is the run's
+    :meth:`Result.summary` (``None`` when it never started or was cancelled
+    before it could be read). ``peak_memory`` is the process tree's peak in
+    bytes (from the cgroup's peak counter or from RSS sampling, see
+    ``peak_source``; ``None`` when the task ended before it was sampled).
+    ``enforcement`` names what capped its memory: ``cgroup_v2``,
+    ``cgroup_v1``, ``watchdog`` or ``none``.
+
+    .. seealso:: :class:`spoolparse.Result`
+    """
+
+    id: str
+    verdict: str
+    attempts: int = 1
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_memory: int | None = None
+    peak_source: str | None = None
+    returncode: int | None = None
+    signal: int | None = None
+    enforcement: str = "none"
+    error: str | None = None
+    summary: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the outcome's fields, ``summary`` last."""
+        return {
+            "id": self.id,
+            "verdict": self.verdict,
+            "attempts": self.attempts,
+            "wall_s": round(self.wall_s, 3),
+            "cpu_s": round(self.cpu_s, 3),
+            "peak_memory": self.peak_memory,
+            "peak_source": self.peak_source,
+            "returncode": self.returncode,
+            "signal": self.signal,
+            "enforcement": self.enforcement,
+            "error": self.error,
+            "summary": self.summary,
+        }

@@ -1,0 +1,22 @@
+"""Hypothesis profiles: ``ci`` (more examples, chosen when ``$CI`` is set), ``default`` and ``dev`` (quick).
+
+Pick one explicitly with ``HYPOTHESIS_PROFILE=dev python -m pytest``. No
+deadline in any of them: the machine is shared, and speed is measured by the
+benchmarks, never by a test's wall clock.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+_COMMON = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+    "print_blob": True,
+}
+settings.register_profile("dev", max_examples=20, **_COMMON)  # type: ignore[arg-type]
+settings.register_profile("default", max_examples=100, **_COMMON)  # type: ignore[arg-type]
+settings.register_profile("ci", max_examples=300, **_COMMON)  # type: ignore[arg-type]
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))

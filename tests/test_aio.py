@@ -1,0 +1,287 @@
+"""The asyncio API: arun, open_run and events(); cancellation, failing callbacks, descriptors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import spoolparse
+from spoolparse import aio
+
+from .helpers import FAKE_CODEX, FIXTURES, group_gone, open_fds
+
+LIVE_AGENT = [sys.executable, str(FIXTURES / "live_agent.py")]
+
+
+class Boom(Exception):
+    pass
+
+
+def _posthoc(r: spoolparse.Result) -> list[dict[str, Any]]:
+    assert r.stdout is not None
+    r.stdout.seek(0)
+    seen: list[dict[str, Any]] = []
+    spoolparse.parse(r.stdout, on_event=lambda ev: seen.append(ev.as_dict()))
+    return seen
+
+
+def _comparable(r: spoolparse.Result) -> dict[str, Any]:
+    s = r.summary()
+    del s["duration_s"]
+    return s
+
+
+def test_arun_returns_what_run_returns() -> None:
+    argv = [*FAKE_CODEX, "--size", "1M", "--noise", "--stderr", "3K", "--warning", "careful"]
+    with spoolparse.run(argv) as expected:
+        want = _comparable(expected)
+    with asyncio.run(spoolparse.arun(argv)) as got:
+        assert isinstance(got, spoolparse.Result)
+        assert _comparable(got) == want
+        assert got.stdout is not None and got.stdout.read(1) == b"{"
+
+
+def test_events_arrive_before_exit_and_equal_posthoc_parse(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+
+    async def main() -> tuple[list[dict[str, Any]], list[bool], spoolparse.Result]:
+        seen: list[dict[str, Any]] = []
+        running: list[bool] = []
+        async with spoolparse.open_run([*LIVE_AGENT, "--wait-for", str(go), "--ticks", "3", "--partial"]) as run:
+            async for ev in run.events():
+                seen.append(ev.as_dict())
+                if not go.exists():
+                    running.append(not run.child.exited() and not group_gone(run.pgid))
+                    if ev.kind == "tool_start":
+                        go.touch()
+            return seen, running, await run.wait()
+
+    seen, running, res = asyncio.run(main())
+    with res:
+        assert res.ok and res.text == "FINAL-ANSWER: live"
+        assert running == [True, True]
+        assert seen == _posthoc(res)
+
+
+def test_on_event_sync_and_async_callbacks_see_the_same_events() -> None:
+    argv = [*FAKE_CODEX, "--size", "300K", "--pause", "0.0002"]
+
+    async def main() -> tuple[list[str], list[str]]:
+        plain: list[str] = []
+        awaited: list[str] = []
+
+        async def slow(ev: spoolparse.LiveEvent) -> None:
+            await asyncio.sleep(0)
+            awaited.append(ev.kind)
+
+        (await spoolparse.arun(argv, on_event=lambda ev: plain.append(ev.kind), keep_output=False)).close()
+        (await spoolparse.arun(argv, on_event=slow, keep_output=False)).close()
+        return plain, awaited
+
+    plain, awaited = asyncio.run(main())
+    assert plain and plain == awaited
+    assert plain[-1] == "usage"
+
+
+def test_cancellation_kills_the_group_and_closes_everything(tmp_path: Path) -> None:
+    async def main() -> int:
+        before = open_fds()
+        started = asyncio.Event()
+        runs: list[aio.AsyncRun] = []
+
+        async def follow() -> None:
+            async with spoolparse.open_run([*LIVE_AGENT, "--wait-for", str(tmp_path / "never")]) as run:
+                runs.append(run)
+                async for _ in run.events():
+                    started.set()
+
+        task = asyncio.create_task(follow())
+        await started.wait()
+        pgid = runs[0].pgid
+        assert not group_gone(pgid)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert open_fds() == before
+        return pgid
+
+    pgid = asyncio.run(main())
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+
+
+def test_wait_for_timeout_cancels_arun(tmp_path: Path) -> None:
+    async def main() -> None:
+        before = open_fds()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(spoolparse.arun([*LIVE_AGENT, "--wait-for", str(tmp_path / "never")]), 0.3)
+        assert open_fds() == before
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync-callback", "async-callback"])
+@pytest.mark.parametrize("on_kind", ["session", "usage"], ids=["first-event", "last-event"])
+def test_failing_callback_is_reraised_and_cleans_up(tmp_path: Path, is_async: bool, on_kind: str) -> None:
+    go = tmp_path / "go"
+    if on_kind == "usage":
+        go.touch()
+    pgids: list[int] = []
+
+    async def main() -> None:
+        before = open_fds()
+
+        def plain(ev: spoolparse.LiveEvent) -> None:
+            if ev.kind == on_kind:
+                raise Boom(ev.kind)
+
+        async def awaited(ev: spoolparse.LiveEvent) -> None:
+            await asyncio.sleep(0)
+            plain(ev)
+
+        with pytest.raises(Boom, match=on_kind):
+            async with spoolparse.open_run([*LIVE_AGENT, "--wait-for", str(go)],
+                                           on_event=awaited if is_async else plain) as run:
+                pgids.append(run.pgid)
+                await run.wait()
+        assert open_fds() == before
+
+    asyncio.run(main())
+    assert group_gone(pgids[0])
+
+
+def test_leaving_the_block_early_kills_the_child(tmp_path: Path) -> None:
+    async def main() -> int:
+        before = open_fds()
+        async with spoolparse.open_run([*LIVE_AGENT, "--wait-for", str(tmp_path / "never")]) as run:
+            async for ev in run.events():
+                if ev.kind == "session":
+                    break
+            pgid = run.pgid
+        assert run.result is None
+        assert open_fds() == before
+        with pytest.raises(spoolparse.UsageError):
+            await run.wait()
+        return pgid
+
+    assert group_gone(asyncio.run(main()))
+
+
+def test_timeout_sets_timed_out(tmp_path: Path) -> None:
+    async def main() -> tuple[spoolparse.Result, list[str]]:
+        kinds: list[str] = []
+        res = await spoolparse.arun([*LIVE_AGENT, "--wait-for", str(tmp_path / "never")], timeout=1.5, grace=0.5,
+                                    on_event=lambda ev: kinds.append(ev.kind), keep_output=False)
+        return res, kinds
+
+    res, kinds = asyncio.run(main())
+    assert res.timed_out and not res.ok and res.exit_status() == 124
+    assert kinds[:2] == ["session", "tool_start"]
+    with pytest.raises(spoolparse.TimeoutExpired):
+        asyncio.run(spoolparse.arun([*LIVE_AGENT, "--wait-for", "/nonexistent/x"], timeout=0.2, check=True))
+
+
+def test_check_and_spool_full_raise_as_run_does() -> None:
+    with pytest.raises(spoolparse.CalledProcessError, match="overloaded"):
+        asyncio.run(spoolparse.arun([*FAKE_CODEX, "--size", "10K", "--fail", "overloaded"], check=True))
+    with pytest.raises(spoolparse.SpoolFullError) as info:
+        asyncio.run(spoolparse.arun([*FAKE_CODEX, "--size", "4M"], max_spool_bytes=200 * 1024))
+    assert info.value.result is not None and info.value.result.spool_full
+    info.value.result.close()
+
+
+def test_concurrent_runs_hold_two_spools_and_a_pidfd_each(tmp_path: Path) -> None:
+    n = 8
+    go = tmp_path / "go"
+
+    async def main() -> list[spoolparse.Result]:
+        before = open_fds()
+        ready = [asyncio.Event() for _ in range(n)]
+
+        async def one(i: int) -> spoolparse.Result:
+            def on_event(ev: spoolparse.LiveEvent) -> None:
+                ready[i].set()
+
+            return await spoolparse.arun([*LIVE_AGENT, "--wait-for", str(go)], on_event=on_event, keep_output=False)
+
+        tasks = [asyncio.create_task(one(i)) for i in range(n)]
+        await asyncio.gather(*(e.wait() for e in ready))
+        during = open_fds() - before
+        # two spools and a pidfd per child, one inotify instance for the whole loop
+        assert len(during) <= 3 * n + 1
+        go.touch()
+        results = await asyncio.gather(*tasks)
+        assert open_fds() == before
+        return results
+
+    results = asyncio.run(main())
+    assert all(r.ok and r.text == "FINAL-ANSWER: live" for r in results)
+
+
+def test_polling_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aio, "open_inotify", lambda: None)
+    argv = [*LIVE_AGENT, "--ticks", "3", "--interval", "0.01", "--partial"]
+
+    async def main() -> tuple[list[dict[str, Any]], spoolparse.Result]:
+        seen: list[dict[str, Any]] = []
+        res = await spoolparse.arun(argv, on_event=lambda ev: seen.append(ev.as_dict()))
+        return seen, res
+
+    seen, res = asyncio.run(main())
+    with res:
+        assert res.ok and seen == _posthoc(res)
+
+
+def test_bad_options_raise_usage_error() -> None:
+    with pytest.raises(spoolparse.UsageError):
+        spoolparse.open_run(["true"], timeout=-1)
+    with pytest.raises(spoolparse.UsageError):
+        asyncio.run(spoolparse.arun("echo hi"))
+    with pytest.raises(spoolparse.SpawnError):
+        asyncio.run(spoolparse.arun(["/nonexistent/binary"]))
+
+
+def test_cancellation_ends_a_child_that_ignores_sigterm_and_its_orphan() -> None:
+    argv = [*FAKE_CODEX, "--size", "10K", "--ignore-term", "--orphan", "--hang", "60"]
+
+    async def main() -> int:
+        before = open_fds()
+        runs: list[aio.AsyncRun] = []
+        seen = asyncio.Event()
+
+        async def follow() -> None:
+            async with spoolparse.open_run(argv) as run:
+                runs.append(run)
+                async for _ in run.events():
+                    seen.set()
+
+        task = asyncio.create_task(follow())
+        await seen.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert open_fds() == before
+        return runs[0].pgid
+
+    assert group_gone(asyncio.run(main()))
+
+
+def test_events_written_during_the_grace_are_followed() -> None:
+    argv = [*FAKE_CODEX, "--size", "400K", "--ignore-term", "--pause", "0.01"]
+
+    async def main() -> tuple[list[dict[str, Any]], spoolparse.Result]:
+        seen: list[dict[str, Any]] = []
+        async with spoolparse.open_run(argv, timeout=1.0, grace=0.3) as run:
+            async for ev in run.events():
+                seen.append(ev.as_dict())
+            return seen, await run.wait()
+
+    seen, res = asyncio.run(main())
+    with res:
+        assert res.timed_out and res.returncode in (-9, -15)  # -15: TERM came before the child's handler
+        assert seen == _posthoc(res)

@@ -1,0 +1,129 @@
+"""``spoolparse run --events / --events-file / --progress``: NDJSON events, one summary last on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import spoolparse
+
+from .helpers import FAKE_CODEX, FIXTURES
+
+CLI = [sys.executable, "-m", "spoolparse"]
+LIVE_AGENT = [sys.executable, str(FIXTURES / "live_agent.py")]
+TRANSCRIPT = [*FAKE_CODEX, "--size", "300K", "--noise", "--warning", "careful", "--pause", "0.0002"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*CLI, *args], capture_output=True, timeout=120, check=False)
+
+
+def _ndjson(data: bytes) -> list[dict[str, Any]]:
+    assert data.endswith(b"\n")
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def _expected_events(tmp_path: Path) -> list[dict[str, Any]]:
+    """The events a post-hoc parse reports for the same (deterministic) transcript."""
+    path = tmp_path / "transcript.jsonl"
+    with open(path, "wb") as f:
+        subprocess.run(TRANSCRIPT, stdout=f, check=True)
+    seen: list[dict[str, Any]] = []
+    spoolparse.parse(path, on_event=lambda ev: seen.append(json.loads(json.dumps(ev.as_dict()))))
+    return seen
+
+
+def test_events_on_stderr_are_ndjson_and_the_summary_is_alone_on_stdout(tmp_path: Path) -> None:
+    p = _cli("run", "--events", "--", *TRANSCRIPT)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)  # exactly one JSON document
+    assert p.stdout.count(b"\n") == 1
+    assert summary["ok"] and summary["text"].startswith("FINAL-ANSWER")
+    events = _ndjson(p.stderr)
+    assert events == _expected_events(tmp_path)
+    kinds = {e["kind"] for e in events}
+    assert {"session", "warning", "tool_start", "tool_end", "text", "usage"} <= kinds
+
+
+def test_events_file_leaves_stderr_quiet(tmp_path: Path) -> None:
+    out = tmp_path / "events.ndjson"
+    p = _cli("run", "--events-file", str(out), "--", *TRANSCRIPT)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == b""
+    assert json.loads(p.stdout)["ok"]
+    assert _ndjson(out.read_bytes()) == _expected_events(tmp_path)
+
+
+def test_no_events_and_no_progress_by_default_off_a_terminal() -> None:
+    p = _cli("run", "--", *LIVE_AGENT)
+    assert p.returncode == 0
+    assert p.stderr == b""
+    assert json.loads(p.stdout)["text"] == "FINAL-ANSWER: live"
+
+
+def test_forced_progress_off_a_terminal_keeps_the_contract() -> None:
+    p = _cli("run", "--progress", "--events", "--", *LIVE_AGENT, "--ticks", "2")
+    assert p.returncode == 0
+    assert json.loads(p.stdout)["ok"]
+    assert p.stdout.count(b"\n") == 1
+
+
+def test_events_file_that_cannot_be_opened_is_one_line_and_no_child(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    p = _cli("run", "--events-file", str(tmp_path / "no" / "such" / "dir"), "--", "touch", str(marker))
+    assert p.returncode == 1
+    assert p.stdout == b""
+    assert p.stderr.count(b"\n") == 1 and p.stderr.startswith(b"spoolparse: error:")
+    assert not marker.exists()
+
+
+def test_failed_run_still_prints_events_then_summary() -> None:
+    p = _cli("run", "--events", "--", *FAKE_CODEX, "--size", "5K", "--fail", "model overloaded")
+    assert p.returncode == 1
+    events = _ndjson(p.stderr)
+    assert events[-1] == {"kind": "error", "line": events[-1]["line"], "type": "turn.failed",
+                          "message": "model overloaded"}
+    assert json.loads(p.stdout)["error"] == "model overloaded"
+
+
+def test_progress_is_drawn_on_a_terminal_stderr() -> None:
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [*CLI, "run", "--", *LIVE_AGENT, "--ticks", "3", "--interval", "0.4"],
+            stdout=subprocess.PIPE, stderr=slave, env={**os.environ, "TERM": "xterm", "COLUMNS": "120"},
+        )
+        os.close(slave)
+        slave = -1
+        drawn = b""
+        while True:
+            ready, _, _ = select.select([master], [], [], 30)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's last writer is gone
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+    assert proc.returncode == 0
+    assert json.loads(out)["ok"]
+    assert b"spooled" in drawn and b"lines" in drawn and b"last:" in drawn
+    assert b"\x1b[" in drawn  # drawn in place, not printed line after line
+
+
+def test_help_lists_the_options() -> None:
+    p = _cli("run", "--help")
+    for opt in (b"--events", b"--events-file", b"--progress", b"--no-progress"):
+        assert opt in p.stdout

@@ -1,0 +1,196 @@
+"""Live events from the synchronous ``run``: while the child runs, equal to a post-hoc parse, clean failure."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import spoolparse
+from spoolparse import _wait
+from spoolparse.process import Child
+
+from .helpers import FAKE_CODEX, FIXTURES, group_gone, open_fds
+
+LIVE_AGENT = [sys.executable, str(FIXTURES / "live_agent.py")]
+
+
+class Boom(Exception):
+    pass
+
+
+def _posthoc(r: spoolparse.Result, **options: Any) -> list[dict[str, Any]]:
+    """The events a post-hoc ``parse`` of the run's own spooled stdout reports."""
+    assert r.stdout is not None
+    r.stdout.seek(0)
+    seen: list[dict[str, Any]] = []
+    spoolparse.parse(r.stdout, on_event=lambda ev: seen.append(ev.as_dict()), **options)
+    return seen
+
+
+def test_events_arrive_while_the_child_runs(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    started: list[Child] = []
+    early: list[tuple[str, bool, bool]] = []
+
+    def on_event(ev: spoolparse.LiveEvent) -> None:
+        child = started[0]
+        if not go.exists():
+            # the child cannot finish before this file exists: it waits for it
+            early.append((ev.kind, child.exited(), group_gone(child.pgid)))
+            if ev.kind == "tool_start":
+                go.touch()
+
+    with spoolparse.run([*LIVE_AGENT, "--wait-for", str(go)], on_event=on_event, on_start=started.append) as r:
+        assert r.ok and r.text == "FINAL-ANSWER: live"
+    assert [k for k, _, _ in early] == ["session", "tool_start"]
+    assert all(not exited and not gone for _, exited, gone in early)
+
+
+@pytest.mark.parametrize(
+    ("argv", "options"),
+    [
+        ([*FAKE_CODEX, "--size", "600K", "--noise", "--warning", "careful", "--error", "boom"], {}),
+        ([*FAKE_CODEX, "--size", "200K", "--blob", "3M", "--pause", "0.0005"], {"max_line": 1 << 20}),
+        ([*FAKE_CODEX, "--size", "50K", "--fail", "model overloaded"], {}),
+        ([*LIVE_AGENT, "--ticks", "5", "--interval", "0.02", "--partial"], {}),
+        ([*FAKE_CODEX, "--size", "20K", "--no-newline"], {"provider": "codex"}),
+    ],
+    ids=["noise-warning-error", "oversize-line", "failed", "partial-line", "no-final-newline"],
+)
+def test_live_events_equal_posthoc_parse(argv: list[str], options: dict[str, Any]) -> None:
+    live: list[dict[str, Any]] = []
+    with spoolparse.run(argv, on_event=lambda ev: live.append(ev.as_dict()), **options) as r:
+        assert live, "no events"
+        assert live == _posthoc(r, **options)
+
+
+def test_partial_line_waits_for_its_newline() -> None:
+    texts: list[str] = []
+
+    def on_event(ev: spoolparse.LiveEvent) -> None:
+        if ev.kind == "text":
+            texts.append(ev.data["text"])
+
+    with spoolparse.run([*LIVE_AGENT, "--ticks", "0", "--partial"], on_event=on_event) as r:
+        assert r.text == "FINAL-ANSWER: live"
+    assert texts == ["FINAL-ANSWER: live"]
+    assert r.invalid_lines == 0
+
+
+def test_failing_callback_stops_the_run_cleanly(tmp_path: Path) -> None:
+    before = open_fds()
+    started: list[Child] = []
+
+    def on_event(ev: spoolparse.LiveEvent) -> None:
+        raise Boom(ev.kind)
+
+    # the child would wait 30 s for a file nobody creates: only the kill ends it early
+    with pytest.raises(Boom, match="session"):
+        spoolparse.run([*LIVE_AGENT, "--wait-for", str(tmp_path / "never")], on_event=on_event,
+                       on_start=started.append)
+    pgid = started[0].pgid
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+    assert open_fds() == before
+
+
+def test_failing_callback_on_the_last_event_closes_everything() -> None:
+    before = open_fds()
+
+    def on_event(ev: spoolparse.LiveEvent) -> None:
+        if ev.kind == "usage":
+            raise Boom("late")
+
+    with pytest.raises(Boom, match="late"):
+        spoolparse.run([*LIVE_AGENT], on_event=on_event)
+    assert open_fds() == before
+
+
+def test_timeout_still_reports_the_events_before_it(tmp_path: Path) -> None:
+    kinds: list[str] = []
+    started: list[Child] = []
+    with spoolparse.run([*LIVE_AGENT, "--wait-for", str(tmp_path / "never")], timeout=2.0, grace=0.5,
+                        on_event=lambda ev: kinds.append(ev.kind), on_start=started.append) as r:
+        assert r.timed_out and not r.ok
+    assert kinds[:2] == ["session", "tool_start"]
+    assert group_gone(started[0].pgid)
+
+
+def test_polling_fallback_gives_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = [*LIVE_AGENT, "--ticks", "4", "--interval", "0.01", "--partial"]
+    with spoolparse.run(argv, on_event=None) as r:
+        expected = _posthoc(r)
+    monkeypatch.setattr(_wait, "open_inotify", lambda: None)
+    live: list[dict[str, Any]] = []
+    with spoolparse.run(argv, on_event=lambda ev: live.append(ev.as_dict())) as r:
+        assert r.ok
+    assert live == expected
+
+
+def test_inotify_reports_writes_to_a_nameless_spool(tmp_path: Path) -> None:
+    ino = _wait.open_inotify()
+    if ino is None:
+        pytest.skip("no inotify here")
+    spool = spoolparse.spool.open_spool(str(tmp_path))
+    try:
+        wd = ino.watch(spool.fileno())
+        assert ino.drain() == set()
+        spool.write(b"x\n")
+        spool.flush()
+        assert ino.drain() == {wd}
+        assert ino.drain() == set()
+        ino.unwatch(wd)
+        spool.write(b"y\n")
+        spool.flush()
+        assert ino.drain() == set()
+    finally:
+        ino.close()
+        spool.close()
+    assert ino.closed
+
+
+def test_waiter_wakes_on_a_write_not_on_its_timeout(tmp_path: Path) -> None:
+    ino = _wait.open_inotify()
+    if ino is None:
+        pytest.skip("no inotify here")
+    ino.close()
+    spool = spoolparse.spool.open_spool(str(tmp_path))
+    r, w = os.pipe()  # a stand-in pidfd that never becomes readable
+    waiter = _wait.SpoolWaiter((spool.fileno(),), r)
+    try:
+        assert waiter.event_driven
+        assert waiter.next_interval(None) == _wait.IDLE_WAKE
+        timer = threading.Timer(0.05, lambda: (spool.write(b"line\n"), spool.flush()))
+        timer.start()
+        # a wait of an hour that returns means the write woke it
+        waiter.wait(3600)
+        timer.join()
+        assert waiter.wakeups == 1
+    finally:
+        waiter.close()
+        spool.close()
+        os.close(r)
+        os.close(w)
+
+
+def test_polling_backoff_is_capped() -> None:
+    steps = [_wait.next_interval(None, event_driven=False)]
+    for _ in range(20):
+        steps.append(_wait.next_interval(steps[-1], event_driven=False))
+    assert steps[0] == spoolparse.limits.POLL_MIN
+    assert max(steps) == _wait.POLL_IDLE
+    assert steps == sorted(steps)
+
+
+def test_events_written_during_the_grace_reach_the_callback() -> None:
+    # the child ignores SIGTERM and keeps writing through its grace, until SIGKILL
+    argv = [*FAKE_CODEX, "--size", "400K", "--ignore-term", "--pause", "0.01"]
+    live: list[dict[str, Any]] = []
+    with spoolparse.run(argv, timeout=1.0, grace=0.3, on_event=lambda ev: live.append(ev.as_dict())) as r:
+        assert r.timed_out and r.returncode in (-9, -15)  # -15: TERM came before the child's handler
+        assert live == _posthoc(r)

@@ -1,0 +1,144 @@
+"""Property tests: arbitrary stdout streams through the line scanner, ``iter_lines``, every provider and ``parse``.
+
+Streams mix random events of every registered provider's types with noise,
+invalid UTF-8, NUL bytes, lines near and over a small cap, CR/LF mixes, a
+missing final newline, and any write chunking (see ``tests/fuzz/harness.py``).
+The scanner must never raise, never read more than the cap at once, never hold
+a line over the ceiling, and on streams with no oversize line yield exactly
+the retained events of a reference parser (split on ``\\n``, ``json.loads``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from spoolparse import StreamParser, iter_lines, parse
+from spoolparse.lines import KEEP, Event, LineScanner, probe_type
+from spoolparse.providers import make_provider
+
+from .fuzz import harness as h
+
+ALL = h.provider_names()
+
+
+@pytest.mark.parametrize("name", ALL)
+@given(data=st.data())
+def test_scanner_matches_reference_without_oversize(name: str, data: st.DataObject) -> None:
+    stream = data.draw(h.streams(oversize=False), label="stream")
+    cuts = data.draw(h.chunkings(stream), label="cuts")
+    h.check_scanner(stream, cuts, name)
+
+
+@given(data=st.data())
+def test_scanner_bounded_with_oversize_lines(data: st.DataObject) -> None:
+    stream = data.draw(h.streams(oversize=True), label="stream")
+    cuts = data.draw(h.chunkings(stream), label="cuts")
+    name = data.draw(st.sampled_from(ALL), label="provider")
+    max_retained = data.draw(st.sampled_from([h.MAX_LINE, h.MAX_RETAINED]), label="max_retained")
+    h.check_scanner(stream, cuts, name, max_retained=max_retained, offset=data.draw(st.booleans(), label="offset"))
+
+
+@given(data=st.data())
+def test_iter_lines_reads_at_most_the_cap(data: st.DataObject) -> None:
+    stream = data.draw(h.streams(oversize=True), label="stream")
+    name = data.draw(st.sampled_from(ALL), label="provider")
+    read_size = data.draw(st.integers(1, 4 * h.MAX_LINE), label="read_size")
+    h.check_reader(stream, read_size, name)
+
+
+@given(data=st.data())
+def test_stream_parser_never_raises_and_folds_the_reference_events(data: st.DataObject) -> None:
+    stream = data.draw(h.streams(oversize=True), label="stream")
+    cuts = data.draw(h.chunkings(stream), label="cuts")
+    name = data.draw(st.sampled_from([*ALL, "auto"]), label="provider")
+    h.check_parser(stream, cuts, name)
+
+
+@given(data=st.data())
+def test_parse_reads_bounded_windows_and_agrees_with_the_stream_parser(data: st.DataObject) -> None:
+    stream = data.draw(h.streams(oversize=True), label="stream")
+    name = data.draw(st.sampled_from([*ALL, "auto"]), label="provider")
+    h.check_parse_file(stream, name)
+
+
+@given(blob=st.binary(max_size=3 * h.MAX_RETAINED))
+@example(blob=b"\x00\x00[")
+@example(blob=b"\x01\x00{\n")
+def test_arbitrary_bytes_keep_every_invariant(blob: bytes) -> None:
+    h.fuzz_one(blob)
+
+
+def test_every_registered_provider_is_covered() -> None:
+    from spoolparse.providers import PROVIDERS
+
+    assert set(PROVIDERS) <= set(ALL) and "generic" in ALL
+    assert set(h.type_keys()) >= {k for cls in PROVIDERS.values() for k in cls.keep}
+
+
+# -- regressions found by the property tests --------------------------------------
+
+
+def test_lone_surrogate_escape_does_not_cost_a_kept_event() -> None:
+    # JSON.stringify (every Node CLI) writes half an emoji cut by a text split as a lone \ud83d escape;
+    # orjson refuses it, and the answer was lost as an "invalid line".
+    line = b'{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"ok \\ud83d"}}\n'
+    sp = StreamParser("codex")
+    sp.feed(line)
+    res = sp.finish(args=None)
+    assert res.text == "ok \ufffd"
+    assert res.invalid_lines == 0
+    orjson.dumps(res.summary())  # the summary still prints as UTF-8
+    pair = LineScanner().feed(b'{"type":"x","t":"\\ud83d\\ude00 \\udc00"}\n')
+    assert isinstance(pair[0], Event) and pair[0].data["t"] == "\U0001f600 \ufffd"
+
+
+def test_invalid_utf8_before_the_type_does_not_hide_it() -> None:
+    # the type probe gave up on bad UTF-8 ahead of "type", so a retained line was skipped as untyped
+    line = b'{"message":"\xff\xfe","type":"turn.completed","usage":{"input_tokens":3}}\n'
+    assert probe_type(line) == "turn.completed"
+    sp = StreamParser("codex")
+    sp.feed(line)
+    assert sp.finish(args=None).usage.get("input_tokens") == 3
+
+
+def test_nan_is_not_json_on_either_path() -> None:
+    # orjson refuses NaN; the lenient fallback must refuse it too, so a line's fate does not depend on the path
+    recs = LineScanner().feed(b'{"type":"x","v":NaN}\n{"type":"x","v":1e400}\n')
+    assert [type(r).__name__ for r in recs] == ["Event"] and recs[0].lineno == 2
+
+
+def test_custom_loads_gets_no_lenient_fallback() -> None:
+    def strict(data: bytes | str) -> object:
+        return orjson.loads(data)
+
+    s = LineScanner(loads=strict)
+    assert s.feed(b'{"type":"x","t":"\\ud800"}\n') == [] and s.invalid_lines == 1
+
+
+def test_reference_parser_agrees_with_json_on_plain_lines() -> None:
+    objs = [{"type": "a", "n": 1}, {"type": "item.completed", "item": {"id": "1", "type": "b"}}, {"x": 1}]
+    data = b"".join(json.dumps(o).encode() + b"\n" for o in objs) + b"[1]\n\xff\n"
+    ref = h.reference(data)
+    assert [r.key for r in ref] == ["a", "item.completed/b", "", None, None]
+    assert h.retained_events(ref, lambda k: KEEP if k == "a" else 0) == [(1, "a", objs[0], len(data.split(b"\n")[0]))]
+
+
+def test_recording_file_catches_unbounded_reads() -> None:
+    f = h.RecordingFile(b'{"type":"a"}\n' * 100)
+    list(iter_lines(f, max_line=h.MAX_LINE, read_size=10_000))  # type: ignore[arg-type]
+    assert f.sizes and max(f.sizes) == h.MAX_LINE
+    g = h.RecordingFile(b'{"type":"a"}\n')
+    parse(g)  # type: ignore[arg-type]
+    assert g.sizes and all(0 < s for s in g.sizes)
+
+
+def test_provider_retain_decisions_are_stable() -> None:
+    for name in ALL:
+        p = make_provider(name)
+        for key in h.type_keys():
+            assert p.retain(key) in (0, 1, 2)

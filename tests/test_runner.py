@@ -1,0 +1,368 @@
+"""The runner: one outcome per task, admission, requeue, caps, timeouts, job log, interrupts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import orjson
+import psutil
+import pytest
+
+import spoolparse
+from spoolparse.runner import Admission, Task, auto_concurrency, default_reserve, run_many
+from spoolparse.runner.joblog import finished_ok
+from spoolparse.runner.memory import HostMemory, sample_trees
+from spoolparse.runner.scheduler import InvalidTask
+
+from .runner_support import FAKE_CODEX, HOG, FixedProbe, MiB, TreeProbe, marker, one_each, wait_gone
+
+BIG = 1 << 40  # a fake total so large that admission never holds anything back
+
+
+def test_argv_lists_get_index_ids_and_one_outcome_each() -> None:
+    tasks = [["true"], ["false"], [*FAKE_CODEX, "--size", "64K"]]
+    outs = one_each(spoolparse.run_many(tasks, max_concurrent=2, memory_probe=FixedProbe(BIG)), ["0", "1", "2"])
+    assert outs["0"].verdict == "ok" and outs["0"].returncode == 0
+    assert outs["1"].verdict == "failed" and outs["1"].returncode == 1
+    assert outs["2"].ok and outs["2"].summary is not None
+    assert outs["2"].summary["text"].startswith("FINAL-ANSWER")
+    assert outs["2"].enforcement == "none" and outs["2"].attempts == 1
+
+
+def test_spawn_errors_and_bad_items_do_not_stop_the_batch() -> None:
+    tasks: list[object] = [
+        Task(argv=["/nonexistent/cmd"], id="missing"),
+        InvalidTask("bad", "line 2: not JSON"),
+        "not a task",
+        Task(argv=["true"], id="fine"),
+    ]
+    outs = one_each(run_many(tasks, max_concurrent=2, memory_probe=FixedProbe(BIG)), ["missing", "bad", "2", "fine"])
+    assert outs["missing"].verdict == "spawn_error" and "nonexistent" in (outs["missing"].error or "")
+    assert outs["bad"].verdict == "spawn_error" and outs["bad"].attempts == 0
+    assert outs["2"].verdict == "spawn_error"
+    assert outs["fine"].ok
+
+
+def test_ordered_outcomes_come_in_input_order() -> None:
+    delays = [0.3, 0.0, 0.2, 0.0, 0.1, 0.0]
+    tasks = [Task(argv=["sleep", str(d)], id=f"t{i}") for i, d in enumerate(delays)]
+    outs = list(run_many(tasks, max_concurrent=3, ordered=True, memory_probe=FixedProbe(BIG)))
+    assert [o.id for o in outs] == [f"t{i}" for i in range(len(delays))]
+    unordered = list(run_many(tasks, max_concurrent=6, memory_probe=FixedProbe(BIG)))
+    one_each(unordered, [f"t{i}" for i in range(len(delays))])
+    assert unordered[-1].id == "t0"  # the slowest ends last when all run at once
+
+
+def test_admission_counts_reservations_not_yet_touched() -> None:
+    probe = FixedProbe(total=1000, used=100)
+    a = Admission(probe, stop_at=0.85, kill_at=0.95)
+    assert a.may_start(300, [], running=0)
+    assert a.may_start(300, [300], running=1)  # 100 + 300 + 300 <= 850
+    assert not a.may_start(300, [300, 300], running=2)  # GNU parallel's --memfree would start it
+    assert a.may_start(300, [300, 0], running=2)  # the second one has touched its estimate already
+    probe.value = 860
+    assert not a.may_start(1, [], running=0)
+    assert not a.must_kill()
+    probe.value = 950
+    assert a.must_kill()
+
+
+def test_an_estimate_larger_than_the_budget_still_runs_alone() -> None:
+    a = Admission(FixedProbe(total=1000, used=0))
+    assert a.may_start(10_000, [], running=0)
+    assert not a.may_start(10_000, [0], running=1)
+
+
+def test_auto_concurrency_and_reserve() -> None:
+    gib = 1 << 30
+    assert default_reserve(24 * gib) == int(2.4 * gib)
+    assert default_reserve(8 * gib) == 2 * gib
+    assert default_reserve(2 * gib) == gib  # never more than half
+    assert auto_concurrency(24 * gib, 4 * gib, cap=100) == 5  # (24 - 2.4) / 4
+    assert auto_concurrency(24 * gib, 64 * gib, cap=100) == 1
+    assert auto_concurrency(240 * gib, 1 * gib, cap=7) == 7
+    with pytest.raises(spoolparse.UsageError):
+        auto_concurrency(gib, 0)
+
+
+def test_no_max_concurrent_uses_the_memory_formula() -> None:
+    batch = run_many([], memory_per_task=300 * MiB, memory_probe=FixedProbe(total=2000 * MiB))
+    assert batch.max_concurrent == (2000 - 1000) // 300  # reserve: half of a small total
+    assert list(batch) == []
+
+
+def test_host_memory_reads_a_total_no_larger_than_the_host() -> None:
+    m = HostMemory()
+    assert 0 < m.total() <= psutil.virtual_memory().total
+    assert 0 < m.used() < m.total()
+
+
+def test_tree_sampling_sees_a_hog() -> None:
+    _, env = marker()
+    p = psutil.Popen([*HOG, "--mib", "30", "--hold", "5"], env={**os.environ, **env})
+    try:
+        deadline = time.monotonic() + 5
+        size = 0
+        while time.monotonic() < deadline and size < 30 * MiB:
+            size = sample_trees([p.pid])[p.pid]
+            time.sleep(0.05)
+        assert size >= 30 * MiB
+        assert sample_trees([999_999_999]) == {999_999_999: 0}
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_hogs_are_held_below_kill_at() -> None:
+    # 8 hogs of ~40 MiB (30 touched + the interpreter) against a fake 200 MiB total: all at once
+    # would be ~320 MiB, past kill_at (180 MiB). Admission must keep them below it.
+    probe = TreeProbe(total=200 * MiB)
+    tasks = [Task(argv=[*HOG, "--mib", "30", "--hold", "0.4"], id=f"h{i}", memory=45 * MiB) for i in range(8)]
+    seen_running = 0
+    batch = run_many(tasks, max_concurrent=8, stop_at=0.6, kill_at=0.9, memory_probe=probe, sample_interval=0.05)
+
+    def tick(b: spoolparse.runner.Batch) -> None:
+        nonlocal seen_running
+        seen_running = max(seen_running, b.running)
+
+    batch.on_tick = tick
+    outs = one_each(batch, [f"h{i}" for i in range(8)])
+    assert all(o.ok for o in outs.values()), {k: o.verdict for k, o in outs.items()}
+    assert probe.max_seen < 0.9 * 200 * MiB
+    assert 1 <= seen_running <= 3
+    assert all(o.peak_memory is not None and o.peak_memory >= 30 * MiB for o in outs.values())
+
+
+def test_memory_pressure_kills_the_youngest_and_requeues_it(tmp_path: Path) -> None:
+    once = tmp_path / "once"
+    log = tmp_path / "jobs.ndjson"
+    probe = TreeProbe(total=100 * MiB)
+
+    def tasks() -> Iterator[Task]:
+        yield Task(argv=[*HOG, "--mib", "1", "--hold", "1.5"], id="old", memory=1)
+        time.sleep(0.3)  # the input is pulled lazily: the hog starts clearly later, so it is the youngest
+        yield Task(argv=[*HOG, "--mib", "80", "--step", "10", "--hold", "5", "--once-file", str(once)],
+                   id="big-once", memory=1)
+
+    outs = one_each(
+        run_many(tasks(), max_concurrent=2, stop_at=0.4, kill_at=0.6, retry_backoff=0.05, joblog=log,
+                 memory_probe=probe, sample_interval=0.03),
+        ["old", "big-once"],
+    )
+    assert outs["old"].ok and outs["old"].attempts == 1  # the older task is left alone
+    o = outs["big-once"]
+    assert o.ok and o.attempts == 2, o
+    recs = [orjson.loads(x) for x in log.read_bytes().splitlines()]
+    big = [(r["attempt"], r["final"], r["verdict"]) for r in recs if r["id"] == "big-once"]
+    assert big == [(1, False, "killed_memory"), (2, True, "ok")]
+
+
+def test_memory_pressure_gives_up_after_the_retries(tmp_path: Path) -> None:
+    probe = TreeProbe(total=100 * MiB)
+    task = Task(argv=[*HOG, "--mib", "80", "--step", "10", "--hold", "5"], id="always-big")
+    outs = one_each(
+        run_many([task], max_concurrent=1, stop_at=0.4, kill_at=0.6, retries=1, retry_backoff=0.05,
+                 memory_probe=probe, sample_interval=0.03),
+        ["always-big"],
+    )
+    o = outs["always-big"]
+    assert o.verdict == "killed_memory" and o.attempts == 2
+    assert o.signal == signal.SIGKILL and "kill_at" in (o.error or "")
+
+
+def test_watchdog_caps_a_task_without_a_cgroup() -> None:
+    tasks = [
+        Task(argv=[*HOG, "--mib", "120", "--step", "8", "--hold", "5"], id="over", memory_limit=48 * MiB),
+        Task(argv=[*HOG, "--mib", "5"], id="under", memory_limit=48 * MiB),
+    ]
+    outs = one_each(
+        run_many(tasks, max_concurrent=2, enforce="watchdog", memory_probe=FixedProbe(BIG), sample_interval=0.03),
+        ["over", "under"],
+    )
+    assert outs["over"].verdict == "killed_memory" and outs["over"].enforcement == "watchdog"
+    assert outs["over"].peak_memory is not None and outs["over"].peak_memory > 48 * MiB
+    assert outs["under"].ok and outs["under"].enforcement == "watchdog"
+
+
+def test_soft_timeout_signals_and_hard_timeout_kills_an_ignoring_grandchild() -> None:
+    token, env = marker()
+    soft = Task(argv=[*HOG, "--mib", "1", "--hold", "1.0"], id="soft", soft_timeout=0.2, env=env)
+    hard = Task(
+        argv=[*FAKE_CODEX, "--orphan", "--ignore-term", "--size", "4K", "--hang", "60"],
+        id="hard", timeout=0.5, env=env,
+    )
+    t0 = time.monotonic()
+    outs = one_each(
+        run_many([soft, hard], max_concurrent=2, grace=0.3, memory_probe=FixedProbe(BIG)), ["soft", "hard"]
+    )
+    assert outs["soft"].ok  # the hog handles SIGUSR1 and finishes
+    assert outs["hard"].verdict == "timeout"
+    assert outs["hard"].signal == signal.SIGKILL  # it ignored SIGTERM: killed after the grace
+    assert outs["hard"].summary is not None and outs["hard"].summary["timed_out"] is True
+    assert time.monotonic() - t0 < 10
+    assert wait_gone(token) == []
+
+
+def test_default_soft_signal_ends_a_child_that_does_not_handle_it() -> None:
+    outs = one_each(
+        run_many([Task(argv=["sleep", "30"], id="s", soft_timeout=0.1)], memory_probe=FixedProbe(BIG)), ["s"]
+    )
+    assert outs["s"].verdict == "timeout" and outs["s"].signal == signal.SIGUSR1
+    own = one_each(
+        run_many([Task(argv=["sleep", "30"], id="t", soft_timeout=0.1)], soft_signal=signal.SIGTERM,
+                 memory_probe=FixedProbe(BIG)), ["t"]
+    )
+    assert own["t"].verdict == "timeout" and own["t"].signal == signal.SIGTERM
+
+
+def test_joblog_resume_skips_only_tasks_that_ended_ok(tmp_path: Path) -> None:
+    log = tmp_path / "jobs.ndjson"
+    flag = tmp_path / "ok-now"
+    flaky = ["sh", "-c", f'test -e "{flag}"']
+    tasks = [Task(argv=["true"], id="a"), Task(argv=flaky, id="b"), Task(argv=["true"], id="c")]
+    first = one_each(run_many(tasks, max_concurrent=2, joblog=log, memory_probe=FixedProbe(BIG)), ["a", "b", "c"])
+    assert [first[k].verdict for k in "abc"] == ["ok", "failed", "ok"]
+    assert finished_ok(log) == {"a", "c"}
+    flag.touch()
+    second = one_each(
+        run_many(tasks, max_concurrent=2, joblog=log, resume=True, memory_probe=FixedProbe(BIG)), ["b"]
+    )
+    assert second["b"].ok
+    assert finished_ok(log) == {"a", "b", "c"}
+    for rec in map(orjson.loads, log.read_bytes().splitlines()):
+        assert set(rec) >= {"id", "attempt", "final", "verdict", "wall_s", "peak_memory", "cmd"}
+        assert "env" not in rec and "input" not in rec
+
+
+def test_joblog_reader_skips_a_torn_last_line(tmp_path: Path) -> None:
+    log = tmp_path / "jobs.ndjson"
+    log.write_bytes(
+        b'{"id":"x","final":true,"verdict":"ok"}\n{"id":"y","final":false,"verdict":"killed_memory"}\n'
+        b'{"id":"z","final":true,"verdict":"failed"}\n{"id":"z","final":true,"verdict":"ok"}\n{"id":"w","fin'
+    )
+    assert finished_ok(log) == {"x", "z"}
+    assert finished_ok(tmp_path / "missing") == set()
+
+
+def test_keyboard_interrupt_cancels_started_tasks_and_leaves_nothing(tmp_path: Path) -> None:
+    token, env = marker()
+    log = tmp_path / "jobs.ndjson"
+    tasks = (Task(argv=[*FAKE_CODEX, "--orphan", "--size", "4K", "--hang", "60"], id=f"k{i}", env=env)
+             for i in range(100))
+    batch = run_many(tasks, max_concurrent=3, joblog=log, memory_probe=FixedProbe(BIG))
+    timer = threading.Timer(0.8, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    fds_before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(KeyboardInterrupt):
+        for _ in batch:
+            pass
+    timer.cancel()
+    assert sorted(o.id for o in batch.cancelled) == ["k0", "k1", "k2"]
+    assert all(o.verdict == "cancelled" for o in batch.cancelled)
+    assert wait_gone(token) == []
+    finals = [orjson.loads(x) for x in log.read_bytes().splitlines()]
+    assert sorted(r["id"] for r in finals if r["final"]) == ["k0", "k1", "k2"]
+    assert len(os.listdir("/proc/self/fd")) <= fds_before
+
+
+def test_closing_a_batch_early_cancels_the_rest() -> None:
+    token, env = marker()
+    tasks = [Task(argv=["true"], id="quick")] + [Task(argv=["sleep", "60"], id=f"s{i}", env=env) for i in range(2)]
+    batch = run_many(tasks, max_concurrent=3, memory_probe=FixedProbe(BIG))
+    first = next(batch)
+    assert first.id == "quick"
+    cancelled = batch.close()
+    assert sorted(o.id for o in cancelled) == ["s0", "s1"]
+    assert wait_gone(token) == []
+    assert batch.close() is cancelled  # idempotent
+
+
+def test_halt_now_cancels_the_running_tasks() -> None:
+    token, env = marker()
+    tasks = [Task(argv=["sleep", "60"], id=f"s{i}", env=env) for i in range(2)] + [Task(argv=["false"], id="bad")]
+    tasks += [Task(argv=["true"], id="never")]
+    outs = list(run_many(tasks, max_concurrent=3, halt="now", memory_probe=FixedProbe(BIG)))
+    got = one_each(outs, ["s0", "s1", "bad"])
+    assert got["bad"].verdict == "failed"
+    assert got["s0"].verdict == got["s1"].verdict == "cancelled"
+    assert wait_gone(token) == []
+
+
+def test_usage_errors() -> None:
+    for kwargs in ({"max_concurrent": 0}, {"stop_at": 0.9, "kill_at": 0.8}, {"enforce": "x"}, {"halt": "later"},
+                   {"resume": True}, {"retries": -1}, {"timeout": -1.0}):
+        with pytest.raises(spoolparse.UsageError):
+            run_many([], memory_probe=FixedProbe(BIG), **kwargs)  # type: ignore[arg-type]
+
+
+def test_arun_many_with_an_async_source_in_order() -> None:
+    async def source() -> AsyncIterator[Task]:
+        for i in range(6):
+            await asyncio.sleep(0.01)
+            yield Task(argv=["sh", "-c", f"sleep 0.{5 - i}; exit {i % 2}"], id=f"a{i}")
+
+    async def main() -> list[spoolparse.Outcome]:
+        return [o async for o in spoolparse.arun_many(source(), max_concurrent=3, ordered=True,
+                                                      memory_probe=FixedProbe(BIG))]
+
+    outs = asyncio.run(main())
+    assert [o.id for o in outs] == [f"a{i}" for i in range(6)]
+    assert [o.verdict for o in outs] == ["ok", "failed"] * 3
+
+
+def test_arun_many_leaving_early_kills_the_rest() -> None:
+    token, env = marker()
+
+    def tasks() -> Iterator[Task]:
+        yield Task(argv=["true"], id="quick")
+        for i in range(5):
+            yield Task(argv=["sleep", "60"], id=f"s{i}", env=env)
+
+    async def main() -> list[str]:
+        got = []
+        agen = spoolparse.arun_many(tasks(), max_concurrent=3, memory_probe=FixedProbe(BIG))
+        async for o in agen:
+            got.append(o.id)
+            break
+        await agen.aclose()  # type: ignore[attr-defined]
+        return got
+
+    assert asyncio.run(main()) == ["quick"]
+    assert wait_gone(token) == []
+
+
+@pytest.mark.slow
+def test_ten_thousand_streamed_tasks_keep_parent_memory_and_fds_bounded() -> None:
+    n = 10_000
+    produced = 0
+
+    def tasks() -> Iterator[list[str]]:
+        nonlocal produced
+        for _ in range(n):
+            produced += 1
+            yield ["true"]
+
+    me = psutil.Process()
+    batch = run_many(tasks(), max_concurrent=50, memory_probe=FixedProbe(BIG))
+    rss0 = me.memory_info().rss
+    fds0 = len(os.listdir("/proc/self/fd"))
+    peak_rss, peak_fds, ahead = rss0, fds0, 0
+    seen: set[str] = set()
+    for i, o in enumerate(batch):
+        assert o.ok, o
+        assert o.id not in seen
+        seen.add(o.id)
+        ahead = max(ahead, produced - len(seen))
+        if i % 100 == 0:
+            peak_rss = max(peak_rss, me.memory_info().rss)
+            peak_fds = max(peak_fds, len(os.listdir("/proc/self/fd")))
+    assert len(seen) == n
+    assert ahead <= 50 + 1  # pulled lazily: never more than the running ones and the one held
+    assert peak_fds - fds0 <= 50 * 3 + 10  # pidfd + two spools per running child
+    assert peak_rss - rss0 < 40 * MiB, (peak_rss - rss0) / MiB

@@ -1,0 +1,181 @@
+"""``spoolparse batch`` and ``spoolparse calibrate`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from spoolparse.runner.joblog import finished_ok
+
+from .runner_support import HOG, MiB, marked_pids, marker, wait_gone
+
+CLI = [sys.executable, "-m", "spoolparse"]
+
+
+def _write_tasks(path: Path, tasks: list[Any]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(t) + b"\n" if not isinstance(t, bytes) else t for t in tasks))
+    return path
+
+
+def _outcomes(stdout: bytes) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in stdout.splitlines()]
+
+
+def _wait_for(pred: Any, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_batch_prints_one_outcome_per_line_and_exits_1_on_a_failure(tmp_path: Path) -> None:
+    tasks = _write_tasks(tmp_path / "t.jsonl", [
+        {"id": "ok", "cmd": [*HOG, "--mib", "1"], "memory": "50M"},
+        {"id": "bad", "cmd": ["false"]},
+        b"{not json\n",
+        b"\n",
+        {"id": "nocmd"},
+        ["true"],
+    ])
+    p = subprocess.run([*CLI, "batch", str(tasks), "-j", "2", "--memory-per-task", "10M"], capture_output=True)
+    assert p.returncode == 1, p.stderr
+    outs = {o["id"]: o for o in _outcomes(p.stdout)}
+    assert len(outs) == len(_outcomes(p.stdout)) == 5
+    assert outs["ok"]["verdict"] == "ok" and outs["ok"]["summary"]["text"] == "held 1.0 MiB"
+    assert outs["bad"]["verdict"] == "failed"
+    assert outs["3"]["verdict"] == "spawn_error" and "not JSON" in outs["3"]["error"]
+    assert outs["nocmd"]["verdict"] == "spawn_error"
+    assert outs["6"]["verdict"] == "ok"
+    assert p.stderr == b""
+
+
+def test_batch_reads_stdin_and_exits_0_when_all_ok() -> None:
+    lines = b"".join(orjson.dumps({"cmd": ["true"]}) + b"\n" for _ in range(5))
+    p = subprocess.run([*CLI, "batch", "-", "-j", "3", "--ordered"], input=lines, capture_output=True)
+    assert p.returncode == 0, p.stderr
+    assert [o["id"] for o in _outcomes(p.stdout)] == ["1", "2", "3", "4", "5"]
+
+
+def test_batch_usage_errors_are_one_line() -> None:
+    for argv in (["batch", "missing.jsonl"], ["batch", "-", "--resume"], ["batch", "-", "--stop-at", "150%"],
+                 ["batch", "-", "-j", "0"]):
+        p = subprocess.run([*CLI, *argv], input=b"", capture_output=True)
+        assert p.returncode == 2, (argv, p.stderr)
+        assert len(p.stderr.splitlines()) == 1 and b"Traceback" not in p.stderr
+
+
+def _interrupt_batch(tmp_path: Path, sig: int) -> None:
+    token, env = marker()
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    log = tmp_path / "jobs.ndjson"
+    tasks = _write_tasks(tmp_path / "t.jsonl", [
+        {"id": f"long{i}", "cmd": [*HOG, "--escape", "--mib", "1", "--hold", "60"], "env": env} for i in range(5)
+    ])
+    p = subprocess.Popen(
+        [*CLI, "batch", str(tasks), "-j", "3", "--enforce", "cgroup", "--joblog", str(log), "--spool-dir", str(spool)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        # three hogs and their three escaped grandchildren
+        assert _wait_for(lambda: len(marked_pids(token)) >= 6), marked_pids(token)
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, err
+    outs = _outcomes(out)
+    assert sorted(o["id"] for o in outs) == ["long0", "long1", "long2"]
+    assert {o["verdict"] for o in outs} == {"cancelled"}
+    assert err.strip().splitlines()[-1] == b"spoolparse: error: interrupted"
+    assert wait_gone(token) == []
+    assert os.listdir(spool) == []
+    finals = [json.loads(x) for x in log.read_text().splitlines()]
+    assert sorted(r["id"] for r in finals if r["final"]) == ["long0", "long1", "long2"]
+    from spoolparse.runner.cgroup import Placement
+
+    where = Placement.detect()
+    for parent in {where.memory_parent, where.pids_parent} - {None}:
+        assert parent is not None
+        assert not [n for n in os.listdir(parent) if n.startswith(f"spoolparse-{p.pid}-")]
+
+
+def test_ctrl_c_leaves_no_process_no_spool_no_cgroup(tmp_path: Path) -> None:
+    _interrupt_batch(tmp_path, signal.SIGINT)
+
+
+def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path) -> None:
+    _interrupt_batch(tmp_path, signal.SIGTERM)
+
+
+def test_resume_after_an_interrupted_batch(tmp_path: Path) -> None:
+    flag = tmp_path / "fast-now"
+    log = tmp_path / "jobs.ndjson"
+    slow = ["sh", "-c", f'test -e "{flag}" || sleep 60']
+    tasks = _write_tasks(tmp_path / "t.jsonl", [
+        {"id": "q1", "cmd": ["true"]}, {"id": "s1", "cmd": slow}, {"id": "q2", "cmd": ["true"]},
+        {"id": "s2", "cmd": slow}, {"id": "q3", "cmd": ["true"]},
+    ])
+    p = subprocess.Popen([*CLI, "batch", str(tasks), "-j", "5", "--joblog", str(log)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert _wait_for(lambda: finished_ok(log) == {"q1", "q2", "q3"})
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130
+    first = {o["id"]: o["verdict"] for o in _outcomes(out)}
+    assert first == {"q1": "ok", "q2": "ok", "q3": "ok", "s1": "cancelled", "s2": "cancelled"}
+    flag.touch()
+    again = subprocess.run([*CLI, "batch", str(tasks), "-j", "5", "--joblog", str(log), "--resume"],
+                           capture_output=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert sorted(o["id"] for o in _outcomes(again.stdout)) == ["s1", "s2"]
+    assert finished_ok(log) == {"q1", "q2", "q3", "s1", "s2"}
+
+
+def test_progress_line_on_request(tmp_path: Path) -> None:
+    tasks = _write_tasks(tmp_path / "t.jsonl", [{"cmd": ["sleep", "0.3"]} for _ in range(3)])
+    p = subprocess.run([*CLI, "batch", str(tasks), "-j", "2", "--progress"], capture_output=True)
+    assert p.returncode == 0
+    assert b"done 3 | running 0 | queued 0 | failed 0 | memory " in p.stderr
+    assert b"spoolparse: batch: -j 2" in p.stderr
+
+
+def test_calibrate_measures_the_peak_and_recommends(tmp_path: Path) -> None:
+    p = subprocess.run([*CLI, "calibrate", "--max-concurrency", "2", "--", *HOG, "--mib", "20"], capture_output=True)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert [lv["concurrency"] for lv in report["levels"]] == [1, 2]
+    assert report["per_task_peak"] >= 20 * MiB
+    assert report["memory_per_task"] >= report["per_task_peak"] * 1.25 - 1
+    assert report["jobs"] >= 1
+    assert report["levels"][1]["verdicts"] == {"ok": 2}
+
+
+def test_calibrate_stops_before_pressure_and_reports_failures() -> None:
+    from spoolparse.runner.calibrate import calibrate
+
+    from .runner_support import FixedProbe
+
+    # a 100 MiB total: after a ~30 MiB peak, concurrency 4 could pass 85 % and is not tried
+    report = calibrate([*HOG, "--mib", "20"], max_concurrency=8, memory_probe=FixedProbe(100 * MiB, 0))
+    assert [lv["concurrency"] for lv in report["levels"]] == [1, 2]
+    assert "could pass stop_at" in report["stopped"]
+    failing = calibrate(["false"], max_concurrency=4, memory_probe=FixedProbe(1 << 40))
+    assert failing["failures"] and failing["levels"][0]["verdicts"] == {"failed": 1}
