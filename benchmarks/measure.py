@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,11 +43,11 @@ def timed(argv: list[str], *, stdin: bytes | None = None, stdout: IO[bytes] | in
         out_target = subprocess.PIPE if stdout is None else stdout
         t = time.perf_counter()
         p = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                             stdout=out_target, stderr=subprocess.PIPE, env=env)
+                             stdout=out_target, stderr=subprocess.PIPE, env=env, start_new_session=True)
         try:
             out, err = p.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
-            p.kill()
+            os.killpg(p.pid, signal.SIGKILL)  # GNU time's child too, or the pipes stay open
             p.communicate()
             raise TimedOut(f"{argv[:3]} ran over {timeout} s") from None
         wall = time.perf_counter() - t

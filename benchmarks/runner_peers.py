@@ -21,8 +21,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import timed
 
 RUN_MANY = r"""
 import json, resource, sys, time
@@ -71,25 +74,16 @@ print(json.dumps({"seconds": dt, "rss_kib": resource.getrusage(resource.RUSAGE_S
 
 
 def _python(code: str, n: int, j: int) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", code, str(n), str(j)], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    m = timed([sys.executable, "-c", code, str(n), str(j)])
+    got: dict[str, float] = json.loads(m.stdout)
+    got["rss_kib"] = m.rss_kib  # GNU time's figure for the process itself
+    return got
 
 
 def _tool(argv: list[str], n: int) -> dict[str, float]:
     """Feed ``1..n`` to a command-line scheduler; wall clock and its peak RSS (KiB)."""
-    lines = "".join(f"{i}\n" for i in range(1, n + 1)).encode()
-    t = time.perf_counter()
-    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert p.stdin is not None and p.stderr is not None
-    p.stdin.write(lines)
-    p.stdin.close()
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    dt = time.perf_counter() - t
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise RuntimeError(f"{argv[0]} failed ({p.returncode}): {err.decode(errors='replace')[-300:]}")
-    return {"seconds": dt, "rss_kib": ru.ru_maxrss}
+    m = timed(argv, stdin="".join(f"{i}\n" for i in range(1, n + 1)).encode(), stdout=subprocess.DEVNULL)
+    return {"seconds": m.wall, "rss_kib": m.rss_kib}
 
 
 def ensure_parallel() -> str | None:
@@ -145,14 +139,18 @@ def measure(n: int, j: int, repeat: int) -> list[dict[str, Any]]:
 def table(rows: list[dict[str, Any]]) -> str:
     base = {r["approach"]: r for r in rows if "seconds" in r}
     ref = base.get("ThreadPoolExecutor+Popen")
-    out = ["| approach | tasks | s (median) | tasks/s | × ThreadPool+Popen | peak RSS MiB |", "|---|---:|---:|---:|---:|---:|"]
+    out = [
+        "| approach | tasks | s (median) | tasks/s | × ThreadPool+Popen | peak RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         if "seconds" not in r:
             out.append(f"| {r['approach']} | skipped: {r['skipped']} | | | | |")
             continue
         ratio = f"{r['tasks_per_s'] / ref['tasks_per_s']:.2f}" if ref else "–"
         out.append(
-            f"| {r['approach']} | {r['tasks']} | {r['seconds']:.2f} | {r['tasks_per_s']:.0f} | {ratio} | {r['rss_mib']:.0f} |"
+            f"| {r['approach']} | {r['tasks']} | {r['seconds']:.2f} | {r['tasks_per_s']:.0f} | {ratio} "
+            f"| {r['rss_mib']:.0f} |"
         )
     return "\n".join(out)
 

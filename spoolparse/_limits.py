@@ -20,6 +20,9 @@ PROBE_BYTES = 64 * KiB
 FAST_PROBE_BYTES = 256
 #: Read window when following or parsing a spool.
 READ_CHUNK = 1 * MiB
+#: Bytes parsed per step while following a child, between checks of its exit,
+#: its timeout and its spool size: a fast writer overshoots a limit by at most this.
+FOLLOW_STEP = 8 * MiB
 #: Bytes of the child's stderr kept in the summary (the tail).
 STDERR_TAIL = 8 * KiB
 #: Records kept in ``dropped`` and ``warnings``; past these only counts grow.
@@ -31,9 +34,14 @@ MAX_MESSAGE_CHARS = 64 * KiB
 DEFAULT_GRACE = 5.0
 #: Seconds between SIGTERM and SIGKILL after Ctrl-C in the parent.
 INTERRUPT_GRACE = 0.5
-#: Polling interval bounds (seconds) while following a running child.
+#: Polling interval bounds (seconds): the back-off during a kill's grace and, where
+#: inotify is missing, while following a silent child (capped at POLL_IDLE then).
 POLL_MIN = 0.001
 POLL_MAX = 0.05
+POLL_IDLE = 0.25
+#: Longest sleep while following a silent child that inotify and a pidfd watch:
+#: a safety net, since a write or the child's exit wakes the follower at once.
+IDLE_WAKE = 1.0
 #: Retained events looked at before auto-detection settles on the generic provider.
 DETECT_EVENTS = 16
 #: Size of the buffer used to copy a non-file ``input`` into its spool.

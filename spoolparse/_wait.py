@@ -22,17 +22,16 @@ import os
 import select
 import struct
 import sys
+import threading
 
 from . import _limits
 
 __all__ = ["Inotify", "open_inotify", "SpoolWaiter", "next_interval", "IDLE_WAKE", "POLL_IDLE"]
 
-#: Seconds a follower sleeps while the child is silent, when writes and exit
-#: both wake it: a safety net for writes that raise no inotify event (``mmap``).
-IDLE_WAKE = 1.0
-#: Longest polling interval (seconds) where writes or exit cannot wake the
-#: follower: at most 4 idle wake-ups a second, at the cost of latency.
-POLL_IDLE = 0.25
+# The idle sleep is a safety net for writes that raise no inotify event (``mmap``);
+# the polling cap keeps a follower without inotify to 4 idle wake-ups a second.
+IDLE_WAKE = _limits.IDLE_WAKE
+POLL_IDLE = _limits.POLL_IDLE
 
 _IN_MODIFY = 0x00000002
 _IN_Q_OVERFLOW = 0x00004000
@@ -130,6 +129,10 @@ class Inotify:
             os.close(self._fd)
             self._fd = -1
 
+    def __del__(self) -> None:
+        # a thread's kept instance goes with the thread's locals
+        self.close()
+
 
 def open_inotify() -> Inotify | None:
     """A new :class:`Inotify`, or ``None`` where inotify cannot be used."""
@@ -148,24 +151,43 @@ def next_interval(previous: float | None, *, event_driven: bool) -> float:
     return min(previous * 2, POLL_IDLE)
 
 
+_per_thread = threading.local()
+
+
+def _thread_inotify() -> Inotify | None:
+    """This thread's inotify instance, made on first use and kept.
+
+    Closing an instance that has held a watch makes the kernel wait for a
+    grace period (about 8 ms here), which would cap ``run`` near 100 calls a
+    second; adding and removing watches on a kept instance costs 0.1 ms. The
+    instance closes with its thread.
+    """
+    ino: Inotify | None = getattr(_per_thread, "ino", None)
+    if ino is None or ino.closed:
+        ino = open_inotify()
+        _per_thread.ino = ino
+    return ino
+
+
 class SpoolWaiter:
     """Blocks a synchronous follower until a spool grows, the child exits, or time passes.
 
-    Holds at most one extra descriptor (the inotify instance); the pidfd is
-    the caller's. ``wakeups`` counts the returns from :meth:`wait`.
+    Uses the calling thread's inotify instance (one descriptor per thread,
+    kept between runs); the pidfd is the caller's. ``wakeups`` counts the
+    returns from :meth:`wait`.
     """
 
     def __init__(self, spool_fds: tuple[int, ...], pidfd: int) -> None:
         self.pidfd = pidfd
         self.wakeups = 0
-        self._ino = open_inotify()
+        self._wds: list[int] = []
+        self._ino = _thread_inotify()
         if self._ino is not None:
             try:
                 for fd in spool_fds:
-                    self._ino.watch(fd)
+                    self._wds.append(self._ino.watch(fd))
             except OSError:
-                self._ino.close()
-                self._ino = None
+                self.close()
 
     @property
     def event_driven(self) -> bool:
@@ -185,6 +207,10 @@ class SpoolWaiter:
             self._ino.drain()
 
     def close(self) -> None:
+        """Remove this waiter's watches (the instance stays for the thread's next run)."""
         if self._ino is not None:
-            self._ino.close()
+            for wd in self._wds:
+                self._ino.unwatch(wd)
+            self._ino.drain()
+            self._wds.clear()
             self._ino = None

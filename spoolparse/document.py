@@ -248,6 +248,8 @@ class DocumentScanner:
     It shares the line scanner's retain function, bounds and counters
     (``lines`` counts the array items, or 1 for an object), so the caller
     reads one set of numbers whichever path the stream took.
+
+    .. seealso:: :func:`sniff`, which picks this scanner in :class:`~spoolparse.StreamParser`.
     """
 
     def __init__(self, scanner: LineScanner, *, loads: Loads | None = None) -> None:
@@ -302,13 +304,24 @@ class DocumentScanner:
         try:
             self._array.feed(data)
         except ijson.JSONError:
-            self._fail()
+            # The items before the bad bytes still count; the rest of the document is not read.
+            self._broken = True
+            self._count_invalid()
+            self._settle(out)
+            return
         self._drain(out)
 
-    def _fail(self) -> None:
-        self._broken = True
+    def _settle(self, out: list[Record]) -> None:
+        """The document ended (or broke): report what ijson produced, an item cut short as dropped."""
+        arr = self._array
+        if arr is None:
+            return
+        self._drain(out)
+        for it in arr.items:
+            if it.done:
+                size = it.size if it.size >= 0 else arr.offset - arr.item_start
+                self._emit(it.value, size, out, cut=True)
         self._array = None
-        self._count_invalid()
 
     def _drain(self, out: list[Record]) -> None:
         arr = self._array
@@ -349,8 +362,7 @@ class DocumentScanner:
                 self._array.close()
             except ijson.JSONError:
                 self._count_invalid()
-            self._drain(out)
-            self._array = None
+            self._settle(out)
         else:
             key = probe_type(self._head) or ""
             self.scanner.lines += 1

@@ -190,10 +190,17 @@ def probe_type(prefix: bytes) -> str | None:
     data = _strip(prefix)
     if not data.startswith(b"{"):
         return None
+    # bad UTF-8 reads as U+FFFD here as in a kept line's decode, so it cannot hide the type
+    return _probe_json(ijson.parse, data.decode("utf-8", "replace").encode())
+
+
+_py_parse = ijson.get_backend("python").parse
+
+
+def _probe_json(parse: Callable[[IO[bytes]], Iterator[tuple[str, str, Any]]], data: bytes) -> str:
     top = sub = msg = None
     try:
-        # bad UTF-8 reads as U+FFFD here as in a kept line's decode, so it cannot hide the type
-        for path, event, value in ijson.parse(io.BytesIO(data.decode("utf-8", "replace").encode())):
+        for path, event, value in parse(io.BytesIO(data)):
             if event != "string":
                 continue
             if path == "type":
@@ -206,6 +213,12 @@ def probe_type(prefix: bytes) -> str | None:
                     break
             elif path == "msg.type":
                 msg = value
+    except UnicodeDecodeError:
+        if parse is not _py_parse:
+            # yajl cannot decode a lone surrogate escape; the pure-Python parser can, and it reads as
+            # U+FFFD, as in a kept line's decode
+            key: str = _no_surrogates(_probe_json(_py_parse, data))
+            return key
     except Exception:
         pass
     return _compose(top, sub, msg)

@@ -214,13 +214,17 @@ def parse(
             while off < size:
                 n = min(step, size - off)
                 step = window
+                # Touching a mapped page past a truncated end is SIGBUS, not an error:
+                # a file that shrank is read on with plain reads instead.
+                if os.fstat(fd).st_size < off + n:
+                    break
                 with mmap.mmap(fd, n, access=mmap.ACCESS_READ, offset=off) as m:
                     if hasattr(m, "madvise"):
                         m.madvise(mmap.MADV_SEQUENTIAL)
                     fed(sp.feed(m, pos - off, n))
                 total += off + n - pos
                 off = pos = off + n
-            f.seek(size)
+            f.seek(pos)
         buf = bytearray(_limits.READ_CHUNK)
         view = memoryview(buf)
         readinto = getattr(f, "readinto", None)

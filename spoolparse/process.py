@@ -147,6 +147,7 @@ class Child:
         self.parser = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads)
         self.spool_dir = resolve_spool_dir(spool_dir)
         self.max_spool_bytes = max_spool_bytes
+        self._read_limit: int | None = max_spool_bytes
         self.stdout = open_spool(self.spool_dir)
         self.stderr: IO[bytes] | None = None
         self._stdin_close: IO[bytes] | None = None
@@ -190,15 +191,21 @@ class Child:
 
     # -- reading -----------------------------------------------------------
 
-    def pump(self, limit: int = 64 * _limits.MiB) -> tuple[int, list[LiveEvent]]:
-        """Feed what the child wrote since last time (at most ``limit`` bytes)."""
+    def pump(self, limit: int = _limits.FOLLOW_STEP) -> tuple[int, list[LiveEvent]]:
+        """Feed what the child wrote since last time (at most ``limit`` bytes).
+
+        Never reads past ``max_spool_bytes``, nor past the point where the
+        spool was found full: what a child writes beyond that is not parsed.
+        """
         fd = self.stdout.fileno()
         buf = self._buf
         got = 0
         live: list[LiveEvent] = []
+        if self._read_limit is not None:
+            limit = min(limit, self._read_limit - self.offset)
         while got < limit:
             # pread: the child shares this file's offset, so we must never move it.
-            n = os.preadv(fd, [buf], self.offset)
+            n = os.preadv(fd, [memoryview(buf)[: min(len(buf), limit - got)]], self.offset)
             if n <= 0:
                 break
             self.offset += n
@@ -236,9 +243,13 @@ class Child:
         return self.exited()
 
     def check_spool(self) -> str | None:
+        """Why the spool is full, once it is (then nothing past this point is parsed)."""
         if self.spool_full is None:
             assert self.stderr is not None
             self.spool_full = spool_problem((self.stdout.fileno(), self.stderr.fileno()), self.max_spool_bytes)
+            if self.spool_full is not None and self.max_spool_bytes is None:
+                # A full disk can hold a transcript of any size: parse what is here, no more.
+                self._read_limit = os.fstat(self.stdout.fileno()).st_size
         return self.spool_full
 
     def signal(self, sig: int) -> bool:
@@ -316,23 +327,28 @@ class Child:
         live.extend(self.parser.close())
         assert self.stderr is not None
         stderr_bytes = os.fstat(self.stderr.fileno()).st_size
+        # what the child wrote, which past a spool limit is more than what was parsed
+        stdout_bytes = max(self.offset, os.fstat(self.stdout.fileno()).st_size)
         rc = self.returncode
         spool_full = self.spool_full
         if spool_full is None and rc == -getattr(signal, "SIGXFSZ", 25):
             spool_full = self.spool_full = "file size limit (RLIMIT_FSIZE) reached"
+        elif spool_full is None and rc != 0:
+            # a child that dies of ENOSPC can exit before a poll sees the disk full: look once more
+            spool_full = self.check_spool()
         res = self.parser.finish(
             args=self.args,
             returncode=rc,
             timed_out=self.timed_out,
             spool_full=spool_full is not None,
             duration_s=time.monotonic() - self.started,
-            stdout_bytes=self.offset,
+            stdout_bytes=stdout_bytes,
             stderr_bytes=stderr_bytes,
             stderr_tail=self.stderr_tail(),
             timeout=timeout,
         )
         if spool_full is not None:
-            msg = f"spool full in {self.spool_dir} after {self.offset + stderr_bytes} bytes ({spool_full})"
+            msg = f"spool full in {self.spool_dir} after {stdout_bytes + stderr_bytes} bytes ({spool_full})"
             res.error = msg if res.error is None else f"{msg}; {res.error}"
         if keep_output:
             for f in (self.stdout, self.stderr):

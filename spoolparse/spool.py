@@ -7,6 +7,7 @@ that never has a name, else one unlinked at creation; mode 0600 either way.
 from __future__ import annotations
 
 import os
+import resource
 import stat
 import tempfile
 import warnings
@@ -93,12 +94,20 @@ def open_spool(directory: str) -> IO[bytes]:
 
 
 def spool_problem(fds: tuple[int, ...], max_bytes: int | None) -> str | None:
-    """Why the spool is full, or ``None``: over ``max_bytes`` together, or no room left on its filesystem."""
+    """Why the spool is full, or ``None``: over ``max_bytes`` together, a spool at the file size limit
+    (``RLIMIT_FSIZE``, which the child inherits), or no room left on its filesystem."""
     total = 0
+    largest = 0
     for fd in fds:
-        total += os.fstat(fd).st_size
+        size = os.fstat(fd).st_size
+        total += size
+        largest = max(largest, size)
     if max_bytes is not None and total > max_bytes:
         return f"max_spool_bytes {max_bytes} exceeded"
+    # a child that ignores SIGXFSZ (Python does) just fails its writes with EFBIG: only the size tells
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and largest >= limit:
+        return f"file size limit (RLIMIT_FSIZE) of {limit} bytes reached"
     vfs = os.fstatvfs(fds[0])
     # root may write into the reserved blocks, so only the truly free ones count for it
     free = vfs.f_bfree if os.geteuid() == 0 else vfs.f_bavail

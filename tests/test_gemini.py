@@ -148,3 +148,23 @@ def test_normalize_stats_shapes() -> None:
 def test_declared_types() -> None:
     assert "tool_result" not in GeminiProvider.keep and "tool_result" in GeminiProvider.note
     assert {"init", "message", "error", "result"} <= GeminiProvider.keep
+
+
+def test_two_megabyte_tool_output_is_reported_by_size_only() -> None:
+    # The shape of a real run whose shell tool printed 2,000,000 bytes: one huge tool_result line.
+    tool = ev("tool_result", tool_id="run_shell_command_1", status="success", output="x" * 2_000_000)
+    data = jl(INIT, ev("tool_use", tool_name="run_shell_command", tool_id="run_shell_command_1", parameters={}),
+              tool, delta("FINAL-ANSWER-gemini"), ev("result", status="success", stats={}))
+    live: list[LiveEvent] = []
+    r = parse(io.BytesIO(data), on_event=live.append)
+    assert r.text == "FINAL-ANSWER-gemini" and r.dropped == []
+    end = next(e for e in live if e.kind == "tool_end")
+    assert end.data["bytes"] == len(jl(tool)) - 1
+
+
+def test_output_json_with_an_empty_response_has_no_text() -> None:
+    doc = {"session_id": SID, "response": "", "stats": {"models": {}},
+           "error": {"type": "unknown", "message": "Model stream ended without a finish reason."}}
+    s = summary(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    assert s["provider"] == "gemini" and s["text"] is None
+    assert s["error"] == "Model stream ended without a finish reason."

@@ -134,7 +134,7 @@ def test_recording_file_catches_unbounded_reads() -> None:
     assert f.sizes and max(f.sizes) == h.MAX_LINE
     g = h.RecordingFile(b'{"type":"a"}\n')
     parse(g)  # type: ignore[arg-type]
-    assert g.sizes and all(0 < s for s in g.sizes)
+    assert g.sizes and all(s > 0 for s in g.sizes)
 
 
 def test_provider_retain_decisions_are_stable() -> None:

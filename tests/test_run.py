@@ -226,3 +226,19 @@ def test_bounds_are_arguments() -> None:
         assert r.text is None and r.dropped and r.dropped[-1]["reason"] == "over_ceiling"
         assert all(d["reason"] == "oversize" for d in r.dropped[:-1])
         assert r.dropped_count == len(r.dropped)
+
+
+def test_a_fast_writer_past_max_spool_bytes_is_stopped_at_once() -> None:
+    """A child that floods stdout with tiny kept lines: killed within a step, and the rest never parsed."""
+    t0 = time.monotonic()
+    with pytest.raises(SpoolFullError) as e:
+        spoolparse.run(["sh", "-c", "yes '{}'"], max_spool_bytes=64 * 1024)
+    took = time.monotonic() - t0
+    res = e.value.result
+    assert res is not None
+    assert res.stdout_bytes >= 64 * 1024
+    # parsed up to the cap and not a byte more: the cut last line is counted invalid
+    assert res.lines == 64 * 1024 // 3 + 1 and res.invalid_lines == 1
+    res.close()
+    assert group_gone(_last_pgid)
+    assert took < 30, took

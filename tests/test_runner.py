@@ -192,7 +192,7 @@ def test_watchdog_caps_a_task_without_a_cgroup() -> None:
 
 def test_soft_timeout_signals_and_hard_timeout_kills_an_ignoring_grandchild() -> None:
     token, env = marker()
-    soft = Task(argv=[*HOG, "--mib", "1", "--hold", "1.0"], id="soft", soft_timeout=0.2, env=env)
+    soft = Task(argv=[*HOG, "--mib", "1", "--hold", "2.0"], id="soft", soft_timeout=0.8, env=env)
     hard = Task(
         argv=[*FAKE_CODEX, "--orphan", "--ignore-term", "--size", "4K", "--hang", "60"],
         id="hard", timeout=0.5, env=env,
@@ -202,6 +202,7 @@ def test_soft_timeout_signals_and_hard_timeout_kills_an_ignoring_grandchild() ->
         run_many([soft, hard], max_concurrent=2, grace=0.3, memory_probe=FixedProbe(BIG)), ["soft", "hard"]
     )
     assert outs["soft"].ok  # the hog handles SIGUSR1 and finishes
+    assert outs["soft"].summary is not None and outs["soft"].summary["text"] == "held 1.0 MiB (soft signal seen)"
     assert outs["hard"].verdict == "timeout"
     assert outs["hard"].signal == signal.SIGKILL  # it ignored SIGTERM: killed after the grace
     assert outs["hard"].summary is not None and outs["hard"].summary["timed_out"] is True
@@ -238,6 +239,16 @@ def test_joblog_resume_skips_only_tasks_that_ended_ok(tmp_path: Path) -> None:
     for rec in map(orjson.loads, log.read_bytes().splitlines()):
         assert set(rec) >= {"id", "attempt", "final", "verdict", "wall_s", "peak_memory", "cmd"}
         assert "env" not in rec and "input" not in rec
+
+
+def test_resume_keeps_the_index_ids_of_bare_argv_lists(tmp_path: Path) -> None:
+    log = tmp_path / "jobs.ndjson"
+    flag = tmp_path / "ok-now"
+    tasks = [["true"], ["sh", "-c", f'test -e "{flag}"'], ["true"]]
+    one_each(run_many(tasks, joblog=log, max_concurrent=1, memory_probe=FixedProbe(BIG)), ["0", "1", "2"])
+    flag.touch()
+    again = one_each(run_many(tasks, joblog=log, resume=True, memory_probe=FixedProbe(BIG)), ["1"])
+    assert again["1"].ok
 
 
 def test_joblog_reader_skips_a_torn_last_line(tmp_path: Path) -> None:
@@ -294,6 +305,22 @@ def test_halt_now_cancels_the_running_tasks() -> None:
     assert wait_gone(token) == []
 
 
+def test_halt_soon_lets_running_tasks_finish_and_starts_nothing_new() -> None:
+    pulled = []
+
+    def tasks() -> Iterator[Task]:
+        for t in (Task(argv=["false"], id="bad"), Task(argv=["sleep", "0.5"], id="slow")):
+            pulled.append(t.id)
+            yield t
+        for i in range(5):
+            pulled.append(f"later{i}")
+            yield Task(argv=["true"], id=f"later{i}")
+
+    outs = one_each(run_many(tasks(), max_concurrent=2, halt="soon", memory_probe=FixedProbe(BIG)), ["bad", "slow"])
+    assert outs["bad"].verdict == "failed" and outs["slow"].ok
+    assert len(pulled) <= 3  # at most one more was pulled, and it never started
+
+
 def test_usage_errors() -> None:
     for kwargs in ({"max_concurrent": 0}, {"stop_at": 0.9, "kill_at": 0.8}, {"enforce": "x"}, {"halt": "later"},
                    {"resume": True}, {"retries": -1}, {"timeout": -1.0}):
@@ -314,6 +341,18 @@ def test_arun_many_with_an_async_source_in_order() -> None:
     outs = asyncio.run(main())
     assert [o.id for o in outs] == [f"a{i}" for i in range(6)]
     assert [o.verdict for o in outs] == ["ok", "failed"] * 3
+
+
+def test_arun_many_raises_what_the_async_source_raised() -> None:
+    async def source() -> AsyncIterator[list[str]]:
+        yield ["true"]
+        raise RuntimeError("source broke")
+
+    async def main() -> list[str]:
+        return [o.id async for o in spoolparse.arun_many(source(), max_concurrent=2, memory_probe=FixedProbe(BIG))]
+
+    with pytest.raises(RuntimeError, match="source broke"):
+        asyncio.run(main())
 
 
 def test_arun_many_leaving_early_kills_the_rest() -> None:

@@ -165,6 +165,7 @@ def test_calibrate_measures_the_peak_and_recommends(tmp_path: Path) -> None:
     assert report["per_task_peak"] >= 20 * MiB
     assert report["memory_per_task"] >= report["per_task_peak"] * 1.25 - 1
     assert report["jobs"] >= 1
+    assert report["batch_args"] == f"-j {report['jobs']} --memory-per-task {report['memory_per_task'] // MiB}M"
     assert report["levels"][1]["verdicts"] == {"ok": 2}
 
 

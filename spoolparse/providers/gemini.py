@@ -161,7 +161,7 @@ class GeminiProvider(Provider):
         if isinstance(sid, str) and sid:
             self.session_id = sid
         response = d.get("response")
-        if isinstance(response, str):
+        if isinstance(response, str) and response:
             self.document_text = response[: self.max_text]
             if len(response) > self.max_text:
                 self.warn(f"the answer text passed {self.max_text} characters and was cut")

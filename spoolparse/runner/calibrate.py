@@ -37,8 +37,9 @@ def calibrate(
 
     The result has ``levels`` (per level: wall time, tasks/s, largest peak,
     verdicts), ``per_task_peak`` (bytes, the largest seen), and the
-    recommendation: ``memory_per_task`` (peak × :data:`HEADROOM`) and
-    ``jobs`` (floor((total − reserve) / memory_per_task), capped by CPUs).
+    recommendation: ``memory_per_task`` (peak × :data:`HEADROOM`), ``jobs``
+    (floor((total − reserve) / memory_per_task), capped by CPUs) and both as
+    ``batch_args`` for ``spoolparse batch``.
 
     .. seealso:: :func:`spoolparse.run_many`
     """
@@ -94,6 +95,7 @@ def calibrate(
         math.ceil(per_task * HEADROOM / _limits.MiB) * _limits.MiB if per_task is not None else None
     )
     reserve = default_reserve(total)
+    jobs = auto_concurrency(total, memory_per_task, reserve=reserve) if memory_per_task else None
     return {
         "command": list(argv),
         "levels": levels,
@@ -105,5 +107,6 @@ def calibrate(
         "reserve": reserve,
         "cpu_cap": cpu_cap(),
         "memory_per_task": memory_per_task,
-        "jobs": auto_concurrency(total, memory_per_task, reserve=reserve) if memory_per_task else None,
+        "jobs": jobs,
+        "batch_args": f"-j {jobs} --memory-per-task {memory_per_task // _limits.MiB}M" if memory_per_task else None,
     }

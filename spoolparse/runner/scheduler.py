@@ -101,6 +101,7 @@ class _Slot:
     cpu: float = 0.0
     sweep_until: float | None = None
     sweep_killed: bool = False
+    key: int = 0  # in _running: the pidfd, or -pid where there is none
 
 
 @dataclass(eq=False)
@@ -220,7 +221,8 @@ class Batch(Iterator[Outcome]):
         self._held: Task | InvalidTask | None = None
         self._held_seq = 0
         self._exhausted = False
-        self._seq = 0
+        self._seq = 0  # order among the tasks that run (skipped ones take no place)
+        self._pulled = 0
         self._emit_next = 0
         self._reorder: dict[int, Outcome] = {}
         self._out: deque[Outcome] = deque()
@@ -276,6 +278,12 @@ class Batch(Iterator[Outcome]):
         self._finish_cleanup()
         return self.cancelled
 
+    def __del__(self) -> None:
+        # a batch dropped unfinished still kills its children and frees its fds
+        with contextlib.suppress(Exception):
+            if not getattr(self, "_closed", True):
+                self.close()
+
     def __enter__(self) -> Batch:
         return self
 
@@ -309,7 +317,8 @@ class Batch(Iterator[Outcome]):
                     return None
                 if item is _LATER:
                     return None
-                index = self._seq
+                index = self._pulled  # ids of bare argv lists: their input position, stable across resumes
+                self._pulled += 1
                 if isinstance(item, InvalidTask):
                     task: Task | InvalidTask = item
                 else:
@@ -320,7 +329,7 @@ class Batch(Iterator[Outcome]):
                 if task.id in self.skip:
                     self.skipped += 1
                     continue
-                self._held, self._held_seq = task, index
+                self._held, self._held_seq = task, self._seq
                 self._seq += 1
                 break
         if self._held is None:
@@ -429,16 +438,15 @@ class Batch(Iterator[Outcome]):
         with contextlib.suppress(OSError):
             while os.read(self._wake_r, 4096):
                 pass
-        keep: list[_Pending] = []
-        for p in self._starting:
+        for p in list(self._starting):
             fut = p.future
             assert fut is not None
             if not fut.done():
-                keep.append(p)
                 continue
             try:
                 child = fut.result()
             except (Error, OSError, subprocess.SubprocessError) as e:
+                self._starting.remove(p)
                 if p.cg is not None:
                     p.cg.remove()
                 out = Outcome(
@@ -463,14 +471,15 @@ class Batch(Iterator[Outcome]):
                 started=child.started,
                 started_wall=p.started_wall,
             )
-            key = child.pidfd if child.pidfd >= 0 else -child.pid
-            self._running[key] = slot
+            key = slot.key = child.pidfd if child.pidfd >= 0 else -child.pid
+            # registered before it leaves _starting: an interrupt in between cannot lose the child
+            self._running.setdefault(key, slot)
             if key >= 0:
                 self._poll.register(key, select.POLLIN)
+            self._starting.remove(p)
             if self._halted and self.halt == "now":
                 slot.forced = "cancelled"
                 self._kill(slot, signal.SIGKILL)
-        self._starting = keep
 
     def _wait(self) -> None:
         now = _now()
@@ -609,15 +618,14 @@ class Batch(Iterator[Outcome]):
             self._finalize(s)  # unkillable leftovers (uninterruptible sleep): give up waiting
 
     def _unregister(self, s: _Slot) -> None:
-        fd = s.child.pidfd
-        if fd >= 0:
-            self._poll.unregister(fd)
-            self._running.pop(fd, None)
-        else:
-            self._running.pop(-s.child.pid, None)
+        if self._running.get(s.key) is s:
+            del self._running[s.key]
+            if s.key >= 0:
+                with contextlib.suppress(KeyError):
+                    self._poll.unregister(s.key)
 
     def _finalize(self, s: _Slot, *, cancelled: bool = False) -> Outcome:
-        self._unregister(s)
+        """The slot's outcome; it leaves the running set only at the end, so an interrupt cannot lose it."""
         child = s.child
         summary: dict[str, Any] | None = None
         error: str | None = None
@@ -676,10 +684,11 @@ class Batch(Iterator[Outcome]):
             backoff = self.retry_backoff * (2 ** (s.attempt - 1))
             self._retry.append(_Retry(_now() + backoff, s.seq, s.task, s.attempt))
             self._retry.sort()
-            return out
-        self._log(out, s.task, final=True, started=s.started_wall)
-        if not cancelled:
-            self._final(out, s.seq)
+        else:
+            self._log(out, s.task, final=True, started=s.started_wall)
+            if not cancelled:
+                self._final(out, s.seq)
+        self._unregister(s)
         return out
 
     def _log(self, out: Outcome, task: Task | None, *, final: bool, started: float) -> None:
@@ -713,49 +722,55 @@ class Batch(Iterator[Outcome]):
     # -- cancelling --------------------------------------------------------
 
     def _cancel_all(self) -> None:
-        """TERM every group, a short grace, KILL, reap; a ``cancelled`` outcome for every started task."""
-        blocked = False
+        """TERM every group, a short grace, KILL, reap; a ``cancelled`` outcome for every started task.
+
+        A second Ctrl-C (or SIGTERM) during this cleanup is ignored, so it cannot leave children behind.
+        """
+        saved: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            with contextlib.suppress(OSError, ValueError):
-                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-                blocked = True
-        try:
-            self._collect_started(block=True)
-            slots = list(self._running.values())
-            for s in slots:
-                self._kill(s, signal.SIGTERM)
-            deadline = _now() + _limits.INTERRUPT_GRACE
-            while _now() < deadline and not all(s.child.exited() for s in slots):
-                time.sleep(0.01)
-            for s in slots:
-                self._kill(s, signal.SIGKILL)
-            for s in slots:
-                with contextlib.suppress(ChildProcessError):
-                    _, status, ru = os.wait4(s.child.pid, 0)
-                    s.rc = s.child.returncode = s.child.proc.returncode = os.waitstatus_to_exitcode(status)
-                    s.cpu = ru.ru_utime + ru.ru_stime
-                if s.child.returncode is None:
-                    s.child.returncode = s.child.proc.returncode = s.rc = -signal.SIGKILL
-                end = _now() + 1.0
-                while self._leftovers(s) and _now() < end:
-                    self._kill(s, signal.SIGKILL)
-                    time.sleep(0.01)
-                self.cancelled.append(self._finalize(s, cancelled=True))
-            # finished but not yet handed out (or held back for order): never lost, reported with them
-            undelivered = list(self._out) + [self._reorder.pop(k) for k in sorted(self._reorder)]
-            self._out.clear()
-            self.cancelled[:0] = undelivered
-            for r in self._retry:
-                out = Outcome(
-                    id=str(r.task.id), verdict="cancelled", attempts=r.attempts, error="cancelled before a retry"
-                )
-                self._log(out, r.task, final=True, started=time.time())
-                self.cancelled.append(out)
-            self._retry.clear()
-        finally:
-            if blocked:
+            for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(OSError, ValueError):
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+                    saved[sig] = signal.signal(sig, signal.SIG_IGN)
+        try:
+            self._cancel_running()
+        finally:
+            for sig, handler in saved.items():
+                with contextlib.suppress(OSError, ValueError, TypeError):
+                    signal.signal(sig, handler)
+
+    def _cancel_running(self) -> None:
+        self._collect_started(block=True)
+        slots = list(self._running.values())
+        for s in slots:
+            self._kill(s, signal.SIGTERM)
+        deadline = _now() + _limits.INTERRUPT_GRACE
+        while _now() < deadline and not all(s.child.exited() for s in slots):
+            time.sleep(0.01)
+        for s in slots:
+            self._kill(s, signal.SIGKILL)
+        for s in slots:
+            with contextlib.suppress(ChildProcessError):
+                _, status, ru = os.wait4(s.child.pid, 0)
+                s.rc = s.child.returncode = s.child.proc.returncode = os.waitstatus_to_exitcode(status)
+                s.cpu = ru.ru_utime + ru.ru_stime
+            if s.child.returncode is None:
+                s.child.returncode = s.child.proc.returncode = s.rc = -signal.SIGKILL
+            end = _now() + 1.0
+            while self._leftovers(s) and _now() < end:
+                self._kill(s, signal.SIGKILL)
+                time.sleep(0.01)
+            self.cancelled.append(self._finalize(s, cancelled=True))
+        # finished but not yet handed out (or held back for order): never lost, reported with them
+        undelivered = list(self._out) + [self._reorder.pop(k) for k in sorted(self._reorder)]
+        self._out.clear()
+        self.cancelled[:0] = undelivered
+        for r in self._retry:
+            out = Outcome(
+                id=str(r.task.id), verdict="cancelled", attempts=r.attempts, error="cancelled before a retry"
+            )
+            self._log(out, r.task, final=True, started=time.time())
+            self.cancelled.append(out)
+        self._retry.clear()
 
     def _finish_cleanup(self) -> None:
         if self._closed:
@@ -916,6 +931,7 @@ def _async_source(
     """A non-blocking pull over an async iterable (fed by a task on the event loop), and that feeder."""
     q: queue.Queue[Any] = queue.Queue(maxsize=depth)
     finished = threading.Event()
+    failed: list[BaseException] = []
 
     async def feed() -> None:
         try:
@@ -926,6 +942,8 @@ def _async_source(
                         break
                     except queue.Full:
                         await asyncio.sleep(0.005)
+        except Exception as e:
+            failed.append(e)  # raised from the batch, as a failing sync iterator's would be
         finally:
             finished.set()
 
@@ -938,6 +956,8 @@ def _async_source(
             try:
                 return q.get_nowait()
             except queue.Empty:
+                if failed:
+                    raise failed[0] from None
                 return _END
         return _LATER
 

@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("action", choices=("install", "list"))
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"CLIs (default: all of {', '.join(PINNED)})")
     parser.add_argument("--version", action="append", default=[], metavar="NAME=VERSION", help="use this version")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     try:
         chosen = versions(_overrides(",".join(args.version)))
     except ValueError as e:

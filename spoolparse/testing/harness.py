@@ -23,6 +23,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +40,10 @@ CLIS = ("codex", "claude", "gemini", "opencode")
 #: Stands for ``http://127.0.0.1:PORT`` in a recipe until the mock has its port.
 URL = "@MOCK_URL@"
 API_KEY = "mock-key-not-secret"
+#: Seconds the wrapper may outlive the run's own timeout before it is killed.
+WRAPPER_MARGIN = 60.0
+#: Characters of the wrapper's stderr kept in :class:`OfflineRun`.
+STDERR_KEPT = 8000
 
 
 @dataclass(slots=True)
@@ -50,18 +55,21 @@ class Recipe:
     files: dict[str, str] = field(default_factory=dict)
 
 
-def recipe(cli: str, scenario: str, root: Path, *, extra_args: Sequence[str] = ()) -> Recipe:
+def recipe(
+    cli: str, scenario: str, root: Path, *, extra_args: Sequence[str] = (), cut_retries: bool = True
+) -> Recipe:
     """The command line, environment and config files ``cli`` needs to talk only to the mock.
 
     ``root`` is the scratch directory (``home``, ``tmp``, ``work`` live under it);
     ``extra_args`` go before the prompt (e.g. ``--include-partial-messages``).
-    In the failure scenarios the CLIs' own retries are cut where a setting allows,
-    so a failure is reported in seconds rather than minutes.
+    In the failure scenarios the CLIs' own retries are cut where a setting allows
+    (unless ``cut_retries`` is false), so a failure is reported in seconds
+    rather than minutes.
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}")
     home = root / "home"
-    failing = scenario in ("B", "Bevent")
+    failing = cut_retries and scenario in ("B", "Bevent")
     text = prompt(scenario)
     rec = _recipe(cli, scenario, home, failing, text)
     at = rec.args.index(text)
@@ -210,17 +218,19 @@ def run_offline(
     timeout: float = 120.0,
     isolate: bool | None = None,
     extra_args: Sequence[str] = (),
+    cut_retries: bool = True,
 ) -> OfflineRun:
     """Run ``cli`` (executable ``exe``) in ``scenario`` through ``spoolparse run``, offline.
 
     ``root`` must be an empty scratch directory; it keeps the spec, the
     summary (``summary.json``) and the mock's request log (``requests.jsonl``). ``isolate`` defaults to
-    :func:`network_isolation`. The wrapper gets ``timeout`` plus a margin
+    :func:`network_isolation`; ``extra_args`` and ``cut_retries`` are passed to
+    :func:`recipe`. The wrapper gets ``timeout`` plus a margin
     before it is killed; the CLI itself is bounded by ``spoolparse run --timeout``.
     """
     root = Path(root)
     exe = Path(exe)
-    rec = recipe(cli, scenario, root, extra_args=extra_args)
+    rec = recipe(cli, scenario, root, extra_args=extra_args, cut_retries=cut_retries)
     isolated = network_isolation() if isolate is None else isolate
     for sub in ("home", "tmp", "work"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -245,11 +255,24 @@ def run_offline(
     package_root = str(Path(__file__).resolve().parents[2])
     wrapper_env = {"PATH": env["PATH"], "PYTHONPATH": package_root, "LANG": "C.UTF-8", "TMPDIR": env["TMPDIR"]}
     started = time.monotonic()
-    proc = subprocess.run(
-        wrapper, capture_output=True, env=wrapper_env, timeout=timeout + 60, check=False, cwd=str(root)
-    )
+    with subprocess.Popen(
+        wrapper,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=wrapper_env,
+        cwd=str(root),
+        start_new_session=True,
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout + WRAPPER_MARGIN)
+        except subprocess.TimeoutExpired:
+            # spoolparse's own --timeout should have ended the run long before this backstop.
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            stderr += f"\nthe wrapper was killed after {timeout + WRAPPER_MARGIN:.0f} s".encode()
     wall = time.monotonic() - started
-    out = proc.stdout.decode("utf-8", "replace").strip()
+    out = stdout.decode("utf-8", "replace").strip()
     (root / "summary.json").write_text(out + "\n")
     try:
         summary = json.loads(out) if out else None
@@ -264,7 +287,7 @@ def run_offline(
         scenario=scenario,
         summary=summary if isinstance(summary, dict) else None,
         exit_status=proc.returncode,
-        stderr=proc.stderr.decode("utf-8", "replace")[-8000:],
+        stderr=stderr.decode("utf-8", "replace")[-STDERR_KEPT:],
         requests=requests,
         isolated=isolated,
         wall_s=wall,

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,40 +46,41 @@ def real_clis() -> dict[str, Path | str]:
 class OfflineRuns:
     """Every (cli, scenario) the selected tests need, run concurrently and awaited by each test."""
 
-    def __init__(self, exes: dict[str, Path | str], root: Path, wanted: list[tuple[str, str]]) -> None:
+    def __init__(self, exes: dict[str, Path | str], root: Path, wanted: list[tuple[str, str, dict[str, Any]]]) -> None:
         self.exes = exes
         self.root = root
         self.pool = ThreadPoolExecutor(max_workers=JOBS, thread_name_prefix="realcli")
-        self.futures: dict[tuple[str, str, tuple[str, ...]], Future[harness.OfflineRun]] = {}
+        self.futures: dict[tuple[str, str, tuple[tuple[str, Any], ...]], Future[harness.OfflineRun]] = {}
         self.started = time.monotonic()
-        for cli, scenario in sorted(set(wanted), key=lambda k: (_SLOW_FIRST.get(k[1], 9), k[0])):
+        for cli, scenario, options in sorted(wanted, key=lambda k: (_SLOW_FIRST.get(k[1], 9), k[0])):
             if isinstance(exes.get(cli), Path):
-                self.submit(cli, scenario)
+                self.submit(cli, scenario, **options)
 
-    def submit(self, cli: str, scenario: str, extra_args: tuple[str, ...] = ()) -> Future[harness.OfflineRun]:
-        key = (cli, scenario, extra_args)
+    def submit(self, cli: str, scenario: str, **options: Any) -> Future[harness.OfflineRun]:
+        """Start ``cli`` in ``scenario`` (options: those of :func:`harness.run_offline`) unless already started."""
+        key = (cli, scenario, tuple(sorted(options.items())))
         if key not in self.futures:
-            self.futures[key] = self.pool.submit(self._run, cli, scenario, extra_args)
+            self.futures[key] = self.pool.submit(self._run, cli, scenario, options)
         return self.futures[key]
 
-    def _run(self, cli: str, scenario: str, extra_args: tuple[str, ...]) -> harness.OfflineRun:
-        name = "+".join([f"{cli}-{scenario}", *(a.lstrip("-") for a in extra_args)])
+    def _run(self, cli: str, scenario: str, options: dict[str, Any]) -> harness.OfflineRun:
+        tags = [f"{k}={v}" for k, v in sorted(options.items()) if k not in ("extra_args", "timeout")]
+        tags += [a.lstrip("-") for a in options.get("extra_args", ())]
+        name = "+".join([f"{cli}-{scenario}", *tags])
         scratch = self.root / name
         scratch.mkdir()
         exe = self.exes[cli]
         assert isinstance(exe, Path)
-        run = harness.run_offline(
-            cli, scenario, exe=exe, root=scratch, timeout=RUN_TIMEOUT, extra_args=extra_args
-        )
+        run = harness.run_offline(cli, scenario, exe=exe, root=scratch, **{"timeout": RUN_TIMEOUT, **options})
         _timings.append((name, run.wall_s))
         return run
 
-    def get(self, cli: str, scenario: str, extra_args: tuple[str, ...] = ()) -> harness.OfflineRun:
+    def get(self, cli: str, scenario: str, **options: Any) -> harness.OfflineRun:
         """The run's outcome, waiting for it; skips the test when ``cli`` cannot run here."""
         exe = self.exes.get(cli)
         if not isinstance(exe, Path):
             pytest.skip(f"{cli} unavailable: {exe}")
-        return self.submit(cli, scenario, extra_args).result()
+        return self.submit(cli, scenario, **options).result()
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
@@ -90,11 +92,13 @@ class OfflineRuns:
 def offline_runs(
     real_clis: dict[str, Path | str], tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[OfflineRuns]:
+    # Start every run the selected tests of this module will ask for (parameters cli,
+    # scenario and optionally options), so they overlap instead of running one by one.
     wanted = []
     for item in request.session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if item.module is request.module and "cli" in params and "scenario" in params:
-            wanted.append((params["cli"], params["scenario"]))
+            wanted.append((params["cli"], params["scenario"], dict(params.get("options", {}))))
     runs = OfflineRuns(real_clis, tmp_path_factory.mktemp("realcli"), wanted)
     yield runs
     runs.close()

@@ -131,3 +131,21 @@ def test_missing_npm_is_one_clear_reason(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert problem is not None and "npm" in problem and "node" in problem
     with pytest.raises(clis.CliInstallError, match="not found"):
         clis.install(clis.PINNED["opencode"], root=tmp_path / "cache")
+
+
+def test_clis_command_lists_and_rejects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(clis.CACHE_ENV, str(tmp_path))
+    monkeypatch.delenv(clis.VERSIONS_ENV, raising=False)
+    assert clis.main(["list", "--version", "codex=0.170.0", "codex", "gemini"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "codex\t@openai/codex@0.170.0\t(not installed)",
+        "gemini\t@google/gemini-cli@0.61.0\t(not installed)",
+    ]
+    with pytest.raises(SystemExit) as exc:
+        clis.main(["install", "--version", "cursor=1"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit):
+        clis.main(["install", "aider"])

@@ -1,0 +1,82 @@
+"""Many sequential runs leave the process as they found it: fds, threads, children, temp-dir entries.
+
+The loop mixes the ways a run ends: a result closed by ``with``, ``keep_output=False``, bytes ``input``
+(a third spool), a command that cannot start, and a child that fails.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+import spoolparse
+from spoolparse import SpawnError
+
+
+def _snapshot(spool_dir: Path) -> dict[str, object]:
+    me = psutil.Process()
+    return {
+        "fds": sorted(os.listdir("/proc/self/fd")),
+        "threads": threading.active_count(),
+        "tasks": len(os.listdir("/proc/self/task")),
+        "children": sorted(p.pid for p in me.children(recursive=True)),
+        "tmp": sorted(os.listdir(tempfile.gettempdir())),
+        "spool_dir": sorted(os.listdir(spool_dir)),
+    }
+
+
+def _one(i: int, spool_dir: Path) -> None:
+    kind = i % 10
+    if kind == 0:
+        with pytest.raises(SpawnError):
+            spoolparse.run(["/nonexistent/spoolparse-leak-check"], spool_dir=spool_dir)
+    elif kind == 1:
+        with spoolparse.run(["cat"], input=b'{"type":"result","result":"x"}\n', spool_dir=spool_dir) as r:
+            assert r.text == "x"
+    elif kind == 2:
+        r = spoolparse.run(["false"], spool_dir=spool_dir, keep_output=False)
+        assert r.returncode == 1 and r.stdout is None
+    elif kind % 2:
+        r = spoolparse.run(["true"], keep_output=False)
+        assert r.ok
+    else:
+        with spoolparse.run(["true"], spool_dir=spool_dir) as r:
+            assert r.ok and r.stdout is not None
+
+
+def _check_runs(n: int, spool_dir: Path) -> None:
+    for i in range(20):  # warm-up: lazy imports and caches settle before the baseline
+        _one(i, spool_dir)
+    before = _snapshot(spool_dir)
+    for i in range(n):
+        _one(i, spool_dir)
+    after = _snapshot(spool_dir)
+    assert after == before
+    print(f"\n{n} runs: {len(before['fds'])} fds, {before['threads']} threads, "  # type: ignore[arg-type]
+          f"{len(before['children'])} children, {len(before['tmp'])} temp-dir entries before and after")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def spool_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private system temp dir (default spools land there) and a private spool dir: nobody else's files count."""
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    monkeypatch.delenv("PDD_AGENT_SPOOL_DIR", raising=False)
+    d = tmp_path / "spools"
+    d.mkdir()
+    return d
+
+
+def test_runs_leave_nothing_behind(spool_dir: Path) -> None:
+    _check_runs(200, spool_dir)
+
+
+@pytest.mark.slow
+def test_ten_thousand_runs_leave_nothing_behind(spool_dir: Path) -> None:
+    _check_runs(10_000, spool_dir)
