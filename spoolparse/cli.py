@@ -21,7 +21,7 @@ from typing import IO, Any, NoReturn
 import orjson
 
 from . import __version__, _limits
-from .errors import Error, SpawnError, SpoolFullError, UsageError
+from .errors import Error, SpawnError, SpoolFullError, TimeoutExpired, UsageError
 from .parser import parse
 from .process import run
 from .progress import follow
@@ -185,6 +185,8 @@ def emit_json(obj: Any, *, pretty: bool = False, out: IO[bytes] | None = None) -
 
 def _print_result(res: Result, args: argparse.Namespace) -> int:
     emit_json(res.summary(), pretty=args.pretty)
+    if res.timed_out:  # exit 124 is ours, not the child's: say why, as for every other failure of ours
+        fail(str(TimeoutExpired(res, res.timeout)))
     return res.exit_status()
 
 

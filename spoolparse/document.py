@@ -303,7 +303,7 @@ class DocumentScanner:
         assert self._array is not None
         try:
             self._array.feed(data)
-        except ijson.JSONError:
+        except (ijson.JSONError, UnicodeDecodeError):  # yajl cannot decode a lone surrogate escape
             # The items before the bad bytes still count; the rest of the document is not read.
             self._broken = True
             self._count_invalid()
@@ -360,7 +360,7 @@ class DocumentScanner:
         elif self._array is not None:
             try:
                 self._array.close()
-            except ijson.JSONError:
+            except (ijson.JSONError, UnicodeDecodeError):
                 self._count_invalid()
             self._settle(out)
         else:

@@ -6,6 +6,7 @@ bad *data* never raises, it is counted and reported in the result.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,9 @@ class SpawnError(Error, OSError):
 
     def __str__(self) -> str:
         name = self.argv[0] if self.argv else "<empty argv>"
-        return f"cannot start {name!r}: {self.strerror or 'error'}"
+        # the OS names what it could not find; when that is not the program (a missing cwd), say so
+        other = f" ({self.filename})" if self.filename and os.fspath(self.filename) != name else ""
+        return f"cannot start {name!r}: {self.strerror or 'error'}{other}"
 
 
 class SpoolFullError(Error):

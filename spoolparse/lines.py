@@ -199,14 +199,21 @@ _py_parse = ijson.get_backend("python").parse
 
 def _probe_json(parse: Callable[[IO[bytes]], Iterator[tuple[str, str, Any]]], data: bytes) -> str:
     top = sub = msg = None
+    depth = 0  # ijson joins keys with dots: a top-level key "msg.type" has the path of msg's "type"
     try:
         for path, event, value in parse(io.BytesIO(data)):
             if event != "string":
+                if event == "start_map" or event == "start_array":
+                    depth += 1
+                elif event == "end_map" or event == "end_array":
+                    depth -= 1
                 continue
             if path == "type":
                 top = value
                 if not top.startswith("item.") or sub is not None:
                     break
+            elif depth != 2:
+                continue
             elif path in ("item.type", "item.item_type"):
                 sub = value
                 if top is not None:

@@ -196,7 +196,7 @@ def parse(
             fd = f.fileno()
             st = os.fstat(fd)
             pos = f.tell()
-        except (OSError, ValueError, io.UnsupportedOperation):
+        except (OSError, ValueError, io.UnsupportedOperation, AttributeError):  # a reader with only read()
             return None
         if not stat.S_ISREG(st.st_mode) or st.st_size <= pos:
             return None

@@ -25,6 +25,7 @@ import pytest
 import spoolparse
 from spoolparse import SpoolDirWarning, SpoolFullError
 from spoolparse import spool as spool_mod
+from spoolparse.process import Child
 
 from .helpers import ROOT, open_fds
 
@@ -48,6 +49,12 @@ def _gone(tag: str, within: float = 5.0) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _warm() -> None:
+    """One run first: the thread's kept inotify descriptor is state, not a leak (``spoolparse/_wait.py``)."""
+    spoolparse.run(["true"]).close()
 
 
 @pytest.fixture(autouse=True)
@@ -175,6 +182,19 @@ def test_spool_on_a_full_filesystem(small_fs: Path, tag: str, keeps_running: boo
     assert _gone(tag)
     assert open_fds() == before
     assert os.listdir(small_fs) == []  # nameless spools: nothing to clean up
+
+
+def test_child_that_dies_of_enospc_before_any_poll_is_spool_full(small_fs: Path) -> None:
+    # no poll sees the disk full while the child runs: the check at its exit must (it raced before)
+    child = Child(["head", "-c", "4000000", "/dev/zero"], spool_dir=small_fs)
+    try:
+        while not child.exited():
+            child.wait_exit(0.05)
+        child.reap(0.3)
+        res, _ = child.result(keep_output=False)
+    finally:
+        child.close()
+    assert res.returncode == 1 and res.spool_full and "no space left" in (res.error or "")
 
 
 def _need_prlimit() -> None:

@@ -6,6 +6,7 @@ The loop mixes the ways a run ends: a result closed by ``with``, ``keep_output=F
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 import threading
@@ -75,6 +76,20 @@ def spool_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_runs_leave_nothing_behind(spool_dir: Path) -> None:
     _check_runs(200, spool_dir)
+
+
+def test_runs_from_short_lived_threads_leave_no_descriptor(spool_dir: Path) -> None:
+    # each thread keeps one inotify descriptor between its runs; it must go with the thread
+    spoolparse.run(["true"]).close()
+    before = _snapshot(spool_dir)
+    for _ in range(50):
+        threads = [threading.Thread(target=_one, args=(i, spool_dir)) for i in range(3, 7)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    gc.collect()
+    assert _snapshot(spool_dir) == before
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ and hands the stream to the provider that recognizes it (else ``generic``).
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar
 
 from .. import _limits
@@ -66,9 +67,7 @@ class AutoProvider(Provider):
         self.candidates = list(candidates if candidates is not None else PROVIDERS.values())
         self.chosen: Provider | None = None
         self._buffer: list[Record] = []
-        self._keep = frozenset().union(*(c.keep for c in self.candidates))
-        self._note = frozenset().union(*(c.note for c in self.candidates)) - self._keep
-        self._known = frozenset().union(*(c.known | c.keep | c.note for c in self.candidates))
+        self._keep, self._note, self._known = _unions(tuple(self.candidates))
 
     @property
     def provider_name(self) -> str:
@@ -125,6 +124,15 @@ class AutoProvider(Provider):
         self.settle()
         assert self.chosen is not None
         return self.chosen.answer()
+
+
+@functools.lru_cache(maxsize=32)
+def _unions(candidates: tuple[type[Provider], ...]) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The kept, noted and known type keys of a set of providers (made once per set, not per run)."""
+    keep: frozenset[str] = frozenset().union(*(c.keep for c in candidates))
+    note = frozenset().union(*(c.note for c in candidates)) - keep
+    known = frozenset().union(*(c.known | c.keep | c.note for c in candidates))
+    return keep, note, known
 
 
 def _dispatch(provider: Provider, rec: Record) -> list[LiveEvent]:

@@ -46,6 +46,15 @@ def type_keys() -> list[str]:
     return sorted(keys)
 
 
+def provider_keys(name: str) -> list[str]:
+    """The type keys a provider keeps (twice, to draw them more often) or notes; every known key for one that
+    keeps everything."""
+    cls = PROVIDERS.get(name)
+    if cls is None or not (cls.keep or cls.note):
+        return type_keys()
+    return [*sorted(cls.keep), *sorted(cls.keep), *sorted(cls.note - cls.keep)]
+
+
 # -- the reference parser ------------------------------------------------------
 
 
@@ -158,11 +167,12 @@ _scalars = st.one_of(
     texts,
 )
 json_values = st.recursive(
-    _scalars, lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(texts, c, max_size=3)), max_leaves=6
+    _scalars, lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(texts, c, max_size=3)), max_leaves=4
 )
 _FIELDS = (
     "text", "result", "message", "content", "response", "usage", "model", "session_id", "sessionID",
     "thread_id", "error", "is_error", "subtype", "delta", "part", "role", "status", "stats", "timestamp",
+    "msg.type", "item.type", "item.item_type",  # dotted keys: ijson's paths join keys with dots
 )
 _STRUCTURAL = {"type", "item", "msg", "id", "item_type"}
 usage_values = st.dictionaries(
@@ -173,7 +183,7 @@ usage_values = st.dictionaries(
 fields = st.dictionaries(
     st.one_of(st.sampled_from(_FIELDS), texts).filter(lambda k: k not in _STRUCTURAL),
     st.one_of(json_values, usage_values),
-    max_size=4,
+    max_size=3,
 )
 
 
@@ -181,7 +191,9 @@ fields = st.dictionaries(
 def event_objects(draw: st.DrawFn, keys: Sequence[str] | None = None) -> dict[str, Any]:
     """A JSON object whose type key is one a provider knows (or a random one, or none)."""
     known = list(keys if keys is not None else type_keys())
-    key = draw(st.one_of(st.sampled_from(known), st.text(max_size=12), st.just("")) if known else st.text(max_size=12))
+    key = draw(st.sampled_from([*known, "", None, None]))  # None: a type no provider knows
+    if key is None:
+        key = draw(st.text(max_size=12))
     extra = draw(fields)
     inner = draw(fields)
     obj: dict[str, Any]
@@ -255,7 +267,8 @@ def _truncated(line: bytes, cut: int) -> bytes:
 @st.composite
 def streams(draw: st.DrawFn, *, oversize: bool = True, keys: Sequence[str] | None = None) -> bytes:
     """A stdout stream: events, noise, near-cap lines (and, if ``oversize``, over-cap ones), any line endings."""
-    kinds = [event_lines(keys), event_lines(keys), noise_lines, near_cap_lines(keys)]
+    events = event_lines(keys)
+    kinds = [events, events, events, noise_lines, near_cap_lines(keys)]
     kinds.append(st.tuples(event_lines(keys), st.integers(0, 64)).map(lambda t: _truncated(*t)))
     if oversize:
         kinds.append(over_cap_lines(keys))

@@ -1,0 +1,140 @@
+"""The error surface: one exception hierarchy with the facts as attributes, and a CLI that turns each
+failure into one line on stderr and its documented exit status (``spoolparse/cli.py``), never a traceback."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import spoolparse
+from spoolparse import errors
+
+from .helpers import ROOT
+
+CLI = [sys.executable, "-m", "spoolparse"]
+
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*CLI, *args], capture_output=True, cwd=cwd, timeout=120, check=False)
+
+
+@pytest.fixture
+def not_executable(tmp_path: Path) -> Path:
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    return script
+
+
+@pytest.fixture
+def transcript(tmp_path: Path) -> Path:
+    t = tmp_path / "t.jsonl"
+    t.write_text('{"type":"result","result":"hi"}\n')
+    return t
+
+
+# (case, argv, exit status, what the one line must say; "{tmp}" is the test's temp dir)
+FAILURES = [
+    ("unknown option", ["run", "--no-such-option", "--", "true"], 2, "unrecognized arguments: --no-such-option"),
+    ("unknown command", ["frobnicate"], 2, "invalid choice: 'frobnicate'"),
+    ("missing command", ["run"], 2, "run needs a command"),
+    ("missing command after --", ["run", "--"], 2, "run needs a command"),
+    ("command not found", ["run", "--", "spoolparse-no-such-command-x"], 127,
+     "cannot start 'spoolparse-no-such-command-x': No such file or directory"),
+    ("not executable", ["run", "--", "{script}"], 126, "Permission denied"),
+    ("missing cwd", ["run", "--cwd", "{tmp}/nowhere", "--", "true"], 127, "({tmp}/nowhere)"),
+    ("spool full", ["run", "--max-spool-bytes", "64K", "--", "sh", "-c", "yes '{}'"], 125,
+     "max_spool_bytes 65536 exceeded"),
+    ("bad --max-line", ["run", "--max-line", "lots", "--", "true"], 2, "not a size: 'lots'"),
+    ("zero --max-line", ["parse", "--max-line", "0", "{transcript}"], 2, "max_line must be at least 1 byte"),
+    ("--max-retained under --max-line", ["parse", "--max-line", "1M", "--max-retained", "1K", "{transcript}"], 2,
+     "max_retained (1024) must be at least max_line (1048576)"),
+    ("missing parse file", ["parse", "{tmp}/missing.jsonl"], 2, "no such file: {tmp}/missing.jsonl"),
+    ("unknown provider", ["parse", "--provider", "nope", "{transcript}"], 2, "invalid choice: 'nope'"),
+    ("bad --timeout", ["run", "--timeout", "-1", "--", "true"], 2, "seconds must not be negative"),
+    ("timeout", ["run", "--timeout", "0.3", "--", "sleep", "30"], 124, "timed out after 0.3 seconds"),
+    ("missing spool dir", ["run", "--spool-dir", "{tmp}/nope", "--", "true"], 2, "does not exist"),
+    ("missing input", ["run", "--input", "{tmp}/nope.txt", "--", "cat"], 2, "cannot read input"),
+]
+
+
+@pytest.mark.parametrize(("case", "argv", "status", "needle"), FAILURES, ids=[f[0] for f in FAILURES])
+def test_each_failure_is_one_line_and_its_exit_status(case: str, argv: list[str], status: int, needle: str,
+                                                     tmp_path: Path, not_executable: Path,
+                                                     transcript: Path) -> None:
+    subs = {"{tmp}": str(tmp_path), "{script}": str(not_executable), "{transcript}": str(transcript)}
+
+    def fill(text: str) -> str:
+        for k, v in subs.items():
+            text = text.replace(k, v)
+        return text
+
+    p = _cli(*(fill(a) for a in argv))
+    err = p.stderr.decode()
+    assert p.returncode == status, err
+    assert "Traceback" not in err
+    assert err.endswith("\n") and err.count("\n") == 1, err  # exactly one line
+    assert err.startswith(("spoolparse: error: ", "spoolparse run: error: ", "spoolparse parse: error: ")), err
+    assert fill(needle) in err
+    if status in (124, 125):  # the run happened: its summary is still the one JSON object on stdout
+        summary = json.loads(p.stdout)
+        assert summary["timed_out"] is (status == 124) and summary["spool_full"] is (status == 125)
+    else:
+        assert p.stdout == b""
+
+
+def test_every_exception_is_one_hierarchy_with_facts() -> None:
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass)
+               if issubclass(c, BaseException) and c.__module__ == errors.__name__]
+    raised = [c for c in classes if not issubclass(c, Warning)]
+    assert set(raised) >= {errors.Error, errors.UsageError, errors.SpawnError, errors.SpoolFullError,
+                           errors.TimeoutExpired, errors.CalledProcessError}
+    assert all(issubclass(c, spoolparse.Error) for c in raised)
+    assert all(issubclass(c, spoolparse.SpoolWarning) for c in classes if issubclass(c, Warning))
+    assert {name for name in errors.__all__} <= set(spoolparse.__all__)
+    assert issubclass(errors.UsageError, ValueError) and issubclass(errors.SpawnError, OSError)
+
+
+def test_spawn_error_facts(tmp_path: Path) -> None:
+    with pytest.raises(spoolparse.SpawnError) as e:
+        spoolparse.run(["true", "--flag"], cwd=tmp_path / "nowhere")
+    err = e.value
+    assert err.argv == ["true", "--flag"] and err.errno == 2 and os.fspath(err.filename) == str(tmp_path / "nowhere")
+    assert str(err) == f"cannot start 'true': No such file or directory ({tmp_path / 'nowhere'})"
+
+
+def test_spool_full_error_facts(tmp_path: Path) -> None:
+    with pytest.raises(spoolparse.SpoolFullError) as e:
+        spoolparse.run(["sh", "-c", "yes '{}'"], spool_dir=tmp_path, max_spool_bytes=4096)
+    err = e.value
+    assert err.directory == str(tmp_path) and err.bytes_written > 4096
+    assert err.reason == "max_spool_bytes 4096 exceeded"
+    assert err.result is not None and err.result.spool_full
+    assert str(err) == f"spool full in {tmp_path} after {err.bytes_written} bytes ({err.reason})"
+    err.result.close()
+
+
+def test_timeout_and_called_process_error_facts() -> None:
+    with pytest.raises(spoolparse.TimeoutExpired) as t:
+        spoolparse.run(["sleep", "30"], timeout=0.2, grace=0.5, check=True)
+    assert t.value.timeout == 0.2 and t.value.cmd == ["sleep", "30"] and t.value.result.timed_out
+    with pytest.raises(spoolparse.CalledProcessError) as c:
+        spoolparse.run(["sh", "-c", "exit 7"], check=True)
+    assert c.value.returncode == 7 and c.value.cmd == ["sh", "-c", "exit 7"]
+    assert str(c.value) == "command ['sh', '-c', 'exit 7'] returned non-zero exit status 7"
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"timeout": -1}, {"grace": -1}, {"max_line": 0}, {"max_line": 10, "max_retained": 5}, {"provider": "nope"},
+])
+def test_misuse_raises_usage_error_and_starts_nothing(kwargs: dict[str, object], tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    with pytest.raises(spoolparse.UsageError):
+        spoolparse.run(["touch", str(marker)], **kwargs)  # type: ignore[arg-type]
+    assert not marker.exists()
