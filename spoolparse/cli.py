@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for register in EXTRA_COMMANDS:
         register(sub)
+    parser.set_defaults(commands=sorted(sub.choices))
     return parser
 
 
@@ -246,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
-        parser.print_help(sys.stderr)
+        fail(f"a command is needed: {', '.join(args.commands)} (see 'spoolparse --help')")
         return EXIT_USAGE
     try:
         return int(args.func(args))

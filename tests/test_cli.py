@@ -86,7 +86,7 @@ def test_signal_exit_status_is_128_plus_n() -> None:
         (["run", "--provider", "nope", "--", "true"], 2, "nope"),
         (["run", "--max-spool-bytes", "100K", "--", *FAKE_CODEX, "--size", "10M"], 125, "spool full"),
         (["parse", "/no/such/file.jsonl"], 2, "no such file"),
-        ([], 2, "usage"),
+        ([], 2, "a command is needed"),
     ],
 )
 def test_errors_are_one_line(args: list[str], status: int, needle: str) -> None:
@@ -94,8 +94,7 @@ def test_errors_are_one_line(args: list[str], status: int, needle: str) -> None:
     err = p.stderr.decode()
     assert p.returncode == status, err
     assert "Traceback" not in err
-    if args:
-        assert len(err.strip().splitlines()) == 1, err
+    assert len(err.strip().splitlines()) == 1, err
     assert needle in err.lower() or needle in err
     if status == 125:
         assert one_json(p.stdout)["spool_full"] is True
