@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from . import _limits
 from .document import DOCUMENT, DocumentScanner, sniff
-from .lines import NOTE, SKIP, Buffer, Dropped, Event, LineScanner, Loads, Noted, Record
+from .lines import NOTE, SKIP, Buffer, Dropped, Event, LineScanner, Loads, Noted, Record, RetainFn
 from .providers import AutoProvider, Provider, make_provider
 from .providers.base import LiveEvent
 from .result import Result
@@ -31,6 +31,10 @@ class StreamParser:
 
     ``feed`` and ``close`` return the :class:`LiveEvent` values of the lines
     they completed, in stream order. ``finish`` builds the :class:`Result`.
+
+    With ``live=False`` nobody listens: no events are returned, and once the
+    provider is known the lines it only notes (tool starts and ends, which
+    feed nothing but live events) are skipped unread like unretained ones.
     """
 
     def __init__(
@@ -40,6 +44,7 @@ class StreamParser:
         max_line: int = _limits.MAX_LINE,
         max_retained: int = _limits.MAX_RETAINED,
         loads: Loads | None = None,
+        live: bool = True,
     ) -> None:
         self.provider = make_provider(provider)
         self.scanner = LineScanner(
@@ -48,7 +53,10 @@ class StreamParser:
         self.provider.max_text = min(self.provider.max_text, max_retained)
         self.dropped: list[dict[str, Any]] = []
         self.dropped_count = 0
+        self.live = live
         self._settled = not isinstance(self.provider, AutoProvider)
+        if self._settled and not live:
+            self.scanner.retain = _without_notes(self.provider.retain)
         self.closed = False
         self._loads = loads
         # The stream's first bytes, until they tell JSON lines from a whole document.
@@ -114,8 +122,9 @@ class StreamParser:
                 live.extend(p.dropped(rec))
         if not self._settled and isinstance(p, AutoProvider) and p.chosen is not None:
             self._settled = True
-            self.scanner.retain = p.retain  # drops the decisions cached before detection
-        return live
+            # drops the decisions cached before detection, which still looked at noted lines
+            self.scanner.retain = p.retain if self.live else _without_notes(p.chosen.retain)
+        return live if self.live else []
 
     def finish(self, **fields: Any) -> Result:
         """The :class:`Result` for this stream; ``fields`` fill the process facts."""
@@ -141,6 +150,14 @@ class StreamParser:
         )
 
 
+def _without_notes(retain: RetainFn) -> RetainFn:
+    def quiet(key: str) -> int:
+        d = retain(key)
+        return SKIP if d == NOTE else d
+
+    return quiet
+
+
 def parse(
     source: str | os.PathLike[str] | IO[bytes],
     *,
@@ -162,34 +179,14 @@ def parse(
     .. seealso:: :func:`spoolparse.run`
     """
     start = time.monotonic()
-    sp = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads)
+    sp = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=on_event is not None)
     owns = isinstance(source, (str, os.PathLike))
     f: IO[bytes] = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source  # noqa: SIM115
     window = 8 * _limits.MiB  # the bound on mapped pages; a multiple of any mmap granularity
-    quiet = on_event is None
-
-    def hush() -> None:
-        nonlocal quiet
-        p: Provider | None = sp.provider
-        if isinstance(p, AutoProvider):
-            p = p.chosen  # detection still looks at noted lines
-        if p is None:
-            return
-        quiet = False
-        loud = p.retain
-
-        def retain(key: str) -> int:
-            d = loud(key)
-            return SKIP if d == NOTE else d
-
-        sp.scanner.retain = retain
-
     def fed(live: list[LiveEvent]) -> None:
         if on_event is not None:
             for ev in live:
                 on_event(ev)
-        elif quiet:
-            hush()
 
     def mapped_size() -> tuple[int, int] | None:
         try:
@@ -204,7 +201,6 @@ def parse(
 
     total = 0
     try:
-        fed([])
         where = mapped_size()
         if where is not None:
             fd, pos = where

@@ -136,6 +136,7 @@ class Child:
         loads: Loads | None = None,
         preexec_fn: Any = None,
         read_buffer: bytearray | None = None,
+        live: bool = True,
     ) -> None:
         # read_buffer: one buffer shared by children pumped from a single thread (the
         # parser never keeps it), so each start does not allocate and zero READ_CHUNK.
@@ -144,7 +145,8 @@ class Child:
         if not isinstance(args, str) and not args:
             raise UsageError("args is empty: give the command to run")
         self.args: list[str] | str = args if isinstance(args, str) else [os.fspath(a) for a in args]
-        self.parser = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads)
+        # live=False: nobody listens, so no events are kept and tool lines go unread
+        self.parser = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=live)
         self.spool_dir = resolve_spool_dir(spool_dir)
         self.max_spool_bytes = max_spool_bytes
         self._read_limit: int | None = max_spool_bytes
@@ -316,15 +318,32 @@ class Child:
         data = os.pread(fd, n, size - n) if n else b""
         return data.decode("utf-8", "replace")
 
-    def result(self, *, keep_output: bool = True, timeout: float | None = None) -> tuple[Result, list[LiveEvent]]:
-        """Read the rest of the spool and build the :class:`Result` (the child must be reaped)."""
+    def result(
+        self,
+        *,
+        keep_output: bool = True,
+        timeout: float | None = None,
+        emit: Callable[[list[LiveEvent]], Any] | None = None,
+    ) -> tuple[Result, list[LiveEvent]]:
+        """Read the rest of the spool and build the :class:`Result` (the child must be reaped).
+
+        With ``emit``, the events of the rest are handed to it a step at a
+        time (a backlog of any size costs no memory) and none are returned.
+        """
         live: list[LiveEvent] = []
         while True:
             n, more = self.pump()
-            live.extend(more)
+            if emit is not None:
+                emit(more)
+            else:
+                live.extend(more)
             if not n:
                 break
-        live.extend(self.parser.close())
+        more = self.parser.close()
+        if emit is not None:
+            emit(more)
+        else:
+            live.extend(more)
         assert self.stderr is not None
         stderr_bytes = os.fstat(self.stderr.fileno()).st_size
         # what the child wrote, which past a spool limit is more than what was parsed
@@ -442,6 +461,7 @@ def run(
         max_retained=max_retained,
         max_spool_bytes=max_spool_bytes,
         loads=loads,
+        live=on_event is not None,
     )
     assert child.stderr is not None
     waiter = SpoolWaiter((child.stdout.fileno(), child.stderr.fileno()), child.pidfd)
@@ -471,8 +491,7 @@ def run(
             interval = waiter.next_interval(interval)
         waiter.close()  # the watches pin the spools' inodes: gone before the spools may close
         child.reap(grace)
-        res, live = child.result(keep_output=keep_output, timeout=timeout)
-        _emit(on_event, live)
+        res, _ = child.result(keep_output=keep_output, timeout=timeout, emit=lambda live: _emit(on_event, live))
     except BaseException:
         waiter.close()
         child.kill_now()

@@ -422,6 +422,7 @@ class Batch(Iterator[Outcome]):
                 max_spool_bytes=self.max_spool_bytes,
                 preexec_fn=cg.preexec() if cg is not None else None,
                 read_buffer=self._buf,
+                live=False,  # outcomes carry the summary only: tool lines go unread
             )
         finally:
             if cg is not None:
