@@ -65,12 +65,12 @@ class Probe:
 
 @contextlib.contextmanager
 def polling_only() -> Iterator[None]:
-    saved = _wait.open_inotify, aio.open_inotify
-    _wait.open_inotify = aio.open_inotify = lambda: None
+    saved = _wait._thread_inotify, aio.open_inotify
+    _wait._thread_inotify = aio.open_inotify = lambda: None
     try:
         yield
     finally:
-        _wait.open_inotify, aio.open_inotify = saved
+        _wait._thread_inotify, aio.open_inotify = saved
 
 
 def follow(driver: str, argv: list[str]) -> Probe:

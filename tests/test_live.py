@@ -125,11 +125,20 @@ def test_polling_fallback_gives_the_same_events(monkeypatch: pytest.MonkeyPatch)
     argv = [*LIVE_AGENT, "--ticks", "4", "--interval", "0.01", "--partial"]
     with spoolparse.run(argv, on_event=None) as r:
         expected = _posthoc(r)
-    monkeypatch.setattr(_wait, "open_inotify", lambda: None)
+    monkeypatch.setattr(_wait, "_thread_inotify", lambda: None)  # as where inotify is missing
     live: list[dict[str, Any]] = []
+    waiters: list[_wait.SpoolWaiter] = []
+    real_init = _wait.SpoolWaiter.__init__
+
+    def init(self: _wait.SpoolWaiter, *a: Any, **kw: Any) -> None:
+        real_init(self, *a, **kw)
+        waiters.append(self)
+
+    monkeypatch.setattr(_wait.SpoolWaiter, "__init__", init)
     with spoolparse.run(argv, on_event=lambda ev: live.append(ev.as_dict())) as r:
         assert r.ok
     assert live == expected
+    assert waiters and not waiters[0].event_driven  # the fallback really ran
 
 
 def test_inotify_reports_writes_to_a_nameless_spool(tmp_path: Path) -> None:
