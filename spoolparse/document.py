@@ -35,7 +35,7 @@ from typing import Any, Final
 import ijson  # type: ignore[import-untyped]
 
 from . import _limits
-from .lines import KEEP, NOTE, Buffer, Dropped, Event, LineScanner, Loads, Noted, Record, probe_type
+from .lines import KEEP, NOTE, Buffer, Dropped, Event, LineScanner, Loads, Noted, Record, _lenient_loads, probe_type
 
 __all__ = ["sniff", "DocumentScanner", "LINES", "DOCUMENT"]
 
@@ -375,8 +375,12 @@ class DocumentScanner:
         try:
             doc = self._loads(bytes(view)) if self._loads is not None else _orjson_loads(view)
         except Exception:  # a bad document is counted, never raised
-            self._count_invalid()
-            return
+            # valid JSON orjson refuses (a lone surrogate escape, invalid UTF-8 in a string) is
+            # read as a kept line would be, rather than losing the whole document
+            doc = _lenient_loads(bytes(view)) if self._loads is None else None
+            if doc is None:
+                self._count_invalid()
+                return
         finally:
             view.release()
         if isinstance(doc, list):

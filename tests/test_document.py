@@ -220,3 +220,17 @@ def test_a_40_mib_answer_survives_a_streamed_array() -> None:
     print(f"71 MiB streamed array with a 40 MiB string: {time.perf_counter() - t:.2f} s")
     assert r.text == "ANSWER"
     assert r.dropped == [{"line": 3, "bytes": (30 << 20) + 24, "type": "user", "reason": "oversize"}]
+
+
+def test_whole_document_with_a_lone_surrogate_escape_keeps_its_answer() -> None:
+    """JavaScript's JSON.stringify writes half an emoji as a lone \\udXXX escape; orjson refuses it."""
+    import io
+
+    import spoolparse
+
+    doc = (b'{\n  "type": "result",\n  "subtype": "success",\n  "is_error": false,\n'
+           b'  "result": "done \\ud83d",\n  "session_id": "s-1"\n}\n')
+    r = spoolparse.parse(io.BytesIO(doc))
+    assert r.text == "done \ufffd"
+    assert r.session_id == "s-1"
+    assert r.invalid_lines == 0
