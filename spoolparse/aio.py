@@ -27,7 +27,7 @@ from . import _limits
 from ._wait import Inotify, next_interval, open_inotify
 from .errors import SpoolFullError, UsageError
 from .lines import Loads
-from .process import Argv, Child, Input, group_alive
+from .process import Argv, Child, Input, check_times, group_alive
 from .providers import Provider
 from .providers.base import LiveEvent
 from .result import Result
@@ -129,10 +129,7 @@ class AsyncRun:
         keep_output: bool,
         child_options: Mapping[str, Any],
     ) -> None:
-        if timeout is not None and timeout < 0:
-            raise UsageError(f"timeout must not be negative, not {timeout}")
-        if grace < 0:
-            raise UsageError(f"grace must not be negative, not {grace}")
+        check_times(timeout, grace)
         self.args = args
         self.timeout = timeout
         self.grace = grace

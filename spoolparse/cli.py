@@ -28,7 +28,7 @@ from .progress import follow
 from .providers import names as provider_names
 from .result import Result
 
-__all__ = ["main", "build_parser", "parse_size", "EXIT_USAGE"]
+__all__ = ["main", "build_parser", "parse_size", "parse_seconds", "EXIT_USAGE"]
 
 EXIT_USAGE = 2
 EXIT_SPOOL_FULL = 125
@@ -49,7 +49,8 @@ def parse_size(text: str) -> int:
     return int(number * scale)
 
 
-def _seconds(text: str) -> float:
+def parse_seconds(text: str) -> float:
+    """``"1.5"`` → 1.5 seconds; negative or non-numbers are argparse errors."""
     try:
         value = float(text)
     except ValueError:
@@ -123,9 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=RUN_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("--timeout", type=_seconds, metavar="S", help="SIGTERM the process group after S seconds")
+    r.add_argument("--timeout", type=parse_seconds, metavar="S", help="SIGTERM the process group after S seconds")
     r.add_argument(
-        "--grace", type=_seconds, default=_limits.DEFAULT_GRACE, metavar="S",
+        "--grace", type=parse_seconds, default=_limits.DEFAULT_GRACE, metavar="S",
         help="seconds between SIGTERM and SIGKILL (default: 5)",
     )
     r.add_argument("--spool-dir", metavar="DIR", help="spool directory (default: $PDD_AGENT_SPOOL_DIR or the temp dir)")

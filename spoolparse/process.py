@@ -391,6 +391,14 @@ class Child:
             self._pidfd = -1
 
 
+def check_times(timeout: float | None, grace: float) -> None:
+    """The timeout and grace a run accepts (the sync and async drivers share them)."""
+    if timeout is not None and timeout < 0:
+        raise UsageError(f"timeout must not be negative, not {timeout}")
+    if grace < 0:
+        raise UsageError(f"grace must not be negative, not {grace}")
+
+
 def _emit(on_event: OnEvent | None, live: list[LiveEvent]) -> None:
     if on_event is not None:
         for ev in live:
@@ -445,10 +453,7 @@ def run(
 
     .. seealso:: :func:`subprocess.run`, :func:`spoolparse.arun`
     """
-    if timeout is not None and timeout < 0:
-        raise UsageError(f"timeout must not be negative, not {timeout}")
-    if grace < 0:
-        raise UsageError(f"grace must not be negative, not {grace}")
+    check_times(timeout, grace)
     child = Child(
         args,
         input=input,

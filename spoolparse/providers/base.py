@@ -125,7 +125,8 @@ class Provider:
 
     def __init__(self) -> None:
         self.notes = Notes()
-        self.lost: list[Dropped] = []
+        # the last dropped record of each kept type: bounded by ``keep``, whatever the stream
+        self._lost: dict[str, Dropped] = {}
         #: Most characters of answer text a provider holds (deltas it joins, parts it
         #: concatenates); :class:`~spoolparse.StreamParser` sets it to its ``max_retained``.
         self.max_text = _limits.MAX_RETAINED
@@ -151,13 +152,18 @@ class Provider:
     def dropped(self, rec: Dropped) -> list[LiveEvent]:
         live = [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
         if self.retain(rec.type) == KEEP:
-            self.lost.append(rec)
+            self._lost[rec.type] = rec
             text = self.warn(
                 f"retained event {rec.type!r} at line {rec.line} ({rec.bytes} bytes) was dropped "
                 f"({rec.reason}); the answer may be incomplete"
             )
             live.append(LiveEvent("warning", rec.line, rec.type, {"message": text}))
         return live
+
+    def last_lost(self, *types: str) -> Dropped | None:
+        """The latest line of one of ``types`` that was kept by type but dropped for its size."""
+        found = [r for t in types if (r := self._lost.get(t)) is not None]
+        return max(found, key=lambda r: r.line, default=None)
 
     def warn(self, text: str) -> str:
         return self.notes.add(text)

@@ -229,9 +229,8 @@ class ClaudeProvider(Provider):
             why = "the result event has no text" if self.result_seen else "there is no result event"
             extra.append(f"{why}; the text is taken from the last assistant message")
         elif text is None and not self.result_seen:
-            lost = [r for r in self.lost if r.type in ("result", "assistant")]
-            if lost:
-                r = lost[-1]
+            r = self.last_lost("result", "assistant")
+            if r is not None:
                 extra.append(f"the answer may be in the {r.type!r} event dropped at line {r.line} ({r.reason})")
             else:
                 extra.append("the stream ended without a result event")

@@ -221,9 +221,8 @@ class CodexProvider(Provider):
         text = self.text if self.text is not None else self.plan_text
         error = self.failed if self.failed is not None else self.last_error
         if text is None:
-            lost = [r for r in self.lost if r.type in ("item.completed/agent_message", "msg/agent_message", "result")]
-            if lost and error is None:
-                r = lost[-1]
+            r = self.last_lost("item.completed/agent_message", "msg/agent_message", "result")
+            if r is not None and error is None:
                 error = f"the answer ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
         return Answer(
             text=text,

@@ -203,9 +203,8 @@ class GeminiProvider(Provider):
         if error is None and self.status is None:
             # No result: an error event was the last word.
             error = self.last_error
-        lost = [r for r in self.lost if r.type in ("message", "")]
-        if lost and text is None and error is None:
-            r = lost[-1]
+        r = self.last_lost("message", "")
+        if r is not None and text is None and error is None:
             error = f"the answer ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
         warnings = self.notes.as_list()
         if error is not None:

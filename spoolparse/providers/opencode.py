@@ -157,9 +157,8 @@ class OpencodeProvider(Provider):
     def answer(self) -> Answer:
         text = self.text.text() if self.text else None
         error = self.error
-        lost = [r for r in self.lost if r.type == "text"]
-        if lost and text is None and error is None:
-            r = lost[-1]
+        r = self.last_lost("text")
+        if r is not None and text is None and error is None:
             error = f"the answer ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
         raw = {**self.sums, "cache": dict(self.sums["cache"])} if "cache" in self.sums else dict(self.sums)
         return Answer(

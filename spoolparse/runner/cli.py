@@ -18,7 +18,8 @@ from typing import IO, Any
 
 import orjson
 
-from ..cli import EXIT_INTERRUPTED, emit_json, parse_size
+from .. import _limits
+from ..cli import EXIT_INTERRUPTED, emit_json, parse_seconds, parse_size
 from ..errors import Error, UsageError
 from .admission import DEFAULT_MEMORY_PER_TASK, cpu_cap
 from .calibrate import calibrate
@@ -56,15 +57,6 @@ def parse_fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be above 0 and at most 100%: {text!r}")
     return value
 
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"seconds must not be negative: {text!r}")
-    return value
 
 
 def _positive(text: str) -> int:
@@ -124,10 +116,13 @@ def register(sub: Any) -> None:
     b.add_argument("--reserve", type=parse_size, metavar="SIZE",
                    help="memory kept for everything else when choosing -j (default: max(2G, 10%%))")
     _memory_options(b)
-    b.add_argument("--timeout", type=_seconds, metavar="S", help="SIGTERM, then SIGKILL after --grace (per task)")
-    b.add_argument("--soft-timeout", type=_seconds, metavar="S", help="send --soft-signal once after S seconds")
+    b.add_argument("--timeout", type=parse_seconds, metavar="S", help="SIGTERM, then SIGKILL after --grace (per task)")
+    b.add_argument("--soft-timeout", type=parse_seconds, metavar="S", help="send --soft-signal once after S seconds")
     b.add_argument("--soft-signal", type=_signal, default=signal.SIGUSR1, metavar="SIG", help="(default: USR1)")
-    b.add_argument("--grace", type=_seconds, default=5.0, metavar="S", help="SIGTERM to SIGKILL (default: 5)")
+    b.add_argument(
+        "--grace", type=parse_seconds, default=_limits.DEFAULT_GRACE, metavar="S",
+        help="SIGTERM to SIGKILL (default: 5)",
+    )
     b.add_argument("--retries", type=_count, default=2, metavar="N",
                    help="requeues after a memory-pressure kill (default: 2)")
     b.add_argument("--joblog", metavar="FILE", help="append one NDJSON line per attempt")
@@ -150,7 +145,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("--max-concurrency", type=_positive, default=8, metavar="N", help="highest level (default: 8)")
-    c.add_argument("--timeout", type=_seconds, metavar="S", help="per run")
+    c.add_argument("--timeout", type=parse_seconds, metavar="S", help="per run")
     c.add_argument("--stop-at", type=parse_fraction, default=0.85, metavar="PCT",
                    help="never go where the next level could pass this (default: 85%%)")
     c.add_argument("--pretty", action="store_true", help="indent the JSON")
