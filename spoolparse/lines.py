@@ -190,6 +190,10 @@ def probe_type(prefix: bytes) -> str | None:
     data = _strip(prefix)
     if not data.startswith(b"{"):
         return None
+    if b'type"' not in data and b"\\" not in data:
+        # no "type" or "item_type" key can be here (an escaped key name would show its backslash):
+        # an untyped object, told without the incremental parser's ~10 µs
+        return ""
     # bad UTF-8 reads as U+FFFD here as in a kept line's decode, so it cannot hide the type
     return _probe_json(ijson.parse, data.decode("utf-8", "replace").encode())
 

@@ -194,3 +194,17 @@ def test_iter_lines_types_filter_and_path(tmp_path) -> None:  # type: ignore[no-
     p.write_bytes(jl({"type": "a"}, {"type": "b"}, {"no": "type"}))
     assert [e.type for e in iter_lines(p, types={"b", ""})] == ["b", ""]
     assert len(list(iter_lines(str(p)))) == 3
+
+
+def test_untyped_objects_skip_the_incremental_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line with no "type" key anywhere in its head is untyped without running ijson."""
+    import spoolparse.lines as lines_mod
+
+    calls: list[bytes] = []
+    real = lines_mod._probe_json
+    monkeypatch.setattr(lines_mod, "_probe_json", lambda parse, data: calls.append(data) or real(parse, data))
+    assert probe_type(b'{"a":1,"b":"x"}') == ""
+    assert calls == []
+    assert probe_type(b'{"id":"0","payload":{"k":1},"type":"late"}') == "late"  # still found by the probe
+    assert probe_type(b'{"\\u0074ype":"escaped"}') == "escaped"
+    assert len(calls) == 2
