@@ -20,6 +20,9 @@ PROBE_BYTES = 64 * KiB
 FAST_PROBE_BYTES = 256
 #: Read window when following or parsing a spool.
 READ_CHUNK = 1 * MiB
+#: Window ``parse`` maps of a file on disk, unmapped before the next: mapped pages
+#: count in RSS as they are touched. A multiple of any mmap granularity.
+MAP_WINDOW = 8 * MiB
 #: Bytes parsed per step while following a child, between checks of its exit,
 #: its timeout and its spool size: a fast writer overshoots a limit by at most this.
 FOLLOW_STEP = 8 * MiB

@@ -182,7 +182,6 @@ def parse(
     sp = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=on_event is not None)
     owns = isinstance(source, (str, os.PathLike))
     f: IO[bytes] = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source  # noqa: SIM115
-    window = 8 * _limits.MiB  # the bound on mapped pages; a multiple of any mmap granularity
     def fed(live: list[LiveEvent]) -> None:
         if on_event is not None:
             for ev in live:
@@ -209,7 +208,7 @@ def parse(
             step = _limits.READ_CHUNK  # a small first window: the provider is usually known after it
             while off < size:
                 n = min(step, size - off)
-                step = window
+                step = _limits.MAP_WINDOW
                 # Touching a mapped page past a truncated end is SIGBUS, not an error:
                 # a file that shrank is read on with plain reads instead.
                 if os.fstat(fd).st_size < off + n:
