@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, Union
 
 from . import _limits
+from ._proc import proc_stats
 from ._wait import SpoolWaiter
 from .errors import SpawnError, SpoolFullError, UsageError
 from .lines import Loads
@@ -44,23 +45,10 @@ def signal_group(pgid: int, sig: int) -> bool:
 
 def _live_members(pgid: int) -> bool:
     """Whether a process other than a zombie is in group ``pgid`` (reads /proc)."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # fields after the command's closing parenthesis: state ppid pgrp ...
-        fields = stat[stat.rfind(b")") + 2 :].split(b" ", 3)
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+    return any(
+        len(fields) >= 3 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X")
+        for _, fields in proc_stats()
+    )
 
 
 def group_alive(pgid: int) -> bool:

@@ -14,6 +14,8 @@ from typing import Protocol
 
 import psutil
 
+from .._proc import proc_stats
+
 __all__ = ["MemoryProbe", "HostMemory", "own_cgroup", "sample_trees", "read_int"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -125,18 +127,9 @@ class HostMemory:
 def _proc_table() -> dict[int, tuple[int, int]]:
     """pid → (ppid, rss bytes) for every process we can read."""
     table: dict[int, tuple[int, int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+    for pid, fields in proc_stats():
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        # the command name may hold spaces and parentheses: split after the last ')'
-        rest = data[data.rfind(b")") + 2 :].split()
-        try:
-            table[int(name)] = (int(rest[1]), int(rest[21]) * _PAGE)
+            table[pid] = (int(fields[1]), int(fields[21]) * _PAGE)
         except (IndexError, ValueError):
             continue
     return table
