@@ -143,6 +143,11 @@ class AutoProvider(Provider):
         assert self.chosen is not None
         return self.chosen.answer()
 
+    def conclude(self) -> Answer:
+        self.settle()
+        assert self.chosen is not None
+        return self.chosen.conclude()
+
 
 @functools.lru_cache(maxsize=32)
 def _unions(candidates: tuple[type[Provider], ...]) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
@@ -154,8 +159,4 @@ def _unions(candidates: tuple[type[Provider], ...]) -> tuple[frozenset[str], fro
 
 
 def _dispatch(provider: Provider, rec: Record) -> list[LiveEvent]:
-    if isinstance(rec, Event):
-        return provider.event(rec)
-    if isinstance(rec, Noted):
-        return provider.noted(rec)
-    return provider.dropped(rec)
+    return provider.see(rec)
