@@ -50,6 +50,9 @@ class CopilotProvider(Provider):
         )
     )
 
+    terminal: ClassVar[tuple[str, ...]] = ("result",)
+    answer_types: ClassVar[frozenset[str]] = frozenset({"assistant.message"})
+
     def __init__(self) -> None:
         super().__init__()
         self.text: str | None = None
@@ -83,6 +86,7 @@ class CopilotProvider(Provider):
         if t == "assistant.message":
             content = data.get("content")
             if isinstance(content, str) and content:
+                self.answer_from = n
                 self.text = content[: self.max_text]
                 if len(content) > self.max_text:
                     self.warn(f"assistant text at line {n} cut to {self.max_text} characters")
@@ -122,19 +126,6 @@ class CopilotProvider(Provider):
         return []
 
     def answer(self) -> Answer:
-        extra: list[str] = []
-        if not self.result_seen:
-            r = self.last_lost("result", "assistant.message")
-            if r is not None:
-                extra.append(f"the answer may be in the {r.type!r} event dropped at line {r.line} ({r.reason})")
-        error = self.error
-        if error is None and not self.result_seen:
-            r = self.last_lost("result")
-            error = (
-                f"the result event ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
-                if r is not None
-                else "the stream ended without a result event"
-            )
         usage: dict[str, Any] = {"output_tokens": self.output_tokens} if self.counted else {}
         raw: dict[str, Any] | None = dict(self.raw) if self.raw else None
         if self.counted:
@@ -145,6 +136,6 @@ class CopilotProvider(Provider):
             raw_usage=raw,
             model=self.model,
             session_id=self.session_id,
-            error=error,
-            warnings=self.notes.as_list() + extra,
+            error=self.error,
+            warnings=self.notes.as_list(),
         )

@@ -26,6 +26,8 @@ class DroidProvider(Provider):
     keep: ClassVar[frozenset[str]] = frozenset({"system", "message", "tool_call", "error", "completion"})
     note: ClassVar[frozenset[str]] = frozenset({"tool_result"})
     known: ClassVar[frozenset[str]] = keep | note
+    terminal: ClassVar[tuple[str, ...]] = ("completion",)
+    answer_types: ClassVar[frozenset[str]] = frozenset({"completion"})
 
     def __init__(self) -> None:
         super().__init__()
@@ -82,6 +84,7 @@ class DroidProvider(Provider):
             live.append(LiveEvent("error", n, t, {"message": self.error}))
         elif t == "completion":
             self.completed = True
+            self.answer_from = n
             text = d.get("finalText")
             if isinstance(text, str):
                 self.final_text = text[: self.max_text]
@@ -110,15 +113,9 @@ class DroidProvider(Provider):
             r = self.last_lost("completion", "message")
             if r is not None:
                 extra.append(f"the answer may be in the {r.type!r} event dropped at line {r.line} ({r.reason})")
-        # An error the run recovered from (a completion followed) is a warning, not the outcome.
+        # An error the run recovered from (a completion followed) is a warning, not the outcome;
+        # a stream that ends without a completion is judged by the verdict ("stream ended before completion").
         error = None if self.completed else self.error
-        if error is None and not self.completed:
-            r = self.last_lost("completion")
-            error = (
-                f"the completion event ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
-                if r is not None
-                else "the stream ended without a completion event"
-            )
         warnings = self.notes.as_list()
         if self.completed and self.error is not None:
             warnings.append(f"error before completion: {self.error}")

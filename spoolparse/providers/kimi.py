@@ -38,13 +38,16 @@ class KimiProvider(Provider):
     # Untyped lines: every message is "" to the line reader, tool outputs included.
     keep: ClassVar[frozenset[str]] = frozenset({""})
     known: ClassVar[frozenset[str]] = keep
+    # The run is over at an assistant message without tool calls (is_terminal); a dropped
+    # line after the last decoded message may have been that answer (answer_from).
+    terminal: ClassVar[tuple[str, ...]] = ("",)
+    answer_types: ClassVar[frozenset[str]] = frozenset({""})
+    AWAITED: ClassVar[str] = "an assistant message without tool calls"
 
     def __init__(self) -> None:
         super().__init__()
         self.final_text: str | None = None
         self.last_text: str | None = None
-        self.finished = False
-        self.last_line = 0
 
     @classmethod
     def detect(cls, rec: Event | Noted) -> bool:
@@ -53,11 +56,15 @@ class KimiProvider(Provider):
         d = rec.data
         return d.get("role") in _ROLES and ("content" in d or "tool_calls" in d) and "type" not in d
 
+    def is_terminal(self, ev: Event) -> bool:
+        return ev.data.get("role") == "assistant" and not ev.data.get("tool_calls")
+
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []
         role = d.get("role")
-        self.last_line = n
+        # Lines are untyped: only a dropped line after the last decoded one may have been the answer.
+        self.answer_from = n + 1
         if role == "assistant":
             calls = d.get("tool_calls")
             calls = calls if isinstance(calls, list) else []
@@ -73,46 +80,41 @@ class KimiProvider(Provider):
                     fn = call.get("function")
                     name = fn.get("name") if isinstance(fn, dict) else None
                     live.append(LiveEvent("tool_start", n, t, {"tool": name, "id": call.get("id")}))
-            # The reply that calls no tool is the last one of the turn.
-            self.finished = not calls
-            if self.finished:
+            if calls:
+                self.ended_at = None  # the turn goes on
+            else:
                 self.final_text = text
                 live.append(LiveEvent("result", n, t, {"ok": True}))
         elif role == "tool":
-            self.finished = False
+            self.ended_at = None
             content = d.get("content")
             size = len(content) if isinstance(content, str) else None
             live.append(LiveEvent("tool_end", n, t, {"id": d.get("tool_call_id"), "bytes": size}))
         return live
 
     def dropped(self, rec: Dropped) -> list[LiveEvent]:
-        # Lines are untyped, so a dropped one may be a tool's output or the answer:
-        # only the answer's absence, checked at the end, makes it an error.
+        # An untyped line may be a tool's output or the answer: no warning here; the verdict
+        # says the answer was lost when no decoded message follows it.
         self._lost[rec.type] = rec
-        self.finished = False
         return [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
 
+    def conclude(self) -> Answer:
+        ans = super().conclude()
+        ans.awaited = self.AWAITED
+        return ans
+
     def answer(self) -> Answer:
-        text = self.final_text
-        error: str | None = None
+        text = self.final_text if self.ended_at is not None else None
         extra: list[str] = []
-        if not self.finished:
-            r = self.last_lost("")
-            if r is not None and (self.last_text is None or r.line > self.last_line):
-                error = f"the last message ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
-            else:
-                # No reply without tool calls: the agent did not finish (Kimi prints its
-                # errors as plain text, counted as invalid lines, and exits non-zero).
-                error = "the stream ended before the final answer (an assistant message without tool calls)"
-            if text is None and self.last_text is not None:
-                text = self.last_text
-                extra.append("the text is taken from the last assistant message")
+        if text is None and self.last_text is not None:
+            text = self.last_text
+            extra.append("the text is taken from the last assistant message")
         return Answer(
             text=text,
             usage={},
             raw_usage=None,
             model=None,
             session_id=None,
-            error=error,
+            error=None,
             warnings=self.notes.as_list() + extra,
         )
