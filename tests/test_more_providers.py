@@ -272,3 +272,54 @@ def test_qwen_recorded_stream_error_is_not_an_answer() -> None:
     assert r.provider == "qwen" and not r.ok
     assert r.error == "[API Error: mock: simulated stream failure]"
     assert r.text is None and r.warnings == []
+
+
+# ---------------------------------------------------------------- odd input never crashes them
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from spoolparse.providers import PROVIDERS  # noqa: E402
+
+_ADDED = ("qwen", "amp", "cursor", "droid", "kimi", "copilot", "kilo")
+#: Every field the added providers read, at the top level or one level down.
+_FIELDS = (
+    "subtype", "session_id", "model", "message", "content", "text", "result", "is_error", "error", "errors",
+    "usage", "stats", "data", "role", "tool_calls", "tool_call", "call_id", "tool_call_id", "finalText",
+    "numTurns", "toolName", "toolId", "parameters", "sessionId", "exitCode", "outputTokens", "toolCallId",
+    "selectedModel", "qwen_code_version", "apiKeySource", "tools", "request_id", "function", "name", "id",
+    "attempt", "maxRetries", "reason", "input_tokens", "output_tokens", "cache_read_input_tokens",
+    "total_tokens", "modelUsage", "total_cost_usd", "parent_tool_use_id", "part", "sessionID",
+)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_FIELDS), inner, max_size=4),
+    max_leaves=8,
+)
+
+
+@st.composite
+def _streams(draw: st.DrawFn) -> tuple[str, bytes]:
+    name = draw(st.sampled_from(_ADDED))
+    cls = PROVIDERS[name]
+    types = sorted(cls.keep | cls.note | cls.known)
+    objs = []
+    for _ in range(draw(st.integers(1, 5))):
+        obj: dict[str, Any] = dict(draw(st.dictionaries(st.sampled_from(_FIELDS), _json, max_size=6)))
+        t = draw(st.sampled_from(types))
+        if t:
+            obj = {"type": t, **obj}
+        objs.append(obj)
+    return name, jl(*objs)
+
+
+@given(_streams())
+def test_any_fields_any_values(stream: tuple[str, bytes]) -> None:
+    name, data = stream
+    seen: list[LiveEvent] = []
+    r = parse(io.BytesIO(data), provider=name, on_event=seen.append)
+    assert r.provider == name
+    assert isinstance(r.ok, bool)
+    assert r.error is None or isinstance(r.error, str)
+    for ev in seen:
+        ev.as_dict()
