@@ -45,6 +45,8 @@ import signal
 from dataclasses import dataclass
 from enum import Enum
 
+from .errors import UsageError
+
 __all__ = [
     "Deadlines",
     "Lifecycle",
@@ -69,14 +71,14 @@ CHECK_INTERVAL = 0.02
 def check_times(timeout: float | None, grace: float, soft_timeout: float | None = None) -> None:
     """Reject times a lifecycle cannot use: negative, NaN, and an infinite grace.
 
-    Raises :class:`ValueError` (the callers turn it into their usage error).
-    An infinite ``timeout`` is the same as none.
+    Raises :class:`~spoolparse.UsageError` (a :class:`ValueError`). An
+    infinite ``timeout`` is the same as none.
     """
     for name, value in (("timeout", timeout), ("soft_timeout", soft_timeout)):
         if value is not None and (math.isnan(value) or value < 0):
-            raise ValueError(f"{name} must be a number of seconds >= 0, not {value}")
+            raise UsageError(f"{name} must be a number of seconds >= 0, not {value}")
     if math.isnan(grace) or grace < 0 or math.isinf(grace):
-        raise ValueError(f"grace must be a finite number of seconds >= 0, not {grace}")
+        raise UsageError(f"grace must be a finite number of seconds >= 0, not {grace}")
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,7 @@ class Lifecycle:
                 self.phase = Phase.SWEEPING
 
     def stop(self, now: float, reason: str, *, grace: float | None = None) -> None:
-        """End the child now: TERM, and KILL after ``grace`` (default: the policy's; 0: KILL at once).
+        """End the child now: TERM, and KILL after ``grace`` (default: the policy's; 0: KILL right after TERM).
 
         For interrupts, errors, full spools, memory kills. Only the first
         ``reason`` is kept. A shorter grace than the one running takes over.
@@ -217,13 +219,9 @@ class Lifecycle:
             g = 0.0
         self._grace = min(self._grace, g)
         if self.phase is Phase.RUNNING:
-            if g <= 0:
-                self._kill(now)
-                self.phase = Phase.KILLED
-            else:
-                self._term(now)
-                self._kill_at = now + g
-                self.phase = Phase.TERMINATING
+            self._term(now)  # with no grace, KILL follows at once: TERM still says why first
+            self._kill_at = now + g
+            self.phase = Phase.TERMINATING
         elif self.phase in (Phase.TERMINATING, Phase.SWEEPING):
             assert self._kill_at is not None
             self._kill_at = min(self._kill_at, now + g)

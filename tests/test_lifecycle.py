@@ -184,11 +184,11 @@ def test_stop_uses_its_own_shorter_grace() -> None:
     assert life.reason == "cancelled" and not life.timed_out
 
 
-def test_stop_with_zero_grace_kills_at_once() -> None:
-    sim = Sim()
+def test_stop_with_zero_grace_kills_right_after_term() -> None:
+    sim = Sim(dies_on=frozenset({KILL}))
     life = Lifecycle(Deadlines(grace=5), started=0.0)
     sim.run(life, stop_at=1.0, grace=0)
-    assert sim.log[:2] == [(1.0, "stop"), (1.0, "SIGKILL")]
+    assert sim.log[:3] == [(1.0, "stop"), (1.0, "SIGTERM"), (1.0, "SIGKILL")]
 
 
 def test_stop_during_a_timeouts_grace_shortens_it() -> None:
@@ -224,6 +224,7 @@ def test_stop_after_done_does_nothing() -> None:
 def test_exit_seen_while_killed_is_reaped() -> None:
     life = Lifecycle(Deadlines(), started=0.0)
     life.stop(0.0, "cancelled", grace=0)
+    assert life.next_action(0.0) == Send(TERM)
     assert life.next_action(0.0) == Send(KILL)
     assert life.next_action(0.0) == Wait(None) and life.deadline is None
     life.exited(0.1)
