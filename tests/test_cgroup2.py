@@ -115,6 +115,29 @@ def in_child(fn: Callable[[], Any], timeout: float = 120.0) -> Any:
     return value
 
 
+class Watch:
+    """Counts, in a thread, the live processes carrying a marker token: ``most`` is the largest count seen."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.most = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            self.most = max(self.most, len(marked_pids(self.token)))
+            time.sleep(0.05)
+
+    def __enter__(self) -> Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 def _scratch_cgroup(name: str) -> str:
     d = os.path.join(CG, f"test-{name}-{os.getpid()}")
     os.mkdir(d)
@@ -212,27 +235,14 @@ def test_memory_high_throttles_below_max_before_the_kernel_kills(tmp_path: Path)
 def test_pids_max_contains_a_fork_bomb_and_the_outcome_says_so() -> None:
     token, env = marker()
     bomb = Task(argv=["sh", "-c", "while :; do sleep 60 & done"], id="bomb", env=env, timeout=60)
-    most = [0]
-    done = threading.Event()
-
-    def count() -> None:
-        while not done.is_set():
-            most[0] = max(most[0], len(marked_pids(token)))
-            time.sleep(0.05)
-
-    watcher = threading.Thread(target=count)
-    watcher.start()
-    try:
+    with Watch(token) as seen:
         outs = one_each(
             run_many([bomb], enforce="cgroup", pids_max=24, grace=0.5, memory_probe=FixedProbe(BIG)), ["bomb"]
         )
-    finally:
-        done.set()
-        watcher.join()
     o = outs["bomb"]
     assert o.verdict != "ok" and o.enforcement == CGROUP2
     assert o.error is not None and "pids.max 24 reached" in o.error and "forks refused" in o.error, o
-    assert 0 < most[0] <= 24
+    assert 0 < seen.most <= 24
     assert wait_gone(token, 10) == []
     assert _ours(CG, os.getpid()) == []
 
@@ -244,8 +254,10 @@ ESCAPE = "setsid sh -c 'trap \"\" TERM; exec sleep 300' & exec sleep 300"
 
 def test_a_timeout_ends_a_setsid_escapee_with_its_task() -> None:
     token, env = marker()
-    task = Task(argv=["sh", "-c", ESCAPE], id="escape", env=env, timeout=3.0)
-    outs = one_each(run_many([task], enforce="cgroup", grace=0.5, memory_probe=FixedProbe(BIG)), ["escape"])
+    task = Task(argv=["sh", "-c", ESCAPE], id="escape", env=env, timeout=5.0)
+    with Watch(token) as seen:
+        outs = one_each(run_many([task], enforce="cgroup", grace=0.5, memory_probe=FixedProbe(BIG)), ["escape"])
+    assert seen.most >= 2  # the task and its escapee in a session of its own, which ignores SIGTERM
     assert outs["escape"].verdict == "timeout" and outs["escape"].enforcement == CGROUP2
     assert wait_gone(token, 10) == []
     assert _ours(CG, os.getpid()) == []

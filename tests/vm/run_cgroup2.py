@@ -201,7 +201,7 @@ def marked_files() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds before the VM is killed (default 300)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds before the VM is killed (default 600)")
     ap.add_argument("--memory", default="2048", help="guest RAM in MiB (default 2048)")
     ap.add_argument("--smp", default="2", help="guest CPUs (default 2)")
     ap.add_argument("--nice", type=int, default=10, help="niceness of qemu (default 10)")
