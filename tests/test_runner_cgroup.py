@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -102,3 +104,21 @@ def test_stale_cgroups_of_a_dead_runner_are_removed() -> None:
     finally:
         if os.path.exists(stale):
             os.rmdir(stale)
+
+
+def test_a_cgroup_with_one_nested_in_it_is_killed_and_removed_whole() -> None:
+    # a task that runs a runner of its own makes cgroups inside its task cgroup
+    cg = WHERE.create(memory_limit=64 * MiB, pids_max=None)
+    inner = os.path.join(cg.mem, "nested")
+    os.mkdir(inner)
+    p = subprocess.Popen(["sleep", "60"])
+    try:
+        with open(os.path.join(inner, "cgroup.procs"), "w") as f:
+            f.write(str(p.pid))
+        assert p.pid in cg.procs()
+        assert cg.remove()
+        assert p.wait(timeout=10) == -signal.SIGKILL
+        assert not os.path.exists(cg.mem)
+    finally:
+        p.kill()
+        p.wait()

@@ -110,13 +110,38 @@ def _procs(d: str) -> list[int]:
         return []
 
 
-def destroy(d: str, *, wait: float = 2.0) -> bool:
-    """Kill every process in cgroup ``d`` (``cgroup.kill`` on v2) and remove it; ``True`` when it is gone.
+def _subtree(d: str) -> list[str]:
+    """``d`` and the cgroups below it (a task that runs its own runner nests some), deepest first."""
+    out: list[str] = []
 
-    Needs nothing but the path, so a process other than the runner (a
-    guardian that outlives it) can clean up after it.
+    def walk(x: str) -> None:
+        try:
+            with os.scandir(x) as it:
+                subs = [e.path for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            subs = []
+        for sub in subs:
+            walk(sub)
+        out.append(x)
+
+    walk(d)
+    return out
+
+
+def destroy(d: str, *, wait: float = 2.0) -> bool:
+    """Kill every process in cgroup ``d`` and below (``cgroup.kill`` on v2) and remove them all.
+
+    ``True`` when ``d`` is gone. Needs nothing but the path, so a process
+    other than the runner (a guardian that outlives it) can clean up after it.
     """
     deadline = time.monotonic() + wait
+    gone = True
+    for sub in _subtree(d):
+        gone = _destroy_one(sub, deadline) and gone
+    return gone
+
+
+def _destroy_one(d: str, deadline: float) -> bool:
     killed = False
     delay = 0.005
     while True:
@@ -392,7 +417,8 @@ class ChildCgroup:
         return f"pids.max {self.pids_max} reached: {refused} forks refused ({self.enforcement})"
 
     def procs(self) -> list[int]:
-        return _procs(self.mem)
+        """The processes in this cgroup and in any cgroup below it."""
+        return [pid for d in _subtree(self.mem) for pid in _procs(d)]
 
     # -- ending ------------------------------------------------------------
 
