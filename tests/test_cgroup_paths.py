@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,13 +74,30 @@ def test_enforcement_names_have_one_definition() -> None:
     assert enforcement_of(None, None) == NONE
 
 
-@pytest.mark.skipif(shutil.which("cpio") is None, reason="needs cpio to list the archive")
-def test_the_vm_initramfs_is_a_newc_archive_cpio_reads(tmp_path: Path) -> None:
+def _vm_script() -> Any:
     sys.path.insert(0, str(ROOT / "tests" / "vm"))
     try:
-        import run_cgroup2 as vm
+        import run_cgroup2
     finally:
         sys.path.pop(0)
+    return run_cgroup2
+
+
+def test_the_vm_script_skips_saying_why_when_it_cannot_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vm = _vm_script()
+    monkeypatch.setattr(vm, "QEMU", "qemu-system-not-here")
+    monkeypatch.setattr(vm.os, "geteuid", lambda: 1000)
+    assert vm.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("SKIPPED: cgroup v2 VM tests not run: missing qemu-system-x86 and not root")
+    assert "apt-get install -y qemu-system-x86 linux-image-amd64 busybox-static" in out
+
+
+@pytest.mark.skipif(shutil.which("cpio") is None, reason="needs cpio to list the archive")
+def test_the_vm_initramfs_is_a_newc_archive_cpio_reads(tmp_path: Path) -> None:
+    vm = _vm_script()
     blob = b"".join([
         vm._cpio_entry("bin", 0o40755, b"", 1),
         vm._cpio_entry("bin/hello", 0o100755, b"#!/bin/sh\necho hi\n", 2),
