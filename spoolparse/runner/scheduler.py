@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _limits
+from .._spawn import mark_long_lived
 from ..errors import Error, UsageError
 from ..process import Child, group_alive
 from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
@@ -402,7 +403,10 @@ class Batch(Iterator[Outcome]):
         p = _Pending(seq, task, attempt, estimate, limit, cg, enforcement, time.time())
         if self._spawner is None:
             # fork+exec waits for the exec: spawning from a few threads overlaps that wait
-            self._spawner = ThreadPoolExecutor(min(SPAWN_THREADS, self.max_concurrent), "spoolparse-spawn")
+            # its threads outlive every child they fork (shut down last): PR_SET_PDEATHSIG is safe there
+            self._spawner = ThreadPoolExecutor(
+                min(SPAWN_THREADS, self.max_concurrent), "spoolparse-spawn", initializer=mark_long_lived
+            )
         p.future = self._spawner.submit(self._spawn, p)
         p.future.add_done_callback(self._wake)
         self._starting.append(p)
