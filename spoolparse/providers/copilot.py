@@ -97,8 +97,7 @@ class CopilotProvider(Provider):
                 self.counted = True
                 live.append(LiveEvent("usage", n, t, {"usage": {"output_tokens": self.output_tokens}}))
         elif t == "tool.execution_start":
-            call = {"call_id": data.get("toolCallId"), "name": data.get("toolName")}
-            live.append(LiveEvent("tool_start", n, t, call))
+            live.append(LiveEvent("tool_start", n, t, {"tool": data.get("toolName"), "id": data.get("toolCallId")}))
         elif t == "session.start":
             model = data.get("selectedModel") or data.get("model")
             if isinstance(model, str) and model:

@@ -79,7 +79,7 @@ class CursorProvider(ClaudeShaped):
             self.session_id = sid
             live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.init_model}))
         name, title = _tool(d.get("tool_call"))
-        data: dict[str, Any] = {"call_id": d.get("call_id"), "name": name}
+        data: dict[str, Any] = {"tool": name, "id": d.get("call_id")}
         if title is not None:
             data["title"] = title
         kind = "tool_start" if d.get("subtype") == "started" else "tool_end"

@@ -76,10 +76,7 @@ class DroidProvider(Provider):
                 self.last_text = text
                 live.append(LiveEvent("text", n, t, {"text": text}))
         elif t == "tool_call":
-            params = d.get("parameters")
-            params = params if isinstance(params, dict) else {}
-            title = params.get("command") or params.get("file_path") or params.get("path")
-            data: dict[str, Any] = {"call_id": d.get("toolId"), "name": d.get("toolName"), "title": title}
+            data: dict[str, Any] = {"tool": d.get("toolName"), "id": d.get("toolId")}
             live.append(LiveEvent("tool_start", n, t, data))
         elif t == "error":
             msg = message_of(d.get("message")) or message_of(d) or "error"

@@ -79,7 +79,7 @@ class KimiProvider(Provider):
                 if isinstance(call, dict):
                     fn = call.get("function")
                     name = fn.get("name") if isinstance(fn, dict) else None
-                    live.append(LiveEvent("tool_start", n, t, {"call_id": call.get("id"), "name": name}))
+                    live.append(LiveEvent("tool_start", n, t, {"tool": name, "id": call.get("id")}))
             if calls:
                 self.ended_at = None  # the turn goes on
             else:
@@ -89,7 +89,7 @@ class KimiProvider(Provider):
             self.ended_at = None
             content = d.get("content")
             size = len(content) if isinstance(content, str) else None
-            live.append(LiveEvent("tool_end", n, t, {"call_id": d.get("tool_call_id"), "bytes": size}))
+            live.append(LiveEvent("tool_end", n, t, {"id": d.get("tool_call_id"), "bytes": size}))
         return live
 
     def dropped(self, rec: Dropped) -> list[LiveEvent]:
