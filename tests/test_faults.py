@@ -190,7 +190,7 @@ def test_child_that_dies_of_enospc_before_any_poll_is_spool_full(small_fs: Path)
     try:
         while not child.exited():
             child.wait_exit(0.05)
-        child.reap(0.3)
+        child.settle()
         res, _ = child.result(keep_output=False)
     finally:
         child.close()
