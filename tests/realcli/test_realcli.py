@@ -77,7 +77,13 @@ FAILURE_MESSAGE = {
 CODEX_METADATA_WARNING = "Model metadata for `mock-model` not found"
 
 #: The terminal event each CLI's verdict waits for (the README's table of what ``ok`` means).
-TERMINAL = {"codex": "turn.completed", "claude": "result", "gemini": "result", "opencode": "step_finish"}
+TERMINAL = {
+    "codex": "turn.completed",
+    "claude": "result",
+    "gemini": "result",
+    "opencode": "step_finish",
+    "qwen": "result",
+}
 
 #: stdout lines of a successful turn (every one a complete JSON object).
 LINES = {"codex": 7, "claude": 5, "gemini": 6, "opencode": 6, "qwen": 6}
