@@ -14,15 +14,18 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import IO, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 import orjson
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
 
-from .process import Child
 from .providers.base import LiveEvent
+
+if TYPE_CHECKING:
+    # rich is optional (``spoolparse[cli]``) and slow to import: the drawing imports it when it draws
+    from rich.console import Console
+    from rich.text import Text
+
+    from .process import Child
 
 __all__ = ["StatusLine", "EventWriter", "follow", "format_bytes"]
 
@@ -48,6 +51,8 @@ class StatusLine:
     """
 
     def __init__(self, console: Console) -> None:
+        from rich.live import Live
+
         self.console = console
         self.child: Child | None = None
         self.started = time.monotonic()
@@ -71,6 +76,8 @@ class StatusLine:
         self.last_kind = ev.kind
 
     def __rich__(self) -> Text:
+        from rich.text import Text
+
         child = self.child
         spooled = lines = dropped = 0
         if child is not None:
@@ -149,6 +156,8 @@ def follow(
     with ExitStack() as stack:
         status: StatusLine | None = None
         if progress:
+            from rich.console import Console
+
             status = StatusLine(Console(file=err))
         writer: EventWriter | None = None
         if events_file is not None:

@@ -108,16 +108,9 @@ class Result:
 
     def exit_status(self) -> int:
         """The CLI's exit status for this result (see the README's exit-status table)."""
-        if self.spool_full:
-            return 125
-        if self.timed_out:
-            return 124
-        rc = self.returncode
-        if rc is not None and rc < 0:
-            return 128 - rc
-        if rc:
-            return rc if rc < 256 else 1
-        return 0 if self.error is None else 1
+        from ._cli_common import exit_status  # the one exit-status policy of every subcommand
+
+        return exit_status(self)
 
     def check_returncode(self) -> None:
         """Raise :class:`TimeoutExpired` or :class:`CalledProcessError` unless ``ok``."""

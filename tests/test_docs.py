@@ -45,3 +45,13 @@ def test_setup_commands_and_ci_agree() -> None:
     test_cmd = blocks[1].strip()
     ci = (ROOT / ".ci" / "run").read_text()
     assert test_cmd in ci, f"{test_cmd!r} is not what .ci/run runs"
+
+
+def test_exit_status_table_matches_the_code() -> None:
+    from spoolparse._cli_common import EXIT_STATUSES
+
+    table = README[README.index("| exit status | meaning |"):]
+    table = table[: table.index("\n\n")]
+    rows = dict(re.findall(r"^\| (?!exit status|---)([^|]+?) \| (.+) \|$", table, re.M))
+    assert rows == EXIT_STATUSES
+    assert README.count("| exit status | meaning |") == 1, "one exit-status table, not a copy per command"

@@ -19,7 +19,7 @@ from typing import IO, Any
 import orjson
 
 from .. import _limits
-from ..cli import EXIT_INTERRUPTED, emit_json, parse_seconds, parse_size
+from .._cli_common import EXIT_INTERRUPTED, emit_json, fail, parse_duration, parse_size, positive_size
 from ..errors import Error, UsageError
 from .admission import DEFAULT_MEMORY_PER_TASK, cpu_cap
 from .calibrate import calibrate
@@ -109,18 +109,20 @@ def register(sub: Any) -> None:
     b.add_argument("tasks", metavar="TASKS.jsonl|-", help="one JSON task per line, or - for stdin")
     b.add_argument("-j", "--jobs", type=_positive, metavar="N",
                    help=f"most tasks at once (default: from memory, at most {cpu_cap()} here)")
-    b.add_argument("--memory-per-task", type=parse_size, default=DEFAULT_MEMORY_PER_TASK, metavar="SIZE",
+    b.add_argument("--memory-per-task", type=positive_size, default=DEFAULT_MEMORY_PER_TASK, metavar="SIZE",
                    help="memory reserved for a task that names none (default: 1G)")
-    b.add_argument("--memory-limit", type=parse_size, metavar="SIZE",
+    b.add_argument("--memory-limit", type=positive_size, metavar="SIZE",
                    help="cap each task's process tree (cgroup if possible, else an RSS watchdog)")
     b.add_argument("--reserve", type=parse_size, metavar="SIZE",
                    help="memory kept for everything else when choosing -j (default: max(2G, 10%%))")
     _memory_options(b)
-    b.add_argument("--timeout", type=parse_seconds, metavar="S", help="SIGTERM, then SIGKILL after --grace (per task)")
-    b.add_argument("--soft-timeout", type=parse_seconds, metavar="S", help="send --soft-signal once after S seconds")
+    b.add_argument("--timeout", type=parse_duration, metavar="T",
+                   help="SIGTERM, then SIGKILL after --grace (per task; 90, 1.5s, 10m, 2h)")
+    b.add_argument("--soft-timeout", type=parse_duration, metavar="T",
+                   help="send --soft-signal once after T")
     b.add_argument("--soft-signal", type=_signal, default=signal.SIGUSR1, metavar="SIG", help="(default: USR1)")
     b.add_argument(
-        "--grace", type=parse_seconds, default=_limits.DEFAULT_GRACE, metavar="S",
+        "--grace", type=lambda t: parse_duration(t, zero=True), default=_limits.DEFAULT_GRACE, metavar="DURATION",
         help="SIGTERM to SIGKILL (default: 5)",
     )
     b.add_argument("--retries", type=_count, default=2, metavar="N",
@@ -145,7 +147,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("--max-concurrency", type=_positive, default=8, metavar="N", help="highest level (default: 8)")
-    c.add_argument("--timeout", type=parse_seconds, metavar="S", help="per run")
+    c.add_argument("--timeout", type=parse_duration, metavar="DURATION", help="per run")
     c.add_argument("--stop-at", type=parse_fraction, default=0.85, metavar="PCT",
                    help="never go where the next level could pass this (default: 85%%)")
     c.add_argument("--pretty", action="store_true", help="indent the JSON")
@@ -165,6 +167,15 @@ def _size_field(obj: dict[str, Any], key: str) -> None:
             raise UsageError(str(e)) from None
 
 
+def _duration_field(obj: dict[str, Any], key: str) -> None:
+    v = obj.get(key)
+    if isinstance(v, str):  # "10m", "1.5s": the units the options take
+        try:
+            obj[key] = parse_duration(v)
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"{key}: {e}") from None
+
+
 def _read_tasks(stream: IO[bytes]) -> Iterator[Task | InvalidTask]:
     """Tasks from NDJSON lines; a bad line becomes an :class:`InvalidTask` (its id: the line number)."""
     for lineno, line in enumerate(stream, 1):
@@ -180,6 +191,8 @@ def _read_tasks(stream: IO[bytes]) -> Iterator[Task | InvalidTask]:
             if isinstance(obj, dict):
                 _size_field(obj, "memory")
                 _size_field(obj, "memory_limit")
+                _duration_field(obj, "timeout")
+                _duration_field(obj, "soft_timeout")
             yield Task.from_json(obj, default_id=default_id)
         except Error as e:
             tid = obj.get("id") if isinstance(obj, dict) else None
@@ -275,7 +288,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                     emit_json(outcome.to_dict())
         if progress is not None:
             progress.clear()
-        sys.stderr.write("spoolparse: error: interrupted\n")
+        fail("interrupted")
         return EXIT_INTERRUPTED
     finally:
         if batch is not None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from spoolparse.testing import clis, harness
+from tests.realcli import clis, harness
 
 #: Parallel CLI runs (each is one node/native process tree waiting on the mock most of the time).
 JOBS = int(os.environ.get("SPOOLPARSE_REALCLI_JOBS", "4"))
