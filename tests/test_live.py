@@ -144,7 +144,7 @@ def test_polling_fallback_gives_the_same_events(monkeypatch: pytest.MonkeyPatch)
 def test_inotify_reports_writes_to_a_nameless_spool(tmp_path: Path) -> None:
     ino = _wait.open_inotify()
     if ino is None:
-        pytest.skip("no inotify here")
+        pytest.skip("needs inotify (Linux with fs.inotify.max_user_instances > 0: sysctl fs.inotify)")
     spool = spoolparse.spool.open_spool(str(tmp_path))
     try:
         wd = ino.watch(spool.fileno())
@@ -166,7 +166,7 @@ def test_inotify_reports_writes_to_a_nameless_spool(tmp_path: Path) -> None:
 def test_waiter_wakes_on_a_write_not_on_its_timeout(tmp_path: Path) -> None:
     ino = _wait.open_inotify()
     if ino is None:
-        pytest.skip("no inotify here")
+        pytest.skip("needs inotify (Linux with fs.inotify.max_user_instances > 0: sysctl fs.inotify)")
     ino.close()
     spool = spoolparse.spool.open_spool(str(tmp_path))
     r, w = os.pipe()  # a stand-in pidfd that never becomes readable

@@ -14,7 +14,11 @@ from spoolparse.runner.cgroup import Placement
 from .runner_support import HOG, FixedProbe, MiB, marker, one_each, our_cgroups, wait_gone
 
 WHERE = Placement.detect()
-pytestmark = pytest.mark.skipif(WHERE.kind is None, reason="no writable memory cgroup here")
+pytestmark = pytest.mark.skipif(
+    WHERE.kind is None,
+    reason="needs a writable memory cgroup: root with /sys/fs/cgroup mounted read-write, or a delegated "
+    "cgroup v2 subtree",
+)
 BIG = 1 << 40
 
 
