@@ -1,7 +1,7 @@
 """What every ``spoolparse`` subcommand shares: exit statuses, option values with units, output.
 
 Below both :mod:`spoolparse.cli` and :mod:`spoolparse.runner.cli`, so neither
-imports the other, and cheap to import (standard library and orjson only):
+imports the other, and cheap to import (standard library and the JSON writer only):
 the command's start-up time is paid on every call.
 """
 
@@ -13,9 +13,8 @@ import re
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
-import orjson
-
 from . import _limits
+from ._json import dumps
 
 if TYPE_CHECKING:
     from .result import Result
@@ -151,9 +150,8 @@ def events_on_stderr(on: bool) -> None:
 
 def emit_json(obj: Any, *, pretty: bool = False, out: IO[bytes] | None = None) -> None:
     """One JSON value on one line (indented with ``pretty``), flushed, on ``out`` (default: stdout)."""
-    opts = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if pretty else 0)
     stream = out if out is not None else sys.stdout.buffer
-    stream.write(orjson.dumps(obj, option=opts, default=str) + b"\n")
+    stream.write(dumps(obj, pretty=pretty) + b"\n")  # integers of any size, exactly
     stream.flush()
 
 

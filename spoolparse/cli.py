@@ -260,9 +260,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_parse(args: argparse.Namespace) -> int:
     from .parser import parse
 
+    # anything readable: a file, a pipe or FIFO, /dev/stdin, <(…); a directory is not
     source: Any = sys.stdin.buffer if args.file == "-" else args.file
-    if source is not sys.stdin.buffer and not os.path.isfile(source):
-        raise UsageError(f"no such file: {args.file}")
+    if source is not sys.stdin.buffer:
+        if not os.path.exists(source):
+            raise UsageError(f"no such file: {args.file}")
+        if os.path.isdir(source):
+            raise UsageError(f"is a directory, not a transcript: {args.file}")
     res = parse(source, provider=args.provider, max_line=args.max_line, max_retained=args.max_retained)
     return _print_result(res, args)
 
