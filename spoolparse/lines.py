@@ -273,12 +273,30 @@ def _lenient_loads(data: bytes) -> Any:
     """
     try:
         obj = json.loads(data.decode("utf-8", "replace"), parse_int=_any_int)
+        if isinstance(obj, (dict, list)) and _deeper_than(obj, _READ_DEPTH):
+            return TOO_DEEP
         # only a \\udXXX escape can leave a lone surrogate: walk the object only then
         return _no_surrogates(obj) if _SURROGATE_ESCAPE.search(data) is not None else obj
     except RecursionError:
         return TOO_DEEP
     except ValueError:
         return None
+
+
+#: Deepest nesting read: orjson's own limit. The standard library reads deeper on Python 3.12+
+#: (and raises RecursionError on 3.10/3.11), so the lenient path checks it too: one answer everywhere.
+_READ_DEPTH = 1024
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
 
 
 def _any_int(text: str) -> int:
