@@ -1,7 +1,7 @@
 """What every ``spoolparse`` subcommand shares: exit statuses, option values with units, output.
 
 Below both :mod:`spoolparse.cli` and :mod:`spoolparse.runner.cli`, so neither
-imports the other, and cheap to import (standard library and the JSON writer only):
+imports the other, and cheap to import (standard library only; the JSON writer loads when first used):
 the command's start-up time is paid on every call.
 """
 
@@ -14,7 +14,6 @@ import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from . import _limits
-from ._json import dumps
 
 if TYPE_CHECKING:
     from .result import Result
@@ -150,6 +149,8 @@ def events_on_stderr(on: bool) -> None:
 
 def emit_json(obj: Any, *, pretty: bool = False, out: IO[bytes] | None = None) -> None:
     """One JSON value on one line (indented with ``pretty``), flushed, on ``out`` (default: stdout)."""
+    from ._json import dumps  # orjson: not needed by --version, --help or a usage error
+
     stream = out if out is not None else sys.stdout.buffer
     stream.write(dumps(obj, pretty=pretty) + b"\n")  # integers of any size, exactly
     stream.flush()

@@ -15,7 +15,6 @@ import signal
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__, _limits
@@ -236,6 +235,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.input == "-":
         inp = sys.stdin.buffer
     elif args.input is not None:
+        from pathlib import Path  # a path, not bytes: run() hands a real file to the child as its stdin
+
         inp = Path(args.input)
     with follow(events=args.events, events_file=args.events_file, progress=progress) as (on_event, on_start):
         res = run(
