@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
-import orjson
-
+from ._json import dumps
 from .providers.base import LiveEvent
 
 if TYPE_CHECKING:
@@ -115,7 +114,7 @@ class EventWriter:
         self.text = text  # the text layer over ``out``: flushed first, so lines never interleave
 
     def __call__(self, ev: LiveEvent) -> None:
-        data = orjson.dumps(ev.as_dict(), option=orjson.OPT_NON_STR_KEYS, default=str)
+        data = dumps(ev.as_dict())  # usage numbers of any size, exactly
         if self.console is not None:
             self.console.out(data.decode(), highlight=False)
             return
