@@ -29,6 +29,32 @@ from .providers import PROVIDERS, AutoProvider, make_provider
 from .providers.base import Answer, LiveEvent, Provider
 from .result import SUMMARY_FIELDS, Result
 from .runner import Outcome, Task, arun_many, run_many
+from .types import (
+    EVENT_FIELDS,
+    EVENT_KINDS,
+    DroppedEvent,
+    DroppedLine,
+    ErrorEvent,
+    EventDict,
+    EventKind,
+    JobLogRecord,
+    OutcomeDict,
+    ResultEvent,
+    RetryEvent,
+    SessionEvent,
+    Summary,
+    TextDeltaEvent,
+    TextEvent,
+    ThinkingEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+    Usage,
+    UsageEvent,
+    Verdict,
+    WarningEvent,
+)
 
 __version__ = "0.1.0"
 
@@ -68,4 +94,29 @@ __all__ = [
     "CalledProcessError",
     "SpoolWarning",
     "SpoolDirWarning",
+    # the typed data model (spoolparse.types)
+    "EventKind",
+    "EVENT_KINDS",
+    "EVENT_FIELDS",
+    "EventDict",
+    "SessionEvent",
+    "TurnStartEvent",
+    "TurnEndEvent",
+    "TextEvent",
+    "TextDeltaEvent",
+    "ThinkingEvent",
+    "ToolStartEvent",
+    "ToolEndEvent",
+    "UsageEvent",
+    "RetryEvent",
+    "WarningEvent",
+    "ErrorEvent",
+    "DroppedEvent",
+    "ResultEvent",
+    "Usage",
+    "Summary",
+    "DroppedLine",
+    "OutcomeDict",
+    "JobLogRecord",
+    "Verdict",
 ]
