@@ -102,6 +102,14 @@ def test_opencode_real_cli_transcript() -> None:
     assert [e["kind"] for e in evs if e["kind"].startswith("turn")] == ["turn_start", "turn_end"] * 2
 
 
+def test_codex_real_cli_reconnects_are_retries() -> None:
+    evs = events(FIXTURES / "codex" / "realcli_B_reconnect.jsonl")
+    assert tools_and_text(evs) == [("retry", n, 5) for n in range(1, 6)]
+    high_demand = "We’re currently experiencing high demand, which may cause temporary errors."
+    assert [(e["kind"], e.get("message")) for e in evs if e["kind"] in ("error", "turn_end")] == [
+        ("error", high_demand), ("error", high_demand), ("turn_end", None)]
+
+
 def test_codex_reconnects_are_retries() -> None:
     lines = [{"type": "thread.started", "thread_id": "t"}, {"type": "turn.started"}]
     lines += [{"type": "error", "message": f"Reconnecting... {n}/5 (stream disconnected)"} for n in range(1, 6)]
