@@ -28,7 +28,7 @@ from . import _limits
 from .process import Child
 from .providers.base import LiveEvent
 
-__all__ = ["Activity", "TaskLines", "StatusLine", "EventWriter", "follow", "format_bytes", "format_count"]
+__all__ = ["Activity", "RunningTasks", "StatusLine", "EventWriter", "follow", "format_bytes", "format_count"]
 
 #: Redraws of the status line per second (rich redraws from its own thread).
 REFRESH_PER_SECOND = 4
@@ -146,7 +146,7 @@ class Activity:
         return " · ".join(parts)
 
 
-class TaskLines:
+class RunningTasks:
     """Per-task :class:`Activity` for ``batch --progress``: one line per running task, bounded.
 
     ``on_event(task_id, ev)`` is called from the batch loop, so it only

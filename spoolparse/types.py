@@ -248,7 +248,7 @@ SUMMARY_FIELDS: tuple[str, ...] = fields_of(Summary)
 # -- the runner -------------------------------------------------------------
 
 #: What happened to one task of the runner.
-Verdict = Literal["ok", "failed", "timeout", "killed_memory", "spawn_error", "cancelled"]
+Verdict = Literal["ok", "failed", "timeout", "killed_memory", "spawn_error", "cancelled", "skipped"]
 
 
 class OutcomeDict(TypedDict):

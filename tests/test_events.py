@@ -281,6 +281,12 @@ def test_summary_outcome_and_joblog_keys_come_from_the_types() -> None:
 
 
 def _tool_line(provider: str, start: bool, cid: str) -> dict[str, Any]:
+    if provider == "claude":
+        if start:
+            block = {"type": "tool_use", "id": cid, "name": "Bash", "input": {"command": "c"}}
+            return {"type": "assistant", "message": {"model": "m", "content": [block]}, "session_id": "s"}
+        result = {"type": "tool_result", "tool_use_id": cid, "content": "o", "is_error": False}
+        return {"type": "user", "message": {"role": "user", "content": [result]}, "session_id": "s"}
     if provider == "codex":
         return {"type": "item.started" if start else "item.completed",
                 "item": {"id": cid, "type": "command_execution", "command": "c", "aggregated_output": "o"}}
@@ -289,7 +295,7 @@ def _tool_line(provider: str, start: bool, cid: str) -> dict[str, Any]:
     return {"type": "tool_result", "timestamp": "t", "tool_id": cid, "status": "success", "output": "o"}
 
 
-@given(provider=st.sampled_from(["codex", "gemini"]),
+@given(provider=st.sampled_from(["codex", "gemini", "claude"]),
        steps=st.lists(st.tuples(st.booleans(), st.sampled_from(["a", "b", "c", ""]), st.integers(0, 3)), max_size=30))
 def test_every_tool_start_has_at_most_one_end_in_order(provider: str, steps: list[tuple[bool, str, int]]) -> None:
     lines = [_tool_line(provider, start, cid) for start, cid, _ in steps]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import spoolparse
-from spoolparse.progress import MAX_TASK_LINES, Activity, TaskLines
+from spoolparse.progress import MAX_TASK_LINES, Activity, RunningTasks
 
 from .helpers import FIXTURES
 
@@ -54,7 +54,7 @@ def test_activity_shows_the_latest_call_still_open() -> None:
 
 
 def test_task_lines_are_bounded() -> None:
-    lines = TaskLines()
+    lines = RunningTasks()
     for i in range(MAX_TASK_LINES + 5):
         lines.on_event(f"task-{i}", spoolparse.LiveEvent("tool_start", 1, "t", {"call_id": "x", "name": "sh",
                                                                                  "title": "make " + "x" * 300}))

@@ -199,10 +199,10 @@ class _Progress:
 
     def __init__(self, out: IO[str]) -> None:
         self.out = out
-        from ..progress import TaskLines  # only with --progress: it brings in rich
+        from ..progress import RunningTasks  # only with --progress: it brings in rich
 
         self.next = 0.0
-        self.tasks = TaskLines()
+        self.tasks = RunningTasks()
         self.drawn = 0  # lines of the block on screen
 
     def on_event(self, task: Task, ev: LiveEvent) -> None:

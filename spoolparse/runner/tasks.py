@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union, cast, get_args
+from typing import Any, Union, cast
 
 from ..errors import UsageError
-from ..types import OUTCOME_FIELDS, OutcomeDict, Summary, Verdict
+from ..types import OUTCOME_FIELDS, OutcomeDict, Summary
 
 __all__ = ["Task", "Outcome", "VERDICTS", "TaskLike", "as_task"]
 
 #: Every verdict an :class:`Outcome` can carry.
-VERDICTS: tuple[str, ...] = get_args(Verdict)
+VERDICTS = ("ok", "failed", "timeout", "killed_memory", "spawn_error", "cancelled")
 
 
 @dataclass
