@@ -340,3 +340,34 @@ def test_typed_consumer_runs(tmp_path: Path) -> None:
 def test_user_programs_pass_mypy_strict() -> None:
     p = _mypy(ROOT / "examples" / "live_log.py", ROOT / "tests" / "typed_consumer.py")
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+LIVE_PEAK = """
+import json, sys
+import spoolparse
+ends = []
+with spoolparse.run(json.loads(sys.argv[1]), on_event=lambda ev: ends.append(ev.data["bytes"])
+                    if ev.kind == "tool_end" else None) as r:
+    ok, text = r.ok, r.text
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+print(json.dumps({"maxrss": int(hwm.split()[1]) * 1024, "ok": ok, "text": text, "biggest": max(ends)}))
+"""
+
+
+@pytest.mark.slow
+def test_live_events_of_a_12_mib_tool_line_add_less_than_6_mib() -> None:
+    """With a listener, a tool line under the line cap is still read from its head and tail only."""
+    from .helpers import FAKE_CODEX
+
+    def peak(*args: str) -> dict[str, Any]:
+        p = subprocess.run([sys.executable, "-c", LIVE_PEAK, json.dumps([*FAKE_CODEX, *args])],
+                           capture_output=True, check=True, timeout=600)
+        return json.loads(p.stdout)  # type: ignore[no-any-return]
+
+    tiny, blob = peak("--size", "64K"), peak("--size", "64K", "--blob", "12M")
+    growth = blob["maxrss"] - tiny["maxrss"]
+    print(f"\nlive peak RSS: tiny {tiny['maxrss'] / (1 << 20):.1f} MiB, 12 MiB tool line "
+          f"{blob['maxrss'] / (1 << 20):.1f} MiB, growth {growth / (1 << 20):.1f} MiB")
+    assert blob["ok"] and blob["text"] == tiny["text"]
+    assert blob["biggest"] > 12 * (1 << 20)
+    assert growth < 6 * (1 << 20)  # one copy of the line (or its decode) would be 12 MiB and more
