@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -185,7 +186,8 @@ def decoded_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         sizes.append(len(data))
         return real(data)
 
-    monkeypatch.setattr(_peek.orjson, "loads", loads)
+    # the providers' own decodes of noted lines only (the scanner's decodes of kept lines are not counted)
+    monkeypatch.setattr(_peek, "orjson", SimpleNamespace(loads=loads, JSONDecodeError=orjson.JSONDecodeError))
     return sizes
 
 
@@ -208,6 +210,16 @@ def test_huge_tool_output_is_read_from_its_head_and_tail(chunk: int | None, deco
         "call_id": "item_9", "name": "command_execution", "title": "make all", "ok": False, "exit_code": 2,
         "bytes": len(jl(end)) - 1, "output": None}
     assert max(decoded_sizes) <= _limits.NOTE_HEAD
+
+
+def test_only_the_noted_lines_that_make_events_are_decoded(decoded_sizes: list[int]) -> None:
+    """Of 12 partial-message lines and 1 tool result, only the text delta and the tool result are read."""
+    path = FIXTURES / "claude" / "realcli_A_partial.jsonl"
+    evs = events(path)
+    lines = path.read_bytes().splitlines()
+    assert sum(line.startswith(b'{"type":"stream_event"') for line in lines) == 12
+    assert len(decoded_sizes) == 2
+    assert [e["kind"] for e in evs].count("text_delta") == 1 and [e["kind"] for e in evs].count("tool_end") == 1
 
 
 def test_tool_output_when_asked_is_bounded() -> None:

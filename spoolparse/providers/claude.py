@@ -255,9 +255,11 @@ class ClaudeProvider(Provider):
     def noted(self, rec: Noted) -> list[LiveEvent]:
         if rec.type == "stream_event":
             return self._delta(rec)
-        # A user line: the results of one or more tool calls (or a prompt, which has none).
+        # A user line: the results of one or more tool calls (or a prompt, which has none and is not read).
         n, t = rec.lineno, rec.type
         live: list[LiveEvent] = []
+        if rec.head and b'"tool_use_id"' not in rec.head:
+            return live
         obj = _peek.whole(rec)
         if obj is not None:
             msg = obj.get("message")
@@ -281,7 +283,14 @@ class ClaudeProvider(Provider):
         return live
 
     def _delta(self, rec: Noted) -> list[LiveEvent]:
-        """A partial-message event: text and thinking deltas of the main agent become live events."""
+        """A partial-message event: text and thinking deltas of the main agent become live events.
+
+        Only those are decoded; the other stream events (message and block starts and stops, tool-input
+        JSON deltas) are told apart by their head and never decoded.
+        """
+        head = rec.head
+        if b'"text_delta"' not in head and b'"thinking_delta"' not in head:
+            return []
         obj = _peek.whole(rec)
         n, t = rec.lineno, rec.type
         if obj is None:
