@@ -174,6 +174,16 @@ def test_claude_parallel_tool_results_in_one_line() -> None:
         ("tool_end", "t2", False, None), ("tool_end", "t1", True, None)]
 
 
+def test_peek_reads_keys_never_text_that_looks_like_one() -> None:
+    line = jl({"output": '{"id":"fake","exit_code":9}, "id": "also fake"', "id": "real", "exit_code": 0,
+               "title": "caf\u00e9 \"x\"" + "y" * 50})[:-1]
+    assert _peek.string(line, "id") == "real"
+    assert _peek.scalar(line, "exit_code") == 0
+    cut = line[: line.index(b"yyy") + 10]  # a head that ends inside the value
+    assert _peek.string(cut, "title") == 'café "x"' + "y" * 10
+    assert _peek.string(line[: line.index(b'"title"') + 3], "title") is None and _peek.scalar(cut, "nope") is None
+
+
 # -- bounded: a tool's output is never decoded or buffered -----------------------------------------
 
 
