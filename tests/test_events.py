@@ -120,6 +120,16 @@ def test_codex_reconnects_are_retries() -> None:
     assert [e["message"] for e in evs if e["kind"] == "error"] == ["stream disconnected", "x"]
 
 
+def test_generic_tool_and_delta_lines() -> None:
+    data = jl({"type": "tool_call", "id": "c1", "name": "shell", "arguments": {"command": "ls -la"}},
+              {"type": "tool_result", "id": "c1", "exit_code": 1, "output": "nope"},
+              {"type": "delta", "text": "Hel"}, {"type": "delta", "text": "lo"},
+              {"type": "message", "text": "Hello"})
+    assert tools_and_text(events(data, provider="generic")) == [
+        ("tool_start", "c1", "shell", "ls -la"), ("tool_end", "c1", False, 1),
+        ("text_delta", "Hel"), ("text_delta", "lo"), ("text", "Hello")]
+
+
 # -- the published samples ---------------------------------------------------------------------
 
 needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="the shared agent-format samples are not here")
