@@ -233,13 +233,14 @@ def test_huge_tool_output_is_read_from_its_head_and_tail(chunk: int | None, deco
 
 
 def test_only_the_noted_lines_that_make_events_are_decoded(decoded_sizes: list[int]) -> None:
-    """Of 12 partial-message lines and 1 tool result, only the text delta and the tool result are read."""
+    """Of 12 partial-message lines and 1 tool result, a line is decoded only when it makes an event."""
     path = FIXTURES / "claude" / "realcli_A_partial.jsonl"
     evs = events(path)
     lines = path.read_bytes().splitlines()
     assert sum(line.startswith(b'{"type":"stream_event"') for line in lines) == 12
-    assert len(decoded_sizes) == 2
-    assert [e["kind"] for e in evs].count("text_delta") == 1 and [e["kind"] for e in evs].count("tool_end") == 1
+    with_events = {e["line"] for e in evs if e["type"] in ("stream_event", "user")}
+    assert len(decoded_sizes) == len(with_events) == 6  # 2 message starts, 2 message deltas, 1 text delta, 1 result
+    assert [e["usage"]["output_tokens"] for e in evs if e["kind"] == "usage"] == [1, 56, 57, 112, 112]
 
 
 def test_tool_output_when_asked_is_bounded() -> None:

@@ -33,7 +33,7 @@ def _fold(path: Path) -> list[str]:
 
 def test_activity_follows_a_claude_run() -> None:
     seen = _fold(FIXTURES / "claude" / "realcli_A_partial.jsonl")
-    assert "Bash: echo hello · 0 in / 0 out · 0 tools" in seen
+    assert "Bash: echo hello · 1.2k in / 1 out · 0 tools" in seen  # tokens so far, per API message
     assert seen[-1] == "done · 2.5k in / 112 out · 1 tool"
 
 

@@ -107,6 +107,11 @@ class ClaudeProvider(Provider):
         self.raw_usage: Any = None
         self.usage_model: str | None = None
         self.in_turn = False
+        # running usage for live views, per API message (the result's usage is the run's own):
+        # totals of the messages before the current one, and the current one's id and counts
+        self.usage_before: dict[str, Any] = {}
+        self.message_id: Any = None
+        self.message_usage: dict[str, Any] = {}
 
     @classmethod
     def detect(cls, rec: Event | Noted) -> bool:
@@ -185,6 +190,8 @@ class ClaudeProvider(Provider):
             return
         if isinstance(model, str) and model:
             self.message_model = model
+        if self.live:
+            self._running_usage(msg.get("id"), msg.get("usage"), n, t, live)
         content = msg.get("content")
         if isinstance(content, list):
             for block in content:
@@ -289,10 +296,12 @@ class ClaudeProvider(Provider):
         JSON deltas) are told apart by their head and never decoded.
         """
         head = rec.head
+        n, t = rec.lineno, rec.type
+        if b'"message_delta"' in head or b'"message_start"' in head:
+            return self._stream_usage(rec)
         if b'"text_delta"' not in head and b'"thinking_delta"' not in head:
             return []
         obj = _peek.whole(rec)
-        n, t = rec.lineno, rec.type
         if obj is None:
             # a delta too long to hold whole: its start, from the head
             if b'"text_delta"' in rec.head and b'"parent_tool_use_id":"' not in rec.head:
@@ -311,6 +320,46 @@ class ClaudeProvider(Provider):
         if kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
             return [LiveEvent("thinking", n, t, {"text": delta["thinking"], "delta": True})]
         return []
+
+    def _stream_usage(self, rec: Noted) -> list[LiveEvent]:
+        """``message_start`` and ``message_delta`` stream events: the message's usage so far."""
+        obj = _peek.whole(rec)
+        ev = obj.get("event") if obj is not None else None
+        if not isinstance(ev, dict):
+            return []
+        live: list[LiveEvent] = []
+        if ev.get("type") == "message_start":
+            msg = ev.get("message")
+            if isinstance(msg, dict):
+                self._running_usage(msg.get("id"), msg.get("usage"), rec.lineno, rec.type, live)
+        elif ev.get("type") == "message_delta":
+            self._running_usage(self.message_id, ev.get("usage"), rec.lineno, rec.type, live)
+        return live
+
+    def _running_usage(self, mid: Any, raw: Any, n: int, t: str, live: list[LiveEvent]) -> None:
+        """Running totals over the API messages so far, as a ``usage`` event when they change.
+
+        A message's lines repeat its usage (``assistant`` lines carry the
+        ``message_start`` snapshot; ``message_delta`` the final output count),
+        so each message counts once, with the largest counts seen for it.
+        """
+        usage = normalize_claude_usage(raw)
+        if not usage:
+            return
+        if mid is None or mid != self.message_id:
+            for key, value in self.message_usage.items():
+                self.usage_before[key] = self.usage_before.get(key, 0) + value
+            self.message_id, self.message_usage = mid, {}
+        cur = self.message_usage
+        changed = False
+        for key, value in usage.items():
+            if value > cur.get(key, -1):
+                cur[key] = value
+                changed = True
+        if changed:
+            before = self.usage_before
+            total = {k: before.get(k, 0) + cur.get(k, 0) for k in (*before, *(k for k in cur if k not in before))}
+            live.append(LiveEvent("usage", n, t, {"usage": total}))
 
     def answer(self) -> Answer:
         text = self.result_text or None
