@@ -223,6 +223,7 @@ class Summary(TypedDict):
     ok: bool
     text: str | None
     usage: Usage
+    usage_by_model: dict[str, Usage] | None
     raw_usage: Any
     model: str | None
     session_id: str | None

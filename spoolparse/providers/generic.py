@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..lines import KEEP, Event
+from ..lines import KEEP, Dropped, Event
 from . import _peek
 from .base import Answer, LiveEvent, Provider, as_int, message_of
 
@@ -50,6 +50,7 @@ class GenericProvider(Provider):
             value = d.get(key)
             if isinstance(value, str) and not (key == "message" and t == "error"):
                 self.text = value
+                self.answer_from = n
                 delta = d.get("delta") is True or t.endswith("delta")
                 live.append(LiveEvent("text_delta" if delta else "text", n, t, {"text": value}))
                 break
@@ -89,6 +90,16 @@ class GenericProvider(Provider):
             status, str) else None if code is None else code == 0
         out = _first(d, ("output", "content", "result"))
         live.extend(self.tool_end(n, t, cid, name=name, ok=ok, exit_code=code, size=ev.size, output=out))
+
+    def dropped(self, rec: Dropped) -> list[LiveEvent]:
+        live = super().dropped(rec)
+        self._lost = {rec.type: rec}  # every type is kept here: remember only the latest drop
+        return live
+
+    def lost_answer(self) -> Dropped | None:
+        # any object may carry the answer: a line dropped after the last text may have been it
+        r = next(iter(self._lost.values()), None)
+        return r if r is not None and r.line >= self.answer_from else None
 
     def answer(self) -> Answer:
         return Answer(

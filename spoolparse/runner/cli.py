@@ -134,6 +134,8 @@ def register(sub: Any) -> None:
     b.add_argument("--ordered", action="store_true", help="print outcomes in input order")
     b.add_argument("--halt", choices=("soon", "now"), help="stop after the first task that is not ok")
     b.add_argument("--enforce", choices=ENFORCE_MODES, default="auto", help="how --memory-limit is enforced")
+    b.add_argument("--pids-max", type=_positive, default=_limits.PIDS_MAX, metavar="N",
+                   help=f"processes one task's cgroup may hold, pids.max (default: {_limits.PIDS_MAX})")
     b.add_argument("--spool-dir", metavar="DIR", help="where spools go (default: $PDD_AGENT_SPOOL_DIR or temp)")
     b.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a status line on stderr (default: when stderr is a terminal)")
@@ -275,13 +277,14 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             joblog=args.joblog,
             resume=args.resume,
             enforce=args.enforce,
+            pids_max=args.pids_max,
             spool_dir=args.spool_dir,
         )
         if progress is not None:
             a = batch.admission
             sys.stderr.write(
                 f"spoolparse: batch: -j {batch.max_concurrent}, memory {_gib(a.probe.total())} GiB, "
-                f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, cgroups: {batch.placement.kind or 'none'}\n"
+                f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, cgroups: {batch.placement.enforcement or 'none'}\n"
             )
             batch.on_tick = progress
             batch.on_event = progress.on_event

@@ -14,6 +14,7 @@ from typing import IO, cast
 
 import orjson
 
+from .._json import dumps
 from ..types import JobLogRecord, Verdict
 from .tasks import Outcome
 
@@ -50,7 +51,7 @@ class JobLog:
             "error": outcome.error,
             "cmd": argv,
         }
-        self._f.write(orjson.dumps(rec) + b"\n")
+        self._f.write(dumps(rec) + b"\n")
         self._f.flush()
 
     def close(self) -> None:
