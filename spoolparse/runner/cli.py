@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import sys
 import time
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
@@ -25,6 +26,9 @@ from .admission import DEFAULT_MEMORY_PER_TASK, cpu_cap
 from .calibrate import calibrate
 from .scheduler import ENFORCE_MODES, Batch, InvalidTask, run_many
 from .tasks import Task
+
+if TYPE_CHECKING:
+    from ..providers.base import LiveEvent
 
 __all__ = ["register", "parse_fraction"]
 
@@ -206,9 +210,18 @@ def _gib(n: int) -> str:
 
 
 class _Progress:
+    """The running tasks' current tools (one line each, bounded), then the totals line."""
+
     def __init__(self, out: IO[str]) -> None:
         self.out = out
+        from ..progress import RunningTasks  # only with --progress: it brings in rich
+
         self.next = 0.0
+        self.tasks = RunningTasks()
+        self.drawn = 0  # lines of the block on screen
+
+    def on_event(self, task: Task, ev: LiveEvent) -> None:
+        self.tasks.on_event(str(task.id), ev)
 
     def __call__(self, batch: Batch, *, force: bool = False) -> None:
         now = time.monotonic()
@@ -216,14 +229,26 @@ class _Progress:
             return
         self.next = now + 0.2
         a = batch.admission
-        self.out.write(
-            f"\r\x1b[Kdone {batch.done} | running {batch.running} | queued {batch.queued} | failed {batch.failed}"
+        totals = (
+            f"done {batch.done} | running {batch.running} | queued {batch.queued} | failed {batch.failed}"
             f" | memory {_gib(a.last_used)}/{_gib(a.last_total)} GiB"
         )
+        width = shutil.get_terminal_size().columns
+        lines = [*self.tasks.lines(width), totals]
+        self.out.write(self._home() + "\n".join(lines))
+        self.drawn = len(lines)
         self.out.flush()
 
+    def _home(self) -> str:
+        """Back to the block's first line, and clear to the end of the screen."""
+        return (f"\x1b[{self.drawn - 1}F" if self.drawn > 1 else "\r") + "\x1b[J"
+
+    def finished(self, task_id: str) -> None:
+        self.tasks.finished(task_id)
+
     def clear(self) -> None:
-        self.out.write("\r\x1b[K")
+        self.out.write(self._home())
+        self.drawn = 0
         self.out.flush()
 
 
@@ -275,9 +300,11 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                 f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, cgroups: {batch.placement.enforcement or 'none'}\n"
             )
             batch.on_tick = progress
+            batch.on_event = progress.on_event
         for outcome in batch:
             if progress is not None:
                 progress.clear()
+                progress.finished(outcome.id)
             emit_json(outcome.to_dict())
             if not outcome.ok:
                 status = 1
