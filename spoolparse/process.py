@@ -298,6 +298,7 @@ class Child:
             # pread: the child shares this file's offset, so we must never move it.
             n = os.preadv(fd, [memoryview(buf)[: min(len(buf), limit - got)]], self.offset)
             if n <= 0:
+                self.parser.spool_size(os.fstat(fd).st_size)  # caught up: a spool below it was truncated
                 break
             self.offset += n
             got += n
@@ -498,6 +499,8 @@ class Child:
             stderr_bytes=stderr_bytes,
             stderr_tail=self.stderr_tail(),
             timeout=timeout,
+            spool_size=os.fstat(self.stdout.fileno()).st_size,
+            spool_cap=self.max_spool_bytes,
         )
         if spool_full is not None:
             msg = f"spool full in {self.spool_dir} after {stdout_bytes + stderr_bytes} bytes ({spool_full})"

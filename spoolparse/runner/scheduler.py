@@ -666,7 +666,8 @@ class Batch(Iterator[Outcome]):
             verdict = "failed"
         else:
             verdict = "ok" if res_ok else "failed"
-        if verdict == "killed_memory" and error is None:
+        if verdict == "killed_memory" and (error is None or error.startswith("the process was killed")):
+            # the run's verdict names the signal; the runner knows why it sent it
             error = (
                 "killed: host memory above kill_at"
                 if s.forced == "requeue"
