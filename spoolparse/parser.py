@@ -203,10 +203,13 @@ def parse(
 ) -> Result:
     """Parse a transcript already on disk (a path, or a binary file) with bounded memory.
 
-    Returns a :class:`Result` with ``returncode`` ``None``. A regular file is
-    read once through ``mmap`` in 8 MiB windows, each unmapped before the next
-    (mapped pages count in the resident set); anything else, and bytes
-    appended meanwhile, in ``READ_CHUNK`` reads. Without ``on_event`` nothing
+    Returns a :class:`Result` with ``returncode`` ``None``. A regular file
+    nobody is writing is read once through ``mmap`` in 8 MiB windows, each
+    unmapped before the next (mapped pages count in the resident set), under a
+    read lease (see :func:`_feed_mapped`); anything else — pipes, FIFOs,
+    character devices, ``/dev/stdin``, files being written, and bytes appended
+    meanwhile — in ``READ_CHUNK`` reads. A file that shrank while it was read
+    makes the result not ``ok``. Without ``on_event`` nothing
     receives the reports of lines the provider only notes (tool starts and
     ends), so once the provider is known those lines are skipped unread.
 

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import IO, Any, TextIO
 
-import orjson
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from ._json import dumps
 from .process import Child
 from .providers.base import LiveEvent
 
@@ -108,7 +108,7 @@ class EventWriter:
         self.text = text  # the text layer over ``out``: flushed first, so lines never interleave
 
     def __call__(self, ev: LiveEvent) -> None:
-        data = orjson.dumps(ev.as_dict(), option=orjson.OPT_NON_STR_KEYS, default=str)
+        data = dumps(ev.as_dict())  # usage numbers of any size, exactly
         if self.console is not None:
             self.console.out(data.decode(), highlight=False)
             return

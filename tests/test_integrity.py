@@ -338,7 +338,7 @@ def test_nothing_exits_70(tmp_path: Path) -> None:
     weird = (b'{"type":"turn.completed","usage":{"input_tokens":%s,"x":NaN,"y":' % HUGE_TEXT
              + b"[" * 600 + b"]" * 600 + b"}}\n")
     src = write(tmp_path, jl(THREAD, agent("a")) + weird)
-    for argv in (["parse", src], ["run", "--", "cat", src]):
+    for argv in (["parse", src], ["run", "--", "cat", src], ["run", "--events", "--no-progress", "--", "cat", src]):
         p = subprocess.run([sys.executable, "-m", "spoolparse", *argv], capture_output=True, timeout=60)
         assert p.returncode == 0, (argv, p.stderr)
         assert loads(p.stdout)["usage"]["input_tokens"] == HUGE

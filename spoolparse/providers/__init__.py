@@ -123,6 +123,11 @@ class AutoProvider(Provider):
             return self._choose(FALLBACK)
         return []
 
+    def see(self, rec: Record) -> list[LiveEvent]:
+        if self.chosen is not None:  # straight to the chosen provider, which keeps the verdict facts
+            return self.chosen.see(rec)
+        return self._see(rec)
+
     def event(self, ev: Event) -> list[LiveEvent]:
         return self._see(ev)
 
