@@ -430,6 +430,7 @@ class Batch(Iterator[Outcome]):
                 spool_dir=self.spool_dir,
                 max_spool_bytes=self.max_spool_bytes,
                 preexec_fn=cg.preexec() if cg is not None else None,
+                cgroup=cg,  # the guardian holds its directories: killed and removed if we die
                 read_buffer=self._buf,
                 # outcomes carry the summary only: without a listener tool lines go unread
                 live=self.on_event is not None,
