@@ -10,25 +10,86 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from . import _limits as limits
-from .aio import AsyncRun, arun, open_run
 from .errors import (
     CalledProcessError,
     Error,
     SpawnError,
+    SpoolDirError,
     SpoolDirWarning,
     SpoolFullError,
     SpoolWarning,
     TimeoutExpired,
     UsageError,
 )
-from .lines import Dropped, Event, LineReader, LineScanner, Noted, iter_lines, probe_type
-from .parser import StreamParser, parse
-from .process import run
-from .providers import PROVIDERS, AutoProvider, make_provider
-from .providers.base import Answer, LiveEvent, Provider
-from .result import SUMMARY_FIELDS, Result
-from .runner import Outcome, Task, arun_many, run_many
+from .types import (
+    EVENT_FIELDS,
+    EVENT_KINDS,
+    DroppedEvent,
+    DroppedLine,
+    ErrorEvent,
+    EventDict,
+    EventKind,
+    JobLogRecord,
+    OutcomeDict,
+    ResultEvent,
+    RetryEvent,
+    SessionEvent,
+    Summary,
+    TextDeltaEvent,
+    TextEvent,
+    ThinkingEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+    Usage,
+    UsageEvent,
+    Verdict,
+    WarningEvent,
+)
+
+if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name loads on first use
+    from .aio import AsyncRun, arun, open_run
+    from .lines import Dropped, Event, LineReader, LineScanner, Noted, iter_lines, probe_type
+    from .parser import StreamParser, parse
+    from .process import run
+    from .providers import PROVIDERS, AutoProvider, make_provider
+    from .providers.base import Answer, LiveEvent, Provider
+    from .result import SUMMARY_FIELDS, Result
+    from .runner import Outcome, Task, arun_many, run_many
+
+#: Where each lazily loaded public name lives. ``import spoolparse`` stays cheap
+#: (no asyncio, no runner): the command line starts on every call, and a library
+#: user who only parses should not pay for the scheduler.
+_LAZY = {
+    "AsyncRun": ".aio", "arun": ".aio", "open_run": ".aio",
+    "Dropped": ".lines", "Event": ".lines", "LineReader": ".lines", "LineScanner": ".lines", "Noted": ".lines",
+    "iter_lines": ".lines", "probe_type": ".lines",
+    "StreamParser": ".parser", "parse": ".parser",
+    "run": ".process",
+    "PROVIDERS": ".providers", "AutoProvider": ".providers", "make_provider": ".providers",
+    "Answer": ".providers.base", "LiveEvent": ".providers.base", "Provider": ".providers.base",
+    "SUMMARY_FIELDS": ".result", "Result": ".result",
+    "Outcome": ".runner", "Task": ".runner", "arun_many": ".runner", "run_many": ".runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once loaded, a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
@@ -63,9 +124,35 @@ __all__ = [
     "Error",
     "UsageError",
     "SpawnError",
+    "SpoolDirError",
     "SpoolFullError",
     "TimeoutExpired",
     "CalledProcessError",
     "SpoolWarning",
     "SpoolDirWarning",
+    # the typed data model (spoolparse.types)
+    "EventKind",
+    "EVENT_KINDS",
+    "EVENT_FIELDS",
+    "EventDict",
+    "SessionEvent",
+    "TurnStartEvent",
+    "TurnEndEvent",
+    "TextEvent",
+    "TextDeltaEvent",
+    "ThinkingEvent",
+    "ToolStartEvent",
+    "ToolEndEvent",
+    "UsageEvent",
+    "RetryEvent",
+    "WarningEvent",
+    "ErrorEvent",
+    "DroppedEvent",
+    "ResultEvent",
+    "Usage",
+    "Summary",
+    "DroppedLine",
+    "OutcomeDict",
+    "JobLogRecord",
+    "Verdict",
 ]

@@ -45,6 +45,14 @@ POLL_IDLE = 0.25
 #: Longest sleep while following a silent child that inotify and a pidfd watch:
 #: a safety net, since a write or the child's exit wakes the follower at once.
 IDLE_WAKE = 1.0
+#: Bytes of a noted line's start and end (a tool call or result, a stream delta) its
+#: live event is read from; the rest of the line, its output, is never copied or decoded.
+NOTE_HEAD = 8 * KiB
+NOTE_TAIL = 512
+#: Longest tool title (command line, path, query) in a live event (characters).
+MAX_TITLE_CHARS = 200
+#: Tool calls remembered between their start and end, to pair them; past it the oldest is forgotten.
+MAX_OPEN_CALLS = 256
 #: Retained events looked at before auto-detection settles on the generic provider.
 DETECT_EVENTS = 16
 #: Size of the buffer used to copy a non-file ``input`` into its spool.

@@ -1,68 +1,66 @@
 """The ``spoolparse`` command: JSON on stdout, one-line messages on stderr.
 
-Exit status (see the README): 0 ok; the child's own non-zero code; 128+N when
-signal N ended it; 124 timeout; 1 when the child exited 0 but the agent
-reported an error; 2 usage error; 125 spool full; 126 the command could not
-be executed; 127 the command was not found; 130 interrupted.
+Exit statuses: one table for every subcommand, :data:`spoolparse._cli_common.EXIT_STATUSES`
+(the README's table is checked against it). With ``--events`` on stderr, every
+message is an NDJSON event there too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
-import re
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__, _limits
-from ._json import dumps
-from .errors import Error, SpawnError, SpoolFullError, TimeoutExpired, UsageError
-from .parser import parse
-from .process import run
-from .progress import follow
-from .providers import names as provider_names
-from .result import Result
+from ._cli_common import (
+    EXIT_CANNOT_EXECUTE,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_SIGNAL_BASE,
+    EXIT_USAGE,
+    emit_json,
+    events_on_stderr,
+    exit_status,
+    fail,
+    parse_duration,
+    parse_size,
+    positive_size,
+    warn,
+)
+from .errors import Error, SpawnError, SpoolDirError, SpoolFullError, TimeoutExpired, UsageError
 
-__all__ = ["main", "build_parser", "parse_size", "parse_seconds", "EXIT_USAGE"]
+if TYPE_CHECKING:
+    from .result import Result
 
-EXIT_USAGE = 2
-EXIT_SPOOL_FULL = 125
-EXIT_CANNOT_EXECUTE = 126
-EXIT_NOT_FOUND = 127
-EXIT_INTERRUPTED = 130
+# Start-up time is paid on every call: the runner, asyncio, rich and the process
+# machinery are imported by the subcommands that use them, not here.
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+__all__ = ["main", "build_parser", "parse_size", "parse_duration", "emit_json", "fail", "EXIT_USAGE"]
 
-
-def parse_size(text: str) -> int:
-    """``"16M"``, ``"64MiB"``, ``"4G"``, ``"1024"`` → bytes (powers of 1024)."""
-    m = _SIZE.match(text)
-    if m is None:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 16M, 64MiB, 4G)")
-    number, unit = float(m.group(1)), m.group(2).lower()
-    scale = {"": 1, "k": _limits.KiB, "m": _limits.MiB, "g": _limits.GiB, "t": _limits.GiB << 10}[unit]
-    return int(number * scale)
+#: The subcommands defined in this module; any other is registered by ``EXTRA_COMMANDS``.
+OWN_COMMANDS = ("run", "parse")
 
 
-def parse_seconds(text: str) -> float:
-    """``"1.5"`` → 1.5 seconds; negative or non-numbers are argparse errors."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"seconds must not be negative: {text!r}")
-    return value
+def _seconds(text: str) -> float:
+    return parse_duration(text)
+
+
+def _grace(text: str) -> float:
+    return parse_duration(text, zero=True)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # One line, never a usage block: scripts read stderr too.
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        fail(f"{message} (see '{self.prog} --help')", prog=self.prog)
+        self.exit(EXIT_USAGE)
 
 
 RUN_EXAMPLES = """\
@@ -83,6 +81,8 @@ examples:
 
 
 def _add_bounds(p: argparse.ArgumentParser) -> None:
+    from .providers import names as provider_names  # only run and parse read transcripts
+
     p.add_argument(
         "--provider",
         default="auto",
@@ -106,7 +106,9 @@ def _add_bounds(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pretty", action="store_true", help="indent the JSON summary")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``spoolparse`` parser; with ``command`` one of :data:`OWN_COMMANDS`, only that subcommand
+    (the others' modules are then not imported)."""
     parser = _Parser(
         prog="spoolparse",
         description="Run JSON-lines agent CLIs, or parse their transcripts, with bounded memory; "
@@ -115,6 +117,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"spoolparse {__version__}")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
 
+    only = command if command in OWN_COMMANDS else None
+    if only in (None, "run"):
+        _add_run(sub)
+    if only in (None, "parse"):
+        _add_parse(sub)
+    if only is None:
+        for register in EXTRA_COMMANDS:
+            register(sub)
+    parser.set_defaults(commands=sorted(sub.choices))
+    return parser
+
+
+def _add_run(sub: Any) -> None:
     r = sub.add_parser(
         "run",
         help="run CMD with stdout/stderr spooled to disk and print its answer",
@@ -123,13 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=RUN_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("--timeout", type=parse_seconds, metavar="S", help="SIGTERM the process group after S seconds")
     r.add_argument(
-        "--grace", type=parse_seconds, default=_limits.DEFAULT_GRACE, metavar="S",
-        help="seconds between SIGTERM and SIGKILL (default: 5)",
+        "--timeout", type=_seconds, metavar="DURATION",
+        help="SIGTERM the process group after this long (90, 1.5s, 10m, 2h)",
+    )
+    r.add_argument(
+        "--grace", type=_grace, default=_limits.DEFAULT_GRACE, metavar="DURATION",
+        help="time between SIGTERM and SIGKILL (default: 5s)",
     )
     r.add_argument("--spool-dir", metavar="DIR", help="spool directory (default: $PDD_AGENT_SPOOL_DIR or the temp dir)")
-    r.add_argument("--max-spool-bytes", type=parse_size, metavar="SIZE", help="kill the child past this much output")
+    r.add_argument("--max-spool-bytes", type=positive_size, metavar="SIZE", help="kill the child past this much output")
     r.add_argument(
         "--input", metavar="FILE|-", help="the child's stdin: a file, or - for this stdin (default: /dev/null)"
     )
@@ -141,12 +159,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--events-file", metavar="FILE", help="write the NDJSON events to FILE instead (implies --events)")
     r.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=None,
-        help="one live status line on stderr (default: on when stderr is a terminal)",
+        help="one live status line on stderr (default: on when stderr is a terminal and spoolparse[cli] "
+        "is installed)",
     )
     _add_bounds(r)
     r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARG ...]", help="the command to run")
     r.set_defaults(func=_cmd_run)
 
+
+def _add_parse(sub: Any) -> None:
     p = sub.add_parser(
         "parse",
         help="parse a transcript already on disk (or stdin) and print its answer",
@@ -158,18 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bounds(p)
     p.set_defaults(func=_cmd_parse)
 
-    for register in EXTRA_COMMANDS:
-        register(sub)
-    parser.set_defaults(commands=sorted(sub.choices))
-    return parser
-
 
 #: Other modules add subcommands here (``register(subparsers)``), each setting ``func``.
 EXTRA_COMMANDS: list[Callable[[Any], None]] = []
 
 
 def _register_runner(sub: Any) -> None:
-    from .runner.cli import register  # lazy: the runner's CLI imports this module
+    from .runner.cli import register  # only when a runner command (or the whole --help) is wanted
 
     register(sub)
 
@@ -177,17 +193,30 @@ def _register_runner(sub: Any) -> None:
 EXTRA_COMMANDS.append(_register_runner)
 
 
-def emit_json(obj: Any, *, pretty: bool = False, out: IO[bytes] | None = None) -> None:
-    stream = out if out is not None else sys.stdout.buffer
-    stream.write(dumps(obj, pretty=pretty) + b"\n")  # integers of any size, exactly
-    stream.flush()
-
-
 def _print_result(res: Result, args: argparse.Namespace) -> int:
     emit_json(res.summary(), pretty=args.pretty)
     if res.timed_out:  # exit 124 is ours, not the child's: say why, as for every other failure of ours
         fail(str(TimeoutExpired(res, res.timeout)))
-    return res.exit_status()
+    return exit_status(res)
+
+
+def _status_line_wanted(progress: bool | None) -> bool:
+    """Whether to draw the live status line; it needs rich (``spoolparse[cli]``).
+
+    Asked for with ``--progress`` but not installed, it is a usage error that
+    says what to install; by default (a terminal) it is simply left out.
+    """
+    if progress is False or (progress is None and not sys.stderr.isatty()):
+        return False
+    try:
+        import rich  # noqa: F401  - the drawing itself is imported by spoolparse.progress
+    except ImportError:
+        if progress:
+            raise UsageError(
+                "--progress draws its status line with rich, which is not installed: pip install 'spoolparse[cli]'"
+            ) from None
+        return False
+    return True
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -198,12 +227,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run needs a command: spoolparse run [options] -- CMD [ARG ...]")
     if args.shell and len(command) != 1:
         raise UsageError("--shell takes the command as one string")
+    progress = _status_line_wanted(args.progress)
+    from .process import run
+    from .progress import follow
+
     inp: Any = None
     if args.input == "-":
         inp = sys.stdin.buffer
     elif args.input is not None:
+        from pathlib import Path  # a path, not bytes: run() hands a real file to the child as its stdin
+
         inp = Path(args.input)
-    with follow(events=args.events, events_file=args.events_file, progress=args.progress) as (on_event, on_start):
+    with follow(events=args.events, events_file=args.events_file, progress=progress) as (on_event, on_start):
         res = run(
             command[0] if args.shell else command,
             input=inp,
@@ -224,6 +259,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
+    from .parser import parse
+
     # anything readable: a file, a pipe or FIFO, /dev/stdin, <(…); a directory is not
     source: Any = sys.stdin.buffer if args.file == "-" else args.file
     if source is not sys.stdin.buffer:
@@ -236,18 +273,43 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
 
 def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-    sys.stderr.write(f"spoolparse: warning: {message}\n")
+    warn(str(message))
 
 
-def fail(message: str) -> None:
-    sys.stderr.write(f"spoolparse: error: {message}\n")
-    sys.stderr.flush()
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the top level's own options take no values)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg
+        if arg == "--":
+            return None
+    return None
+
+
+def _events_to_stderr(argv: Sequence[str]) -> bool:
+    """``--events`` without ``--events-file``, before the child's command: messages then go as events."""
+    ours = argv[: argv.index("--")] if "--" in argv else argv
+    named = any(a == "--events-file" or a.startswith("--events-file=") for a in ours)
+    return "--events" in ours and not named
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``spoolparse`` command; returns the exit status."""
+    args_in = list(sys.argv[1:] if argv is None else argv)
     warnings.showwarning = _show_warning
-    parser = build_parser()
+    # before parsing: even a usage error must not put a plain line into the event stream
+    events_on_stderr(_events_to_stderr(args_in))
+    try:
+        return _main(args_in)
+    finally:
+        events_on_stderr(False)
+
+
+def _main(argv: list[str]) -> int:
+    if argv == ["--version"]:  # without building (and importing) every subcommand
+        sys.stdout.write(f"spoolparse {__version__}\n")
+        return 0
+    parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         fail(f"a command is needed: {', '.join(args.commands)} (see 'spoolparse --help')")
@@ -258,26 +320,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         if e.result is not None:
             emit_json(e.result.summary(), pretty=getattr(args, "pretty", False))
         fail(str(e))
-        return EXIT_SPOOL_FULL
+        return EXIT_FAILURE
     except SpawnError as e:
         fail(str(e))
         return EXIT_NOT_FOUND if e.errno == errno.ENOENT else EXIT_CANNOT_EXECUTE
+    except SpoolDirError as e:  # the directory the user named: their value to fix
+        fail(str(e))
+        return EXIT_USAGE
     except UsageError as e:
         fail(str(e))
         return EXIT_USAGE
     except Error as e:
         fail(str(e))
-        return 1
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         fail("interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return 1
+        # the reader went away (``| head``): end as a pipeline stage killed by SIGPIPE would, silently
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_SIGNAL_BASE + signal.SIGPIPE
     except OSError as e:
         fail(f"{e.strerror or e}" + (f": {e.filename}" if e.filename else ""))
-        return 1
+        return EXIT_FAILURE
     except Exception as e:
         if os.environ.get("SPOOLPARSE_DEBUG"):
             raise
         fail(f"internal error: {type(e).__name__}: {e} (set SPOOLPARSE_DEBUG=1 for a traceback)")
-        return 70
+        return EXIT_FAILURE

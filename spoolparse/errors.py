@@ -7,6 +7,7 @@ bad *data* never raises, it is counted and reported in the result.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ __all__ = [
     "Error",
     "UsageError",
     "SpawnError",
+    "SpoolDirError",
     "SpoolFullError",
     "TimeoutExpired",
     "CalledProcessError",
@@ -51,6 +53,20 @@ class SpawnError(Error, OSError):
         return f"cannot start {name!r}: {self.strerror or 'error'}{other}"
 
 
+class SpoolDirError(Error, OSError):
+    """The spool directory given (``spool_dir=``, ``--spool-dir``) cannot hold spools.
+
+    An :class:`OSError` (``errno``, ``strerror``, ``filename``: the directory),
+    since the cause is the file system, not the call's shape.
+    """
+
+    def __init__(self, directory: str, err: int, why: str) -> None:
+        super().__init__(err, why, directory)
+
+    def __str__(self) -> str:
+        return f"spool directory {self.filename!r} {self.strerror}"
+
+
 class SpoolFullError(Error):
     """The spool filled up (disk full, quota, ``RLIMIT_FSIZE`` or ``max_spool_bytes``).
 
@@ -69,33 +85,41 @@ class SpoolFullError(Error):
         return f"spool full in {self.directory} after {self.bytes_written} bytes ({self.reason})"
 
 
-class TimeoutExpired(Error):
+class TimeoutExpired(Error, subprocess.TimeoutExpired):
     """Raised by ``check=True`` when the child hit its timeout.
 
-    .. seealso:: :class:`subprocess.TimeoutExpired`
+    Also a :class:`subprocess.TimeoutExpired`, so ``except
+    subprocess.TimeoutExpired`` code keeps working, with its attributes:
+    ``cmd``, ``timeout``, ``output`` (``None``: the transcript is in
+    ``result.stdout``, the spool, not in memory) and ``stderr`` (the tail of
+    the child's stderr as bytes, ``result.stderr_tail``).
     """
 
     def __init__(self, result: Result, timeout: float | None) -> None:
+        subprocess.TimeoutExpired.__init__(
+            self, result.args, timeout, output=None, stderr=result.stderr_tail.encode() or None  # type: ignore[arg-type]
+        )
         self.result = result
-        self.timeout = timeout
-        self.cmd = result.args
-        super().__init__(str(self))
 
     def __str__(self) -> str:
         return f"command {self.cmd!r} timed out after {self.timeout} seconds"
 
 
-class CalledProcessError(Error):
+class CalledProcessError(Error, subprocess.CalledProcessError):
     """Raised by ``check=True`` when the run was not ``ok``.
 
-    .. seealso:: :class:`subprocess.CalledProcessError`
+    Also a :class:`subprocess.CalledProcessError`, with its attributes:
+    ``returncode`` (``None`` for a parse), ``cmd``, ``output`` (``None``: the
+    transcript is in ``result.stdout``) and ``stderr`` (the tail of the
+    child's stderr as bytes).
     """
 
     def __init__(self, result: Result) -> None:
+        subprocess.CalledProcessError.__init__(
+            self, result.returncode, result.args, output=None,  # type: ignore[arg-type]
+            stderr=result.stderr_tail.encode() or None,
+        )
         self.result = result
-        self.returncode = result.returncode
-        self.cmd = result.args
-        super().__init__(str(self))
 
     def __str__(self) -> str:
         from .verdict import exit_reason  # the verdict's own words for a bare non-zero exit

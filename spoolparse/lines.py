@@ -83,11 +83,18 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class Noted:
-    """A line reported by its type key and size only (never decoded)."""
+    """A line reported by its type key and size, never decoded here.
+
+    ``head`` and ``tail`` are its first ``NOTE_HEAD`` and last ``NOTE_TAIL``
+    bytes (the whole line when it is that short): enough for a provider to
+    name a tool call without touching its output.
+    """
 
     lineno: int
     type: str
     size: int
+    head: bytes = b""
+    tail: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +133,8 @@ _ENVELOPE = re.compile(
     rb'[ \t\x1e]*(?:\xef\xbb\xbf)?[ \t]*\{[ \t]*"id"[ \t]*:[ \t]*"[^"\\]*"[ \t]*,'
     rb'[ \t]*"msg"[ \t]*:[ \t]*\{[ \t]*"type"[ \t]*:[ \t]*"([^"\\]*)"'
 )
+_NOTE_HEAD = _limits.NOTE_HEAD
+_NOTE_TAIL = _limits.NOTE_TAIL
 #: Cached decisions past this many are no longer added to the SKIP pattern.
 _SKIP_KEYS = 64
 
@@ -273,12 +282,30 @@ def _lenient_loads(data: bytes) -> Any:
     """
     try:
         obj = json.loads(data.decode("utf-8", "replace"), parse_int=_any_int)
+        if isinstance(obj, (dict, list)) and _deeper_than(obj, _READ_DEPTH):
+            return TOO_DEEP
         # only a \\udXXX escape can leave a lone surrogate: walk the object only then
         return _no_surrogates(obj) if _SURROGATE_ESCAPE.search(data) is not None else obj
     except RecursionError:
         return TOO_DEEP
     except ValueError:
         return None
+
+
+#: Deepest nesting read: orjson's own limit. The standard library reads deeper on Python 3.12+
+#: (and raises RecursionError on 3.10/3.11), so the lenient path checks it too: one answer everywhere.
+_READ_DEPTH = 1024
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
 
 
 def _any_int(text: str) -> int:
@@ -341,6 +368,8 @@ class LineScanner:
         self._key: str | None = None
         self._reason = ""
         self._note = False
+        # a noted line streaming in: its first and (so far) last bytes
+        self._nhead = self._ntail = b""
 
     @property
     def retain(self) -> RetainFn:
@@ -424,7 +453,8 @@ class LineScanner:
                             pos = nl + 1
                             continue
                         if d[1] == NOTE:
-                            append(Noted(lineno, d[0], nl - pos))
+                            append(Noted(lineno, d[0], nl - pos, bytes(buf[pos : min(nl, pos + _NOTE_HEAD)]),
+                                         bytes(buf[max(pos, nl - _NOTE_TAIL) : nl])))
                             pos = nl + 1
                             continue
             self.lines = lineno
@@ -465,6 +495,7 @@ class LineScanner:
         self._key = None
         self._reason = ""
         self._note = False
+        self._nhead = self._ntail = b""
         self._keys = None
 
     def _complete(self, head: bytes, buf: Buffer, a: int, b: int, out: list[Record]) -> None:
@@ -493,7 +524,8 @@ class LineScanner:
         if decision == KEEP:
             self._emit_kept(bytes(buf[a:b]), out)
         elif decision == NOTE:
-            out.append(Noted(self.lines, key, size))
+            out.append(Noted(self.lines, key, size, bytes(buf[a : min(b, a + _NOTE_HEAD)]),
+                             bytes(buf[max(a, b - _NOTE_TAIL) : b])))
 
     def _decode(self, data: bytes) -> dict[str, Any] | None:
         """One line's object (``None``: not a JSON object; counted invalid)."""
@@ -532,7 +564,7 @@ class LineScanner:
         if decision == KEEP:
             out.append(Event(self.lines, key, obj, len(data)))
         elif decision == NOTE:
-            out.append(Noted(self.lines, key, len(data)))
+            out.append(Noted(self.lines, key, len(data), data[:_NOTE_HEAD], data[-_NOTE_TAIL:]))
 
     @staticmethod
     def _key_of(obj: dict[str, Any]) -> str:
@@ -570,8 +602,11 @@ class LineScanner:
         else:
             self._mode = _SKIPPING
             self._reason = "oversize"
-            self._pend = bytearray()
             self._note = decision == NOTE
+            if self._note:
+                self._nhead = bytes(self._pend[:_NOTE_HEAD])
+                self._ntail = bytes(self._pend[-_NOTE_TAIL:])
+            self._pend = bytearray()
 
     def _check_unsure(self) -> None:
         """Past ``max_line`` an unsure line is no longer decoded whole: scan its top-level keys."""
@@ -599,9 +634,12 @@ class LineScanner:
             self._mode = _KEEPING
         else:
             self._mode = _SKIPPING
+            self._note = decision == NOTE
+            if self._note:
+                self._nhead = bytes(self._pend[:_NOTE_HEAD])
+                self._ntail = bytes(self._pend[-_NOTE_TAIL:])
             self._pend = bytearray()
             self._reason = "over_ceiling" if decision == KEEP else "oversize"
-            self._note = decision == NOTE
 
     def _finish_scan(self, out: list[Record]) -> None:
         """End of a line whose type was still being scanned for."""
@@ -660,6 +698,8 @@ class LineScanner:
                 self._settle_scan()
             else:
                 self._size += stop - pos
+                if self._note and stop > pos:
+                    self._ntail = (self._ntail + bytes(buf[max(pos, stop - _NOTE_TAIL) : stop]))[-_NOTE_TAIL:]
             if nl < 0:
                 return end
             self.lines += 1
@@ -681,14 +721,14 @@ class LineScanner:
 
     def _finish_skip(self, out: list[Record]) -> None:
         key, size, reason = self._key, self._size, self._reason
-        note = self._note
+        note, head, tail = self._note, self._nhead, self._ntail
         self._reset()
         if key is None:
             self.invalid_lines += 1
         elif reason == "over_ceiling" or size > self.max_line:
             out.append(Dropped(self.lines, size, key, reason))
         elif note:
-            out.append(Noted(self.lines, key, size))
+            out.append(Noted(self.lines, key, size, head, tail))
 
 
 def _exact_ints(obj: Any, data: bytes) -> Any:

@@ -48,8 +48,11 @@ class StreamParser:
         max_retained: int = _limits.MAX_RETAINED,
         loads: Loads | None = None,
         live: bool = True,
+        tool_output: int = 0,
     ) -> None:
         self.provider = make_provider(provider)
+        self.provider.tool_output = tool_output
+        self.provider.live = live
         self.scanner = LineScanner(
             self.provider.retain, max_line=max_line, max_retained=max_retained, loads=loads
         )
@@ -57,6 +60,8 @@ class StreamParser:
         self.dropped: list[dict[str, Any]] = []
         self.dropped_count = 0
         self.live = live
+        #: Live events handed on so far (each is stamped with its number).
+        self.seq = 0
         self._settled = not isinstance(self.provider, AutoProvider)
         if self._settled and not live:
             self.scanner.retain = _without_notes(self.provider.retain)
@@ -108,7 +113,8 @@ class StreamParser:
         self.closed = True
         live.extend(self._fold(self.scanner.end() if self.document is None else self.document.end()))
         if isinstance(self.provider, AutoProvider):
-            live.extend(self.provider.settle())
+            settled = self.provider.settle()
+            live.extend(self._stamp(settled) if self.live else [])
         return live
 
     def spool_size(self, size: int) -> None:
@@ -129,7 +135,18 @@ class StreamParser:
             self._settled = True
             # drops the decisions cached before detection, which still looked at noted lines
             self.scanner.retain = p.retain if self.live else _without_notes(p.chosen.retain)
-        return live if self.live else []
+        return self._stamp(live) if self.live else []
+
+    def _stamp(self, live: list[LiveEvent]) -> list[LiveEvent]:
+        """Number and time the events handed on (the one place both are set)."""
+        if live:
+            now = time.time()
+            seq = self.seq
+            for ev in live:
+                seq += 1
+                ev.stamp(seq, now)
+            self.seq = seq
+        return live
 
     def finish(
         self, *, spool_size: int | None = None, spool_cap: int | None = None, shrunk: str = "", **fields: Any
@@ -200,6 +217,7 @@ def parse(
     max_retained: int = _limits.MAX_RETAINED,
     on_event: OnEvent | None = None,
     loads: Loads | None = None,
+    tool_output: int = 0,
 ) -> Result:
     """Parse a transcript already on disk (a path, or a binary file) with bounded memory.
 
@@ -212,11 +230,14 @@ def parse(
     makes the result not ``ok``. Without ``on_event`` nothing
     receives the reports of lines the provider only notes (tool starts and
     ends), so once the provider is known those lines are skipped unread.
+    ``tool_output``: characters of each tool's output a ``tool_end`` event
+    carries (default 0: only its size), read from the line's bounded head.
 
     .. seealso:: :func:`spoolparse.run`
     """
     start = time.monotonic()
-    sp = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=on_event is not None)
+    sp = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=on_event is not None,
+                      tool_output=tool_output)
     owns = isinstance(source, (str, os.PathLike))
     f: IO[bytes] = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source  # noqa: SIM115
 

@@ -1,9 +1,12 @@
-"""What ``spoolparse run`` shows while the child runs: NDJSON events and a live status line.
+"""What ``spoolparse run`` and ``batch`` show while children run: NDJSON events and live status lines.
 
-The status line (elapsed, bytes spooled, lines, dropped lines, last event
-kind) is drawn by :mod:`rich` on stderr; stdout stays reserved for the one
-JSON summary. Events go to stderr or a file, one JSON object a line, flushed
-as each happens.
+:class:`Activity` folds one run's live events into what a person wants to
+see (the tool running now and its title, tokens so far, retries); it does no
+I/O. The status line of ``run`` (elapsed, current tool, tokens, bytes
+spooled) is drawn by :mod:`rich` on stderr; ``batch`` draws one line per
+running task (at most ``MAX_TASK_LINES``) above its totals. stdout stays
+reserved for the JSON output. Events go to stderr or a file, one JSON object
+a line, flushed as each happens.
 
 .. seealso:: :func:`spoolparse.run` (``on_event``, ``on_start``)
 """
@@ -14,20 +17,168 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import IO, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
-
+from . import _limits
 from ._json import dumps
-from .process import Child
 from .providers.base import LiveEvent
 
-__all__ = ["StatusLine", "EventWriter", "follow", "format_bytes"]
+if TYPE_CHECKING:
+    # rich is optional (``spoolparse[cli]``) and slow to import: the drawing imports it when it draws
+    from rich.console import Console
+    from rich.text import Text
+
+    from .process import Child
+
+__all__ = ["Activity", "RunningTasks", "StatusLine", "EventWriter", "follow", "format_bytes", "format_count"]
 
 #: Redraws of the status line per second (rich redraws from its own thread).
 REFRESH_PER_SECOND = 4
+#: Running tasks ``batch --progress`` shows a line for (the rest are counted).
+MAX_TASK_LINES = 8
+
+
+def format_count(n: int) -> str:
+    """``12345`` → ``"12.3k"``."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def format_elapsed(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+class Activity:
+    """What one run is doing, folded from its live events (no I/O, constant memory).
+
+    ``tool``/``title``: the latest tool call still running (``None`` between
+    calls); ``last_tool``: the latest call started; ``tools``: calls ended;
+    ``input_tokens``/``output_tokens``: the latest totals; ``retries`` and
+    ``note`` (the last retry or error message); ``state``: what the agent did
+    last (``tool``, ``writing``, ``thinking``, ``retrying``, ``error``, ``done``).
+    """
+
+    __slots__ = (
+        "_open",
+        "events",
+        "input_tokens",
+        "last_tool",
+        "note",
+        "output_tokens",
+        "retries",
+        "state",
+        "title",
+        "tool",
+        "tools",
+    )
+
+    def __init__(self) -> None:
+        self.tool: str | None = None
+        self.title: str | None = None
+        self.last_tool: str | None = None
+        self.tools = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.retries = 0
+        self.note: str | None = None
+        self.state = "starting"
+        self.events = 0
+        # open calls, newest last: call_id -> (name, title); bounded like the provider's own table
+        self._open: dict[str, tuple[str | None, str | None]] = {}
+
+    def on_event(self, ev: LiveEvent) -> None:
+        self.events += 1
+        kind, d = ev.kind, ev.data
+        if kind == "tool_start":
+            cid = str(d.get("call_id"))
+            self._open.pop(cid, None)
+            if len(self._open) >= _limits.MAX_OPEN_CALLS:
+                del self._open[next(iter(self._open))]
+            self._open[cid] = (d.get("name"), d.get("title"))
+            self.tool, self.title = d.get("name"), d.get("title")
+            self.last_tool = self.tool
+            self.state = "tool"
+        elif kind == "tool_end":
+            self.tools += 1
+            self._open.pop(str(d.get("call_id")), None)
+            if self._open:
+                self.tool, self.title = self._open[next(reversed(self._open))]
+            else:
+                self.tool = self.title = None
+                self.state = "waiting"
+        elif kind == "usage":
+            usage = d.get("usage") or {}
+            self.input_tokens = usage.get("input_tokens", self.input_tokens)
+            self.output_tokens = usage.get("output_tokens", self.output_tokens)
+        elif kind in ("text", "text_delta"):
+            if not self._open:
+                self.state = "writing"
+        elif kind == "thinking":
+            if not self._open:
+                self.state = "thinking"
+        elif kind == "retry":
+            self.retries += 1
+            self.note = d.get("message")
+            self.state = "retrying"
+        elif kind == "error":
+            self.note = d.get("message")
+            self.state = "error"
+        elif kind == "result":
+            self.state = "done"
+
+    def doing(self) -> str:
+        """One short phrase: ``Bash: npm test`` or ``writing`` …"""
+        if self.tool is not None or self.title is not None:
+            name = self.tool or "tool"
+            return f"{name}: {self.title}" if self.title else name
+        return self.state
+
+    def tokens(self) -> str:
+        return f"{format_count(self.input_tokens)} in / {format_count(self.output_tokens)} out"
+
+    def summary(self) -> str:
+        """``Bash: npm test · 12.3k in / 456 out · 3 tools · 1 retry``."""
+        parts = [self.doing(), self.tokens(), f"{self.tools} tool{'s' if self.tools != 1 else ''}"]
+        if self.retries:
+            parts.append(f"{self.retries} retr{'ies' if self.retries != 1 else 'y'}")
+        return " · ".join(parts)
+
+
+class RunningTasks:
+    """Per-task :class:`Activity` for ``batch --progress``: one line per running task, bounded.
+
+    ``on_event(task_id, ev)`` is called from the batch loop, so it only
+    updates a small table; ``finished(task_id)`` drops a task's line.
+    """
+
+    def __init__(self, limit: int = MAX_TASK_LINES) -> None:
+        self.limit = limit
+        self.tasks: dict[str, tuple[float, Activity]] = {}
+
+    def on_event(self, task_id: str, ev: LiveEvent) -> None:
+        entry = self.tasks.get(task_id)
+        if entry is None:
+            entry = self.tasks[task_id] = (time.monotonic(), Activity())
+        entry[1].on_event(ev)
+
+    def finished(self, task_id: str) -> None:
+        self.tasks.pop(task_id, None)
+
+    def lines(self, width: int = 100) -> list[str]:
+        """The oldest running tasks first, at most ``limit`` lines, then ``… and N more``."""
+        now = time.monotonic()
+        out: list[str] = []
+        for tid, (started, act) in list(self.tasks.items())[: self.limit]:
+            line = f"  {tid}  {format_elapsed(now - started)}  {act.summary()}"
+            out.append(line if len(line) <= width else line[: width - 1] + "…")
+        extra = len(self.tasks) - self.limit
+        if extra > 0:
+            out.append(f"  … and {extra} more running")
+        return out
 
 
 def format_bytes(n: int) -> str:
@@ -41,18 +192,19 @@ def format_bytes(n: int) -> str:
 
 
 class StatusLine:
-    """One live line on a terminal: elapsed, spooled bytes, lines, dropped lines, last event.
+    """One live line on a terminal: elapsed, the current tool and its title, tokens, spooled bytes.
 
     A renderable for :class:`rich.live.Live`: it reads the child's counters
     each time rich redraws, so it costs nothing between redraws.
     """
 
     def __init__(self, console: Console) -> None:
+        from rich.live import Live
+
         self.console = console
         self.child: Child | None = None
         self.started = time.monotonic()
-        self.events = 0
-        self.last_kind = "—"
+        self.activity = Activity()
         self._live = Live(
             self,
             console=console,
@@ -67,23 +219,28 @@ class StatusLine:
         self.started = child.started
 
     def on_event(self, ev: LiveEvent) -> None:
-        self.events += 1
-        self.last_kind = ev.kind
+        self.activity.on_event(ev)
 
     def __rich__(self) -> Text:
+        from rich.text import Text
+
         child = self.child
-        spooled = lines = dropped = 0
+        spooled = dropped = 0
         if child is not None:
             spooled = child.offset
-            lines = child.parser.scanner.lines
             dropped = child.parser.dropped_count
-        elapsed = int(time.monotonic() - self.started)
+        act = self.activity
         text = Text()
-        text.append(f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}", style="bold")
-        text.append(f"  {format_bytes(spooled)} spooled  {lines:,} lines  ")
-        text.append(f"{dropped:,} dropped", style="yellow" if dropped else "")
-        text.append(f"  {self.events:,} events  last: ")
-        text.append(self.last_kind, style="red" if self.last_kind == "error" else "cyan")
+        text.append(format_elapsed(time.monotonic() - self.started), style="bold")
+        text.append("  ")
+        state = act.state
+        text.append(act.doing(), style="red" if state == "error" else "yellow" if state == "retrying" else "cyan")
+        text.append(f"  {act.tokens()} tokens  {act.tools} tools")
+        if act.retries:
+            text.append(f"  {act.retries} retries", style="yellow")
+        text.append(f"  {format_bytes(spooled)} spooled")
+        if dropped:
+            text.append(f"  {dropped:,} dropped", style="yellow")
         return text
 
     def __enter__(self) -> StatusLine:
@@ -149,6 +306,8 @@ def follow(
     with ExitStack() as stack:
         status: StatusLine | None = None
         if progress:
+            from rich.console import Console
+
             status = StatusLine(Console(file=err))
         writer: EventWriter | None = None
         if events_file is not None:

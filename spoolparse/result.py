@@ -6,36 +6,16 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from .errors import CalledProcessError, TimeoutExpired
+from .types import SUMMARY_FIELDS as _SUMMARY_FIELDS
+from .types import Summary
 
 __all__ = ["Result", "SUMMARY_FIELDS"]
 
-#: Keys of :meth:`Result.summary`, in order.
-SUMMARY_FIELDS = (
-    "provider",
-    "ok",
-    "text",
-    "usage",
-    "usage_by_model",
-    "raw_usage",
-    "model",
-    "session_id",
-    "error",
-    "warnings",
-    "returncode",
-    "timed_out",
-    "spool_full",
-    "duration_s",
-    "stdout_bytes",
-    "stderr_bytes",
-    "lines",
-    "invalid_lines",
-    "dropped",
-    "dropped_count",
-    "stderr_tail",
-)
+#: Keys of :meth:`Result.summary`, in order: those of :class:`~spoolparse.types.Summary`.
+SUMMARY_FIELDS = _SUMMARY_FIELDS
 
 
 @dataclass(eq=False)
@@ -105,26 +85,19 @@ class Result:
             return self.args
         return shlex.join(self.args)
 
-    def summary(self) -> dict[str, Any]:
-        """The JSON-ready summary: exactly the keys of :data:`SUMMARY_FIELDS`."""
+    def summary(self) -> Summary:
+        """The JSON-ready summary: exactly the keys of :class:`~spoolparse.types.Summary`, in order."""
         out: dict[str, Any] = {}
         for key in SUMMARY_FIELDS:
             out[key] = getattr(self, key)
         out["duration_s"] = round(self.duration_s, 3)
-        return out
+        return cast(Summary, out)
 
     def exit_status(self) -> int:
         """The CLI's exit status for this result (see the README's exit-status table)."""
-        if self.spool_full:
-            return 125
-        if self.timed_out:
-            return 124
-        rc = self.returncode
-        if rc is not None and rc < 0:
-            return 128 - rc
-        if rc:
-            return rc if rc < 256 else 1
-        return 0 if self.error is None else 1
+        from ._cli_common import exit_status  # the one exit-status policy of every subcommand
+
+        return exit_status(self)
 
     def check_returncode(self) -> None:
         """Raise :class:`TimeoutExpired` or :class:`CalledProcessError` unless ``ok``."""

@@ -6,6 +6,7 @@ that never has a name, else one unlinked at creation; mode 0600 either way.
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import stat
@@ -13,7 +14,7 @@ import tempfile
 import warnings
 from typing import IO
 
-from .errors import SpoolDirWarning, UsageError
+from .errors import SpoolDirError, SpoolDirWarning
 
 __all__ = ["ENV_VAR", "resolve_spool_dir", "open_spool", "spool_problem"]
 
@@ -33,17 +34,18 @@ def _warn_once(path: str, why: str) -> None:
     )
 
 
-def _unusable(path: str) -> str | None:
+def _unusable(path: str) -> tuple[int, str] | None:
+    """``(errno, why)`` when ``path`` cannot hold spools."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return "does not exist"
+        return errno.ENOENT, "does not exist"
     except OSError as e:
-        return f"cannot be read ({e.strerror})"
+        return e.errno or errno.EIO, f"cannot be read ({e.strerror})"
     if not stat.S_ISDIR(st.st_mode):
-        return "is not a directory"
+        return errno.ENOTDIR, "is not a directory"
     if not os.access(path, os.W_OK | os.X_OK):
-        return "is not writable"
+        return errno.EACCES, "is not writable"
     return None
 
 
@@ -64,24 +66,24 @@ def _check_safety(path: str) -> None:
 def resolve_spool_dir(spool_dir: str | os.PathLike[str] | None = None) -> str:
     """The directory spools go to: ``spool_dir``, else ``$PDD_AGENT_SPOOL_DIR``, else the temp dir.
 
-    An unusable ``spool_dir`` argument is a :class:`UsageError`; an unusable
+    An unusable ``spool_dir`` argument raises :class:`SpoolDirError` (an ``OSError``); an unusable
     environment variable warns once per process (:class:`SpoolDirWarning`)
     and falls back to the system temp dir.
     """
     if spool_dir is not None:
         path = os.fspath(spool_dir)
-        why = _unusable(path)
-        if why is not None:
-            raise UsageError(f"spool directory {path!r} {why}")
+        problem = _unusable(path)
+        if problem is not None:
+            raise SpoolDirError(path, *problem)
         _check_safety(path)
         return path
     env = os.environ.get(ENV_VAR)
     if env:
-        why = _unusable(env)
-        if why is None:
+        problem = _unusable(env)
+        if problem is None:
             _check_safety(env)
             return env
-        _warn_once(env, why)
+        _warn_once(env, problem[1])
     return tempfile.gettempdir()
 
 
@@ -90,7 +92,7 @@ def open_spool(directory: str) -> IO[bytes]:
     try:
         return tempfile.TemporaryFile(dir=directory)
     except OSError as e:
-        raise UsageError(f"cannot create a spool file in {directory!r}: {e.strerror}") from e
+        raise SpoolDirError(directory, e.errno or errno.EIO, f"cannot hold a spool file ({e.strerror})") from e
 
 
 def spool_problem(fds: tuple[int, ...], max_bytes: int | None) -> str | None:

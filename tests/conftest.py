@@ -8,8 +8,14 @@ benchmarks, never by a test's wall clock.
 from __future__ import annotations
 
 import os
+import signal
 
 from hypothesis import HealthCheck, settings
+
+# A shell without job control starts a background command with SIGINT ignored, and Python then installs no
+# KeyboardInterrupt handler: the tests that interrupt a run with SIGINT would wait out their agents instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _COMMON = {
     "deadline": None,

@@ -27,3 +27,10 @@ def group_gone(pgid: int) -> bool:
     from spoolparse.process import group_alive
 
     return not group_alive(pgid)
+
+
+def event_dict(ev: Any) -> dict[str, Any]:
+    """A live event as JSON, without its read time (the one field two reads of a stream differ in)."""
+    d = dict(ev.as_dict())
+    d.pop("time")
+    return d

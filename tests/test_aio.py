@@ -13,7 +13,7 @@ import pytest
 import spoolparse
 from spoolparse import aio
 
-from .helpers import FAKE_CODEX, FIXTURES, group_gone, open_fds
+from .helpers import FAKE_CODEX, FIXTURES, event_dict, group_gone, open_fds
 
 LIVE_AGENT = [sys.executable, str(FIXTURES / "live_agent.py")]
 
@@ -26,7 +26,7 @@ def _posthoc(r: spoolparse.Result) -> list[dict[str, Any]]:
     assert r.stdout is not None
     r.stdout.seek(0)
     seen: list[dict[str, Any]] = []
-    spoolparse.parse(r.stdout, on_event=lambda ev: seen.append(ev.as_dict()))
+    spoolparse.parse(r.stdout, on_event=lambda ev: seen.append(event_dict(ev)))
     return seen
 
 
@@ -54,7 +54,7 @@ def test_events_arrive_before_exit_and_equal_posthoc_parse(tmp_path: Path) -> No
         running: list[bool] = []
         async with spoolparse.open_run([*LIVE_AGENT, "--wait-for", str(go), "--ticks", "3", "--partial"]) as run:
             async for ev in run.events():
-                seen.append(ev.as_dict())
+                seen.append(event_dict(ev))
                 if not go.exists():
                     running.append(not run.child.exited() and not group_gone(run.pgid))
                     if ev.kind == "tool_start":
@@ -64,7 +64,7 @@ def test_events_arrive_before_exit_and_equal_posthoc_parse(tmp_path: Path) -> No
     seen, running, res = asyncio.run(main())
     with res:
         assert res.ok and res.text == "FINAL-ANSWER: live"
-        assert running == [True, True]
+        assert running == [True, True, True]
         assert seen == _posthoc(res)
 
 
@@ -85,7 +85,7 @@ def test_on_event_sync_and_async_callbacks_see_the_same_events() -> None:
 
     plain, awaited = asyncio.run(main())
     assert plain and plain == awaited
-    assert plain[-1] == "usage"
+    assert plain[-2:] == ["usage", "turn_end"]
 
 
 def test_cancellation_kills_the_group_and_closes_everything(tmp_path: Path) -> None:
@@ -181,7 +181,7 @@ def test_timeout_sets_timed_out(tmp_path: Path) -> None:
 
     res, kinds = asyncio.run(main())
     assert res.timed_out and not res.ok and res.exit_status() == 124
-    assert kinds[:2] == ["session", "tool_start"]
+    assert kinds[:3] == ["session", "turn_start", "tool_start"]
     with pytest.raises(spoolparse.TimeoutExpired):
         asyncio.run(spoolparse.arun([*LIVE_AGENT, "--wait-for", "/nonexistent/x"], timeout=0.2, check=True))
 
@@ -229,7 +229,7 @@ def test_polling_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
 
     async def main() -> tuple[list[dict[str, Any]], spoolparse.Result]:
         seen: list[dict[str, Any]] = []
-        res = await spoolparse.arun(argv, on_event=lambda ev: seen.append(ev.as_dict()))
+        res = await spoolparse.arun(argv, on_event=lambda ev: seen.append(event_dict(ev)))
         return seen, res
 
     seen, res = asyncio.run(main())
@@ -278,7 +278,7 @@ def test_events_written_during_the_grace_are_followed() -> None:
         seen: list[dict[str, Any]] = []
         async with spoolparse.open_run(argv, timeout=1.0, grace=0.3) as run:
             async for ev in run.events():
-                seen.append(ev.as_dict())
+                seen.append(event_dict(ev))
             return seen, await run.wait()
 
     seen, res = asyncio.run(main())

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from spoolparse.runner import Task, run_many
-from spoolparse.runner.cgroup import CGROUP2, LEAF, Placement
+from spoolparse.runner.cgroup import CGROUP2, LEAF, WATCHDOG, Placement
 from spoolparse.runner.memory import HostMemory, v2_dir
 
 from .runner_support import FixedProbe, MiB, marked_pids, marker, one_each, wait_gone
@@ -343,6 +343,31 @@ def test_a_runner_in_a_delegated_cgroup_makes_task_cgroups_under_its_own_subtree
     assert r["probe"] == (512 * MiB, "cgroup2", slice_)
 
 
+def test_a_runner_in_a_cgroup_shared_with_another_program_leaves_it_alone() -> None:
+    # a terminal's scope holds the shell too: moving the shell into a leaf is not the runner's call
+    shared = _scratch_cgroup("shared")
+    other = subprocess.Popen(["sleep", "300"])  # not the runner's descendant
+    Path(shared, "cgroup.procs").write_text(str(other.pid))
+
+    def body() -> tuple[str | None, list[str], list[str], list[str]]:
+        Path(shared, "cgroup.procs").write_text("0")
+        kind = Placement.detect().kind
+        task = Task(argv=["true"], id="t", memory_limit=64 * MiB)
+        outs = [o.enforcement for o in run_many([task], memory_probe=FixedProbe(BIG))]
+        subdirs = sorted(e.name for e in os.scandir(shared) if e.is_dir())
+        return kind, outs, subdirs, Path(shared, "cgroup.subtree_control").read_text().split()
+
+    try:
+        kind, enforcements, subdirs, subtree = in_child(body)
+        assert _cgroup_of(other.pid) == "/" + os.path.basename(shared)
+    finally:
+        other.kill()
+        other.wait()
+        _remove_tree(shared)
+    assert kind is None and enforcements == [WATCHDOG]
+    assert subdirs == [] and subtree == []
+
+
 def test_admission_takes_the_enclosing_cgroups_memory_max_as_total() -> None:
     outer = _scratch_cgroup("admission")
     Path(outer, "memory.max").write_text(str(300 * MiB))
@@ -400,7 +425,9 @@ def test_no_cgroup_or_task_is_left_after_kill_9_of_the_batch() -> None:
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-    # the runner is gone: whoever cleans up after it has only the directories to go by
-    Placement.detect()
+    # the runner is gone: its guardian kills what is in its cgroups (escapees too) and removes them
+    deadline = time.monotonic() + 30
+    while _ours(CG, pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert _ours(CG, pid) == []
     assert wait_gone(token, 10) == []

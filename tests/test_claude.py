@@ -64,7 +64,7 @@ def test_tool_results_are_never_decoded_but_reported() -> None:
         kinds = [ev.kind for ev in live]
         assert "tool_start" in kinds and "tool_end" in kinds
         start = next(ev for ev in live if ev.kind == "tool_start")
-        assert start.data["tool"] == "Bash"
+        assert start.data["name"] == "Bash" and start.data["title"] == "echo hello"
         end = next(ev for ev in live if ev.kind == "tool_end")
         assert end.type == "user" and end.data["bytes"] > 100
         assert kinds[-1] == "result"

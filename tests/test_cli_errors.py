@@ -3,6 +3,7 @@ failure into one line on stderr and its documented exit status (``spoolparse/cli
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
 import os
@@ -57,7 +58,14 @@ FAILURES = [
      "max_retained (1024) must be at least max_line (1048576)"),
     ("missing parse file", ["parse", "{tmp}/missing.jsonl"], 2, "no such file: {tmp}/missing.jsonl"),
     ("unknown provider", ["parse", "--provider", "nope", "{transcript}"], 2, "invalid choice: 'nope'"),
-    ("bad --timeout", ["run", "--timeout", "-1", "--", "true"], 2, "seconds must not be negative"),
+    ("bad --timeout", ["run", "--timeout", "-1", "--", "true"], 2, "duration must be positive: '-1'"),
+    ("zero --timeout", ["run", "--timeout", "0", "--", "true"], 2, "duration must be positive: '0'"),
+    ("--timeout without a number", ["run", "--timeout", "soon", "--", "true"], 2, "not a duration: 'soon'"),
+    ("infinite --timeout", ["run", "--timeout", "1e999", "--", "true"], 2, "not a duration: '1e999'"),
+    ("negative --grace", ["run", "--grace=-1s", "--", "true"], 2, "duration must be 0 or more: '-1s'"),
+    ("zero --max-spool-bytes", ["run", "--max-spool-bytes", "0", "--", "true"], 2, "size must be positive: '0'"),
+    ("zero --memory-per-task", ["batch", "--memory-per-task", "0G", "-"], 2, "size must be positive: '0G'"),
+    ("bad batch --timeout", ["batch", "--timeout", "10x", "-"], 2, "not a duration: '10x'"),
     ("timeout", ["run", "--timeout", "0.3", "--", "sleep", "30"], 124, "timed out after 0.3 seconds"),
     ("missing spool dir", ["run", "--spool-dir", "{tmp}/nope", "--", "true"], 2, "does not exist"),
     ("missing input", ["run", "--input", "{tmp}/nope.txt", "--", "cat"], 2, "cannot read input"),
@@ -80,7 +88,8 @@ def test_each_failure_is_one_line_and_its_exit_status(case: str, argv: list[str]
     assert p.returncode == status, err
     assert "Traceback" not in err
     assert err.endswith("\n") and err.count("\n") == 1, err  # exactly one line
-    assert err.startswith(("spoolparse: error: ", "spoolparse run: error: ", "spoolparse parse: error: ")), err
+    assert err.startswith(("spoolparse: error: ", "spoolparse run: error: ", "spoolparse parse: error: ",
+                           "spoolparse batch: error: ")), err
     assert fill(needle) in err
     if status in (124, 125):  # the run happened: its summary is still the one JSON object on stdout
         summary = json.loads(p.stdout)
@@ -128,6 +137,32 @@ def test_timeout_and_called_process_error_facts() -> None:
         spoolparse.run(["sh", "-c", "exit 7"], check=True)
     assert c.value.returncode == 7 and c.value.cmd == ["sh", "-c", "exit 7"]
     assert str(c.value) == "command ['sh', '-c', 'exit 7'] returned non-zero exit status 7"
+
+
+def test_check_errors_are_the_stdlib_subprocess_errors_too() -> None:
+    # code written for subprocess.run(check=True, timeout=...) catches ours unchanged, attributes included
+    with pytest.raises(subprocess.TimeoutExpired) as t:
+        spoolparse.run(["sh", "-c", "echo slow >&2; exec sleep 30"], timeout=0.2, grace=0.5, check=True)
+    assert isinstance(t.value, spoolparse.TimeoutExpired)
+    assert t.value.cmd == ["sh", "-c", "echo slow >&2; exec sleep 30"] and t.value.timeout == 0.2
+    assert t.value.output is None and t.value.stdout is None and t.value.stderr == b"slow\n"
+    assert "timed out after 0.2 seconds" in str(t.value)
+    with pytest.raises(subprocess.CalledProcessError) as c:
+        spoolparse.run(["sh", "-c", "echo oops >&2; exit 3"], check=True)
+    assert isinstance(c.value, spoolparse.CalledProcessError)
+    assert c.value.returncode == 3 and c.value.cmd == ["sh", "-c", "echo oops >&2; exit 3"]
+    assert c.value.output is None and c.value.stdout is None and c.value.stderr == b"oops\n"
+    assert isinstance(c.value, subprocess.SubprocessError) and isinstance(c.value, spoolparse.Error)
+
+
+def test_unusable_spool_dir_is_an_os_error(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(OSError) as e:
+        spoolparse.run(["true"], spool_dir=afile)
+    assert isinstance(e.value, spoolparse.SpoolDirError) and not isinstance(e.value, spoolparse.UsageError)
+    assert e.value.errno == errno.ENOTDIR and e.value.filename == str(afile)
+    assert str(e.value) == f"spool directory {str(afile)!r} is not a directory"
 
 
 @pytest.mark.parametrize("kwargs", [

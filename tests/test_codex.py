@@ -120,4 +120,4 @@ def test_tool_events_are_live_without_decoding() -> None:
                       {"type": "item.completed", "item": {"id": "item_1", "type": "command_execution",
                                                           "aggregated_output": "big"}}))
     assert [e.kind for e in live] == ["session", "tool_start", "tool_end"]
-    assert live[2].data["tool"] == "command_execution"
+    assert live[2].data["name"] == "command_execution" and live[2].data["call_id"] == "item_1"

@@ -45,3 +45,26 @@ def test_setup_commands_and_ci_agree() -> None:
     test_cmd = blocks[1].strip()
     ci = (ROOT / ".ci" / "run").read_text()
     assert test_cmd in ci, f"{test_cmd!r} is not what .ci/run runs"
+
+
+def test_exit_status_table_matches_the_code() -> None:
+    from spoolparse._cli_common import EXIT_STATUSES
+
+    table = README[README.index("| exit status | meaning |"):]
+    table = table[: table.index("\n\n")]
+    rows = dict(re.findall(r"^\| (?!exit status|---)([^|]+?) \| (.+) \|$", table, re.M))
+    assert rows == EXIT_STATUSES
+    assert README.count("| exit status | meaning |") == 1, "one exit-status table, not a copy per command"
+
+
+def test_every_skip_says_what_it_needs() -> None:
+    # a newcomer reading "SKIPPED" must learn what to install or where to run, not just that it was skipped
+    sources = sorted((ROOT / "tests").rglob("*.py"))
+    reasons = []
+    for path in sources:
+        text = path.read_text()
+        reasons += [(path.name, m) for m in re.findall(r"pytest\.skip\(\s*f?\"([^\"]*)", text)]
+        reasons += [(path.name, m) for m in re.findall(r"skipif\([^#]*?reason=\s*f?\"([^\"]*)", text, re.S)]
+    assert reasons, "no skips found: the search is wrong"
+    vague = [(name, r) for name, r in reasons if "needs" not in r and "; run " not in r]
+    assert vague == [], vague

@@ -157,7 +157,8 @@ _value = st.recursive(_leaf, lambda kids: st.lists(kids, max_size=4) | st.dictio
 _item = st.fixed_dictionaries({"type": st.sampled_from(["assistant", "result", "x"])}, optional={"v": _value})
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 1.5x the profile's examples (150 by default; the quick "dev" profile runs fewer, "ci" more)
+@settings(max_examples=settings().max_examples * 3 // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(items=st.lists(_item, min_size=1, max_size=12), indent=st.sampled_from([None, 1, 2]),
        chunk=st.integers(1, 64), data=st.data())
 def test_streaming_path_equals_whole_decoding(items: list[Any], indent: int | None, chunk: int,
@@ -174,7 +175,7 @@ def test_streaming_path_equals_whole_decoding(items: list[Any], indent: int | No
     assert sc.invalid_lines == 0 and sc.lines == len(items)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=settings().max_examples * 3 // 5, deadline=None)  # 60 by default, scaled by the profile
 @given(path=st.sampled_from(FIXTURE_FILES), where=st.floats(0, 1))
 def test_split_at_any_byte_gives_the_same_summary(path: Path, where: float) -> None:
     data = path.read_bytes()

@@ -91,7 +91,8 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs (root only: mount is the only honest full disk)."""
     d = tmp_path / "small"
     if not _mount_tmpfs(d, "size=1m,mode=1777"):
-        pytest.skip("cannot mount a tmpfs here (needs root); the RLIMIT_FSIZE test covers the same path")
+        pytest.skip("needs root to mount a 1 MiB tmpfs (run the suite as root, e.g. in a container or VM); "
+                    "the RLIMIT_FSIZE test covers the same path meanwhile")
     yield d
     _umount(d)
 
@@ -199,7 +200,7 @@ def test_child_that_dies_of_enospc_before_any_poll_is_spool_full(small_fs: Path)
 
 def _need_prlimit() -> None:
     if shutil.which("prlimit") is None:
-        pytest.skip("prlimit is not installed")
+        pytest.skip("needs prlimit (util-linux: apt-get install util-linux)")
 
 
 def test_spool_file_size_limit_kills_a_child_with_sigxfsz() -> None:
@@ -255,7 +256,7 @@ def _unwritable_dir(tmp_path: Path) -> Iterator[Path]:
     d.mkdir()
     d.chmod(0o555)
     if os.access(d, os.W_OK):
-        pytest.skip("cannot make a directory this user cannot write (root without mount)")
+        pytest.skip("needs a directory this user cannot write: run as a non-root user, or as root where mount works")
     yield d
 
 

@@ -60,7 +60,7 @@ def test_tool_events_are_never_decoded_but_reported() -> None:
     assert seen and not any(obj["type"] in ("tool_use", "tool_result") for obj in seen)
     kinds = [e.kind for e in live]
     assert kinds.index("tool_start") < kinds.index("tool_end")
-    assert [e.data["text"] for e in live if e.kind == "text"] == ["Running it.", " FINAL-", "ANSWER-gemini"]
+    assert [e.data["text"] for e in live if e.kind == "text_delta"] == ["Running it.", " FINAL-", "ANSWER-gemini"]
 
 
 def test_loop_detected_warning_then_success() -> None:

@@ -14,7 +14,7 @@ import spoolparse
 from spoolparse import _wait
 from spoolparse.process import Child
 
-from .helpers import FAKE_CODEX, FIXTURES, group_gone, open_fds
+from .helpers import FAKE_CODEX, FIXTURES, event_dict, group_gone, open_fds
 
 LIVE_AGENT = [sys.executable, str(FIXTURES / "live_agent.py")]
 
@@ -28,7 +28,7 @@ def _posthoc(r: spoolparse.Result, **options: Any) -> list[dict[str, Any]]:
     assert r.stdout is not None
     r.stdout.seek(0)
     seen: list[dict[str, Any]] = []
-    spoolparse.parse(r.stdout, on_event=lambda ev: seen.append(ev.as_dict()), **options)
+    spoolparse.parse(r.stdout, on_event=lambda ev: seen.append(event_dict(ev)), **options)
     return seen
 
 
@@ -47,7 +47,7 @@ def test_events_arrive_while_the_child_runs(tmp_path: Path) -> None:
 
     with spoolparse.run([*LIVE_AGENT, "--wait-for", str(go)], on_event=on_event, on_start=started.append) as r:
         assert r.ok and r.text == "FINAL-ANSWER: live"
-    assert [k for k, _, _ in early] == ["session", "tool_start"]
+    assert [k for k, _, _ in early] == ["session", "turn_start", "tool_start"]
     assert all(not exited and not gone for _, exited, gone in early)
 
 
@@ -64,7 +64,7 @@ def test_events_arrive_while_the_child_runs(tmp_path: Path) -> None:
 )
 def test_live_events_equal_posthoc_parse(argv: list[str], options: dict[str, Any]) -> None:
     live: list[dict[str, Any]] = []
-    with spoolparse.run(argv, on_event=lambda ev: live.append(ev.as_dict()), **options) as r:
+    with spoolparse.run(argv, on_event=lambda ev: live.append(event_dict(ev)), **options) as r:
         assert live, "no events"
         assert live == _posthoc(r, **options)
 
@@ -117,7 +117,7 @@ def test_timeout_still_reports_the_events_before_it(tmp_path: Path) -> None:
     with spoolparse.run([*LIVE_AGENT, "--wait-for", str(tmp_path / "never")], timeout=2.0, grace=0.5,
                         on_event=lambda ev: kinds.append(ev.kind), on_start=started.append) as r:
         assert r.timed_out and not r.ok
-    assert kinds[:2] == ["session", "tool_start"]
+    assert kinds[:3] == ["session", "turn_start", "tool_start"]
     assert group_gone(started[0].pgid)
 
 
@@ -135,7 +135,7 @@ def test_polling_fallback_gives_the_same_events(monkeypatch: pytest.MonkeyPatch)
         waiters.append(self)
 
     monkeypatch.setattr(_wait.SpoolWaiter, "__init__", init)
-    with spoolparse.run(argv, on_event=lambda ev: live.append(ev.as_dict())) as r:
+    with spoolparse.run(argv, on_event=lambda ev: live.append(event_dict(ev))) as r:
         assert r.ok
     assert live == expected
     assert waiters and not waiters[0].event_driven  # the fallback really ran
@@ -144,7 +144,7 @@ def test_polling_fallback_gives_the_same_events(monkeypatch: pytest.MonkeyPatch)
 def test_inotify_reports_writes_to_a_nameless_spool(tmp_path: Path) -> None:
     ino = _wait.open_inotify()
     if ino is None:
-        pytest.skip("no inotify here")
+        pytest.skip("needs inotify (Linux with fs.inotify.max_user_instances > 0: sysctl fs.inotify)")
     spool = spoolparse.spool.open_spool(str(tmp_path))
     try:
         wd = ino.watch(spool.fileno())
@@ -166,7 +166,7 @@ def test_inotify_reports_writes_to_a_nameless_spool(tmp_path: Path) -> None:
 def test_waiter_wakes_on_a_write_not_on_its_timeout(tmp_path: Path) -> None:
     ino = _wait.open_inotify()
     if ino is None:
-        pytest.skip("no inotify here")
+        pytest.skip("needs inotify (Linux with fs.inotify.max_user_instances > 0: sysctl fs.inotify)")
     ino.close()
     spool = spoolparse.spool.open_spool(str(tmp_path))
     r, w = os.pipe()  # a stand-in pidfd that never becomes readable
@@ -200,6 +200,6 @@ def test_events_written_during_the_grace_reach_the_callback() -> None:
     # the child ignores SIGTERM and keeps writing through its grace, until SIGKILL
     argv = [*FAKE_CODEX, "--size", "400K", "--ignore-term", "--pause", "0.01"]
     live: list[dict[str, Any]] = []
-    with spoolparse.run(argv, timeout=1.0, grace=0.3, on_event=lambda ev: live.append(ev.as_dict())) as r:
+    with spoolparse.run(argv, timeout=1.0, grace=0.3, on_event=lambda ev: live.append(event_dict(ev))) as r:
         assert r.timed_out and r.returncode in (-9, -15)  # -15: TERM came before the child's handler
         assert live == _posthoc(r)

@@ -35,10 +35,11 @@ def test_qwen_success() -> None:
     # Qwen's input_tokens already count the cached ones (Claude's do not): never added twice.
     assert r.usage == {"input_tokens": 2468, "output_tokens": 112, "cached_input_tokens": 1000, "total_tokens": 2580}
     assert r.raw_usage["usage"]["cache_read_input_tokens"] == 1000
-    assert [e.data["tool"] for e in seen if e.kind == "tool_start"] == ["run_shell_command"]
+    assert [e.data["name"] for e in seen if e.kind == "tool_start"] == ["run_shell_command"]
     assert kinds(seen).count("tool_end") == 1
     assert seen[-1].kind == "result" and seen[-1].data["ok"] is True
-    assert [e.data["usage"] for e in seen if e.kind == "usage"] == [r.usage]
+    # running totals per API message while the run goes, then the result's own
+    assert [e.data["usage"] for e in seen if e.kind == "usage"][-1] == r.usage
 
 
 def test_qwen_read_as_claude_would_double_count_the_cache() -> None:
@@ -101,7 +102,7 @@ def test_cursor_success_and_tool_calls() -> None:
     assert r.model == "Claude 4 Sonnet"
     assert r.session_id == "c6b62c6f-7ead-4fd6-9922-e952131177ff"
     assert r.usage == {} and r.raw_usage is None
-    tools = [(e.kind, e.data["tool"], e.data["id"], e.data.get("title")) for e in seen if e.kind.startswith("tool")]
+    tools = [(e.kind, e.data["name"], e.data["call_id"], e.data["title"]) for e in seen if e.kind.startswith("tool")]
     assert tools == [
         ("tool_start", "shell", "toolu_vrtx_01", "echo hello"),
         ("tool_end", "shell", "toolu_vrtx_01", "echo hello"),
@@ -140,9 +141,9 @@ def test_droid_success() -> None:
     assert r.model == "claude-sonnet-4-5-20250929"
     assert r.session_id == "b7f0b4a2-2c1e-4a8e-9c55-3d9f1f0e6a11"
     assert r.usage == {}
-    assert [(e.kind, e.data.get("tool")) for e in seen if e.kind.startswith("tool")] == [
+    assert [(e.kind, e.data.get("name")) for e in seen if e.kind.startswith("tool")] == [
         ("tool_start", "Execute"),
-        ("tool_end", None),
+        ("tool_end", "Execute"),
     ]
     assert seen[-1].kind == "result"
 
@@ -177,9 +178,9 @@ def test_kimi_success() -> None:
     assert r.provider == "kimi" and r.ok
     assert r.text == "FINAL-ANSWER-kimi"
     assert (r.session_id, r.model, r.usage) == (None, None, {})
-    assert [(e.kind, e.data.get("tool"), e.data.get("id")) for e in seen if e.kind.startswith("tool")] == [
+    assert [(e.kind, e.data.get("name"), e.data.get("call_id")) for e in seen if e.kind.startswith("tool")] == [
         ("tool_start", "Shell", "Shell:0"),
-        ("tool_end", None, "Shell:0"),
+        ("tool_end", "Shell", "Shell:0"),
     ]
 
 
@@ -213,9 +214,9 @@ def test_copilot_success() -> None:
     assert r.session_id == "0f3c1c9e-7d0a-4b3b-8f51-6e2a9b4c7d10"
     assert r.usage == {"output_tokens": 112}  # the stream has no prompt tokens
     assert r.raw_usage["premiumRequests"] == 1 and r.raw_usage["outputTokens"] == 112
-    assert [(e.kind, e.data.get("tool")) for e in seen if e.kind.startswith("tool")] == [
+    assert [(e.kind, e.data.get("name")) for e in seen if e.kind.startswith("tool")] == [
         ("tool_start", "bash"),
-        ("tool_end", None),
+        ("tool_end", "bash"),
     ]
 
 

@@ -63,8 +63,8 @@ def test_events_are_the_same_with_on_event(big: tuple[Path, bytes]) -> None:
     path, data = big
     mapped: list[dict[str, Any]] = []
     read: list[dict[str, Any]] = []
-    r1 = spoolparse.parse(path, on_event=lambda ev: mapped.append(ev.as_dict()))
-    r2 = spoolparse.parse(io.BytesIO(data), on_event=lambda ev: read.append(ev.as_dict()))
+    r1 = spoolparse.parse(path, on_event=lambda ev: mapped.append({**ev.as_dict(), "time": 0}))
+    r2 = spoolparse.parse(io.BytesIO(data), on_event=lambda ev: read.append({**ev.as_dict(), "time": 0}))
     assert mapped == read
     assert sum(e["kind"] == "tool_end" for e in mapped) == PAD
     # skipping the tool lines unread (no on_event) changes nothing in the answer
@@ -98,10 +98,10 @@ def test_oversize_skipped_line_is_still_reported(tmp_path: Path) -> None:
 def test_compact_skip_lines_match_the_general_scan() -> None:
     """Lines settled by the compiled SKIP pattern count exactly as the general path counts them."""
     lines = [
-        b'{"type":"item.completed","item":{"id":"1","type":"reasoning","text":"a"}}',
-        b'{"type":"item.completed","item":{"id":"2","type":"reasoning_x","text":"a"}}',
-        b'{"type":"item.completed","item":{"id":"3","item_type":"reasoning"}}',
-        b' {"type":"item.completed","item":{"id":"4","type":"reasoning"}}',
+        b'{"type":"item.completed","item":{"id":"1","type":"todo_list","text":"a"}}',
+        b'{"type":"item.completed","item":{"id":"2","type":"todo_list_x","text":"a"}}',
+        b'{"type":"item.completed","item":{"id":"3","item_type":"todo_list"}}',
+        b' {"type":"item.completed","item":{"id":"4","type":"todo_list"}}',
         b'{"type":"item.completed","item":{"id":"5","type":"agent_message","text":"hi"}}',
         b'{"type":"turn.started"}',
         b'{"type":"turn.startedX"}',
@@ -117,7 +117,7 @@ def test_compact_skip_lines_match_the_general_scan() -> None:
 
     whole = keys([data])
     assert whole == keys([data[i : i + 7] for i in range(0, len(data), 7)])
-    assert provider.retain("item.completed/reasoning") == SKIP
+    assert provider.retain("item.completed/todo_list") == SKIP
     assert [k[2] for k in whole].count("item.completed/agent_message") == 3
-    assert [k[2] for k in whole].count("item.completed/reasoning_x") == 0  # unknown item kinds are not kept here
+    assert [k[2] for k in whole].count("item.completed/todo_list_x") == 0  # unknown item kinds are not kept here
     assert json.loads(lines[4])["item"]["text"] == "hi"

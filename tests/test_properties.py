@@ -81,7 +81,7 @@ def test_streams_reach_every_providers_retained_events(name: str) -> None:
 
     kept: list[int] = []
 
-    @settings(max_examples=100, database=None)
+    @settings(max_examples=settings().max_examples, database=None)  # the profile's: 100 by default
     @given(stream=h.streams(oversize=False, keys=h.provider_keys(name)))
     def sample(stream: bytes) -> None:
         kept.append(len(h.retained_events(h.reference(stream), retain)))

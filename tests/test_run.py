@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import signal
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import spoolparse
-from spoolparse import SpawnError, SpoolDirWarning, SpoolFullError, UsageError
+from spoolparse import SpawnError, SpoolDirError, SpoolDirWarning, SpoolFullError, UsageError
 from spoolparse import spool as spool_mod
 
 from .helpers import FAKE_CODEX, group_gone, open_fds
@@ -132,7 +133,7 @@ def test_grandchild_left_behind_is_ended() -> None:
 
 def test_exit_code_and_signal() -> None:
     with spoolparse.run([*FAKE_CODEX, "--exit", "3"]) as r:
-        assert r.returncode == 3 and not r.ok and r.exit_status() == 3 and r.text is not None
+        assert r.returncode == 3 and not r.ok and r.exit_status() == 1 and r.text is not None
     with spoolparse.run(["sh", "-c", "kill -TERM $$"]) as r:
         assert r.returncode == -signal.SIGTERM and r.signal == signal.SIGTERM and r.exit_status() == 128 + 15
 
@@ -206,8 +207,12 @@ def test_spool_dir_argument_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("PDD_AGENT_SPOOL_DIR", str(d))
     assert spool_mod.resolve_spool_dir() == str(d)
     assert spool_mod.resolve_spool_dir(tmp_path) == str(tmp_path)
-    with pytest.raises(UsageError):
+    with pytest.raises(SpoolDirError) as missing:
         spoolparse.run([*FAKE_CODEX], spool_dir=tmp_path / "missing")
+    # a file-system condition, not a malformed call: an OSError with errno and filename, not a UsageError
+    assert isinstance(missing.value, OSError) and not isinstance(missing.value, UsageError)
+    assert missing.value.errno == errno.ENOENT and missing.value.filename == str(tmp_path / "missing")
+    assert "does not exist" in str(missing.value)
     afile = tmp_path / "afile"
     afile.write_text("x")
     monkeypatch.setenv("PDD_AGENT_SPOOL_DIR", str(afile))

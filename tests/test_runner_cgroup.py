@@ -13,10 +13,14 @@ import pytest
 from spoolparse.runner import Task, run_many
 from spoolparse.runner.cgroup import ENFORCEMENTS, Placement
 
-from .runner_support import HOG, FixedProbe, MiB, marker, one_each, our_cgroups, wait_gone
+from .runner_support import HOG, FixedProbe, MiB, marked_pids, marker, one_each, our_cgroups, wait_gone
 
 WHERE = Placement.detect()
-pytestmark = pytest.mark.skipif(WHERE.kind is None, reason="no writable memory cgroup here")
+pytestmark = pytest.mark.skipif(
+    WHERE.kind is None,
+    reason="needs a writable memory cgroup: root with /sys/fs/cgroup mounted read-write, or a delegated "
+    "cgroup v2 subtree",
+)
 BIG = 1 << 40
 
 
@@ -122,3 +126,36 @@ def test_a_cgroup_with_one_nested_in_it_is_killed_and_removed_whole() -> None:
     finally:
         p.kill()
         p.wait()
+
+
+def test_kill_9_of_the_batch_leaves_no_cgroup_and_no_escapee() -> None:
+    # the guardian holds each task's cgroup directories: it kills their processes and removes them
+    token, env = marker()
+    escape = "setsid sh -c 'trap \"\" TERM; exec sleep 300' & exec sleep 300"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the batch that gets SIGKILLed
+        try:
+            tasks = [Task(argv=["sh", "-c", escape], id=str(i), env=env) for i in range(3)]
+            for _ in run_many(tasks, enforce="cgroup", max_concurrent=3, memory_probe=FixedProbe(BIG)):
+                pass
+        finally:
+            os._exit(1)
+    assert WHERE.memory_parent is not None
+    parent = WHERE.memory_parent
+
+    def theirs() -> list[str]:
+        return [n for n in os.listdir(parent) if n.startswith(f"spoolparse-{pid}-")]
+
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (len(theirs()) < 3 or len(marked_pids(token)) < 6):
+            time.sleep(0.05)
+        assert len(theirs()) == 3 and len(marked_pids(token)) >= 6
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    deadline = time.monotonic() + 10
+    while theirs() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert theirs() == []
+    assert wait_gone(token, 10) == []

@@ -1,5 +1,6 @@
-"""The published samples beside the project (../shared/agent-formats/samples): the facts their
-reference (FORMATS.md, SOURCES.md) states about each one hold for what spoolparse makes of it."""
+"""The published samples (fixtures/published/samples, provenance and licenses in
+fixtures/published/SOURCES.md): the facts their reference states about each one hold for what
+spoolparse makes of it."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ import pytest
 from spoolparse import parse
 from spoolparse.providers.gemini import normalize_gemini_stats
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "agent-formats" / "samples"
-
-pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"no published samples at {SAMPLES}")
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "published" / "samples"
 
 
 def summary(name: str, **kw: Any) -> dict[str, Any]:

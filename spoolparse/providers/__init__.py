@@ -105,6 +105,8 @@ class AutoProvider(Provider):
     def _choose(self, cls: type[Provider]) -> list[LiveEvent]:
         chosen = self.chosen = cls()
         chosen.max_text = self.max_text
+        chosen.tool_output = self.tool_output
+        chosen.live = self.live
         buffered, self._buffer = self._buffer, []
         live: list[LiveEvent] = []
         for rec in buffered:

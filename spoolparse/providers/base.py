@@ -33,35 +33,50 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from .. import _limits
 from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
+from ..types import EVENT_FIELDS, EVENT_KINDS, EventDict, EventKind
+from ._peek import short
 
 __all__ = ["Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip", "size_text", "sum_usage"]
 
-#: Kinds of :class:`LiveEvent`.
-KINDS = ("session", "text", "usage", "error", "warning", "tool_start", "tool_end", "dropped", "result")
+#: Kinds of :class:`LiveEvent` (:data:`spoolparse.types.EventKind`).
+KINDS = EVENT_KINDS
 
 
 @dataclass(frozen=True, slots=True)
 class LiveEvent:
     """One thing a provider saw, as it happened.
 
-    ``kind`` is one of ``session``, ``text``, ``usage``, ``error``,
-    ``warning``, ``tool_start``, ``tool_end``, ``dropped``, ``result``;
-    ``type`` the line's type key; ``data`` the facts (for ``text``:
-    ``{"text": …}``; for ``usage``: the normalized usage; for the rest the
-    fields named in the README).
+    ``kind`` is one of :data:`~spoolparse.types.EVENT_KINDS`; ``lineno`` the
+    stdout line and ``type`` its type key; ``data`` the kind's fields (the
+    README's table, :mod:`spoolparse.types`). ``seq`` numbers the events of
+    one stream from 1 and ``time`` is when the line was read; the parser
+    stamps both as it hands the event on.
     """
 
-    kind: str
+    kind: EventKind
     lineno: int
     type: str
     data: dict[str, Any]
+    seq: int = 0
+    time: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "line": self.lineno, "type": self.type, **self.data}
+    def as_dict(self) -> EventDict:
+        """The JSON object: ``seq, time, kind, line, type``, then the kind's fields (absent ones ``null``)."""
+        out: dict[str, Any] = {"seq": self.seq, "time": self.time, "kind": self.kind, "line": self.lineno,
+                               "type": self.type}
+        data = self.data
+        for key in EVENT_FIELDS[self.kind][5:]:
+            out[key] = data.get(key)
+        return cast(EventDict, out)
+
+    def stamp(self, seq: int, time: float) -> None:
+        """Number and time the event (the parser does, once, as it hands it on)."""
+        object.__setattr__(self, "seq", seq)
+        object.__setattr__(self, "time", time)
 
 
 class Notes:
@@ -188,6 +203,13 @@ class Provider:
         #: Most characters of answer text a provider holds (deltas it joins, parts it
         #: concatenates); :class:`~spoolparse.StreamParser` sets it to its ``max_retained``.
         self.max_text = _limits.MAX_RETAINED
+        #: Whether anyone listens to live events; without a listener a provider skips the work
+        #: that only feeds them (the parser sets it).
+        self.live = True
+        #: Characters of a tool's output a ``tool_end`` event carries (0: none, only its size).
+        self.tool_output = 0
+        # tool calls started and not yet ended: call_id -> (name, title), oldest first, bounded
+        self._calls: dict[str, tuple[str | None, str | None]] = {}
         #: Line where the current answer begins: a dropped answer line at or after it loses the answer.
         self.answer_from = 0
         #: Line of the terminal event, once seen.
@@ -260,7 +282,10 @@ class Provider:
         return []
 
     def dropped(self, rec: Dropped) -> list[LiveEvent]:
-        live = [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
+        live = [LiveEvent("dropped", rec.line, rec.type, {"bytes": rec.bytes, "reason": rec.reason})]
+        if self.retain(rec.type) == NOTE:
+            # a tool result too long even to drain as a noted line still ends its call, by size only
+            live.extend(self.noted(Noted(rec.line, rec.type, rec.bytes)))
         if self.retain(rec.type) == KEEP:
             self._lost[rec.type] = rec
             text = self.warn(
@@ -268,6 +293,60 @@ class Provider:
                 f"({rec.reason}); the answer may be incomplete"
             )
             live.append(LiveEvent("warning", rec.line, rec.type, {"message": text}))
+        return live
+
+    def tool_start(self, n: int, t: str, call_id: str | None, name: str | None, title: Any) -> LiveEvent:
+        """A ``tool_start`` event, remembered until its ``tool_end``.
+
+        A call without an id gets ``L<line>``, so every start can be paired.
+        """
+        call_id = call_id if isinstance(call_id, str) and call_id else f"L{n}"
+        title = short(title)
+        calls = self._calls
+        calls.pop(call_id, None)
+        if len(calls) >= _limits.MAX_OPEN_CALLS:
+            del calls[next(iter(calls))]
+        calls[call_id] = (name, title)
+        return LiveEvent("tool_start", n, t, {"call_id": call_id, "name": name, "title": title})
+
+    def tool_end(
+        self,
+        n: int,
+        t: str,
+        call_id: str | None,
+        *,
+        name: str | None = None,
+        title: Any = None,
+        ok: bool | None = None,
+        exit_code: int | None = None,
+        size: int = 0,
+        output: str | None = None,
+    ) -> list[LiveEvent]:
+        """The ``tool_end`` event of a call (after a ``tool_start`` made here if none was seen).
+
+        Without an id the end closes the oldest open call (tools of one agent
+        mostly finish in order); the name and title of the start carry over.
+        """
+        live: list[LiveEvent] = []
+        calls = self._calls
+        if not (isinstance(call_id, str) and call_id):
+            call_id = next(iter(calls), None)
+        opened = calls.pop(call_id, None) if call_id is not None else None
+        if opened is None:
+            start = self.tool_start(n, t, call_id, name, title)
+            live.append(start)
+            call_id = start.data["call_id"]
+            opened = calls.pop(call_id)
+        output = output[: self.tool_output] if output is not None and self.tool_output > 0 else None
+        live.append(LiveEvent("tool_end", n, t, {
+            "call_id": call_id,
+            "name": opened[0] or name,
+            "title": opened[1] or short(title),
+            "ok": ok,
+            "exit_code": exit_code,
+            "bytes": size,
+            "output": output,
+        }))
         return live
 
     def last_lost(self, *types: str) -> Dropped | None:

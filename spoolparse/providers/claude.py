@@ -15,9 +15,11 @@ top-level ``error``; the run then still ends with ``subtype: "success"`` and
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from ..lines import Event, Noted
+from . import _peek
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage
 
 __all__ = ["ClaudeProvider", "normalize_claude_usage", "normalize_claude_model_usage"]
@@ -49,6 +51,19 @@ def normalize_claude_usage(raw: Any, cost: Any = None) -> dict[str, Any]:
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):
         out["cost_usd"] = float(cost)
     return out
+
+
+_TOOL_USE_ID = re.compile(rb'[{,][ \t]*"tool_use_id"[ \t]*:[ \t]*"([^"\\]*)"')
+
+
+def _output_text(content: Any) -> str | None:
+    """A tool result's content as text: a string, or its text blocks joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        return "".join(parts) if parts else None
+    return None
 
 
 def normalize_claude_model_usage(raw: Any) -> dict[str, Any]:
@@ -88,16 +103,15 @@ def _texts(message: Any) -> str | None:
 class ClaudeProvider(Provider):
     name: ClassVar[str] = "claude"
     keep: ClassVar[frozenset[str]] = frozenset({"system", "assistant", "result", "rate_limit_event"})
-    # Tool results: reported by size only, they are the big lines.
-    note: ClassVar[frozenset[str]] = frozenset({"user"})
+    # Tool results (the big lines) and partial-message deltas: read from their bounded heads,
+    # and only when someone listens.
+    note: ClassVar[frozenset[str]] = frozenset({"user", "stream_event"})
     terminal: ClassVar[tuple[str, ...]] = ("result",)
     answer_types: ClassVar[frozenset[str]] = frozenset({"result"})
     known: ClassVar[frozenset[str]] = (
         keep
         | note
-        | frozenset(
-            {"stream_event", "conversation_reset", "control_request", "control_response", "control_cancel_request"}
-        )
+        | frozenset({"conversation_reset", "control_request", "control_response", "control_cancel_request"})
     )
 
     def __init__(self) -> None:
@@ -113,7 +127,18 @@ class ClaudeProvider(Provider):
         self.usage: dict[str, Any] = {}
         self.raw_usage: Any = None
         self.usage_model: str | None = None
+        self.in_turn = False
+        # running usage for live views, per API message (the result's usage is the run's own):
+        # totals of the messages before the current one, and the current one's id and counts
+        self.usage_before: dict[str, Any] = {}
+        self.message_id: Any = None
+        self.message_usage: dict[str, Any] = {}
         self.usage_by_model: dict[str, dict[str, Any]] | None = None
+
+    @staticmethod
+    def normalize_usage(raw: Any) -> dict[str, Any]:
+        """One API message's (or the result's) usage → normalized names."""
+        return normalize_claude_usage(raw)
 
     @classmethod
     def detect(cls, rec: Event | Noted) -> bool:
@@ -138,9 +163,14 @@ class ClaudeProvider(Provider):
         if t == "system":
             self._system(d, n, t, live)
         elif t == "assistant":
+            self._turn(n, t, live)
             self._assistant(d, n, t, live)
         elif t == "result":
             self._result(d, n, t, live)
+            if self.in_turn:
+                # the turn ends, then the run's result (the last event)
+                self.in_turn = False
+                live.insert(len(live) - 1, LiveEvent("turn_end", n, t, {"ok": live[-1].data.get("ok")}))
         elif t == "rate_limit_event":
             info = d.get("rate_limit_info")
             if isinstance(info, dict) and info.get("status") == "rejected":
@@ -155,6 +185,7 @@ class ClaudeProvider(Provider):
             if isinstance(model, str) and model:
                 self.init_model = model
                 live.append(LiveEvent("session", n, t, {"session_id": self.session_id, "model": model}))
+            self._turn(n, t, live)
         elif sub == "api_retry":
             status = d.get("error_status")
             text = self.warn(
@@ -162,7 +193,15 @@ class ClaudeProvider(Provider):
                 + (f" after HTTP {status}" if status is not None else "")
                 + (f": {d['error']}" if isinstance(d.get("error"), str) else "")
             )
-            live.append(LiveEvent("warning", n, t, {"message": text}))
+            live.append(LiveEvent("retry", n, t, {
+                "message": text, "attempt": as_int(d.get("attempt")), "max_attempts": as_int(d.get("max_retries")),
+            }))
+
+    def _turn(self, n: int, t: str, live: list[LiveEvent]) -> None:
+        """A turn runs from the first event after the last ``result`` (or from init) to the next ``result``."""
+        if not self.in_turn:
+            self.in_turn = True
+            live.append(LiveEvent("turn_start", n, t, {}))
 
     def _assistant(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
         msg = d.get("message")
@@ -178,11 +217,20 @@ class ClaudeProvider(Provider):
             return
         if isinstance(model, str) and model:
             self.message_model = model
+        if self.live:
+            self._running_usage(msg.get("id"), msg.get("usage"), n, t, live)
         content = msg.get("content")
         if isinstance(content, list):
             for block in content:
-                if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use"):
-                    live.append(LiveEvent("tool_start", n, t, {"tool": block.get("name"), "id": block.get("id")}))
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind in ("tool_use", "server_tool_use"):
+                    name = block.get("name")
+                    live.append(self.tool_start(n, t, block.get("id"), name if isinstance(name, str) else None,
+                                                _peek.title_of(block.get("input"))))
+                elif kind == "thinking" and isinstance(block.get("thinking"), str):
+                    live.append(LiveEvent("thinking", n, t, {"text": clip(block["thinking"]), "delta": False}))
         # Subagent messages (parent_tool_use_id set) are not the answer.
         if text is not None and d.get("parent_tool_use_id") is None:
             if len(text) > self.max_text:
@@ -249,12 +297,109 @@ class ClaudeProvider(Provider):
                 msg = f"{msg} (HTTP {status})"
             self.result_error = clip(msg)
             live.append(LiveEvent("error", n, t, {"message": self.result_error}))
-        live.append(LiveEvent("result", n, t, {"ok": not failed, "subtype": sub}))
+        live.append(LiveEvent("result", n, t, {"ok": not failed, "status": sub if isinstance(sub, str) else None}))
 
     def noted(self, rec: Noted) -> list[LiveEvent]:
-        if rec.type == "user":
-            return [LiveEvent("tool_end", rec.lineno, rec.type, {"bytes": rec.size})]
+        if rec.type == "stream_event":
+            return self._delta(rec)
+        # A user line: the results of one or more tool calls (or a prompt, which has none and is not read).
+        n, t = rec.lineno, rec.type
+        live: list[LiveEvent] = []
+        if rec.head and b'"tool_use_id"' not in rec.head:
+            return live
+        obj = _peek.whole(rec)
+        if obj is not None:
+            msg = obj.get("message")
+            content = msg.get("content") if isinstance(msg, dict) else None
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    out = block.get("content")
+                    err = block.get("is_error")
+                    live.extend(self.tool_end(
+                        n, t, block.get("tool_use_id"), ok=None if not isinstance(err, bool) else not err,
+                        size=rec.size, output=_output_text(out) if self.tool_output else None,
+                    ))
+            return live
+        ids = [i for i in _TOOL_USE_ID.findall(rec.head)] if rec.head else [b""]
+        err = _peek.scalar(rec.head + b"\n" + rec.tail, "is_error")
+        out = _peek.string(rec.head, "content") if self.tool_output else None
+        for raw in ids:
+            cid = raw.decode("utf-8", "replace") if raw else None
+            live.extend(self.tool_end(n, t, cid, ok=None if not isinstance(err, bool) else not err,
+                                      size=rec.size, output=out))
+        return live
+
+    def _delta(self, rec: Noted) -> list[LiveEvent]:
+        """A partial-message event: text and thinking deltas of the main agent become live events.
+
+        Only those are decoded; the other stream events (message and block starts and stops, tool-input
+        JSON deltas) are told apart by their head and never decoded.
+        """
+        head = rec.head
+        n, t = rec.lineno, rec.type
+        if b'"message_delta"' in head or b'"message_start"' in head:
+            return self._stream_usage(rec)
+        if b'"text_delta"' not in head and b'"thinking_delta"' not in head:
+            return []
+        obj = _peek.whole(rec)
+        if obj is None:
+            # a delta too long to hold whole: its start, from the head
+            if b'"text_delta"' in rec.head and b'"parent_tool_use_id":"' not in rec.head:
+                text = _peek.string(rec.head, "text")
+                return [LiveEvent("text_delta", n, t, {"text": text})] if text else []
+            return []
+        if obj.get("parent_tool_use_id") is not None:
+            return []  # a subagent's stream is not the answer
+        ev = obj.get("event")
+        delta = ev.get("delta") if isinstance(ev, dict) and ev.get("type") == "content_block_delta" else None
+        if not isinstance(delta, dict):
+            return []
+        kind = delta.get("type")
+        if kind == "text_delta" and isinstance(delta.get("text"), str):
+            return [LiveEvent("text_delta", n, t, {"text": delta["text"]})]
+        if kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
+            return [LiveEvent("thinking", n, t, {"text": delta["thinking"], "delta": True})]
         return []
+
+    def _stream_usage(self, rec: Noted) -> list[LiveEvent]:
+        """``message_start`` and ``message_delta`` stream events: the message's usage so far."""
+        obj = _peek.whole(rec)
+        ev = obj.get("event") if obj is not None else None
+        if not isinstance(ev, dict):
+            return []
+        live: list[LiveEvent] = []
+        if ev.get("type") == "message_start":
+            msg = ev.get("message")
+            if isinstance(msg, dict):
+                self._running_usage(msg.get("id"), msg.get("usage"), rec.lineno, rec.type, live)
+        elif ev.get("type") == "message_delta":
+            self._running_usage(self.message_id, ev.get("usage"), rec.lineno, rec.type, live)
+        return live
+
+    def _running_usage(self, mid: Any, raw: Any, n: int, t: str, live: list[LiveEvent]) -> None:
+        """Running totals over the API messages so far, as a ``usage`` event when they change.
+
+        A message's lines repeat its usage (``assistant`` lines carry the
+        ``message_start`` snapshot; ``message_delta`` the final output count),
+        so each message counts once, with the largest counts seen for it.
+        """
+        usage = self.normalize_usage(raw)
+        if not usage:
+            return
+        if mid is None or mid != self.message_id:
+            for key, value in self.message_usage.items():
+                self.usage_before[key] = self.usage_before.get(key, 0) + value
+            self.message_id, self.message_usage = mid, {}
+        cur = self.message_usage
+        changed = False
+        for key, value in usage.items():
+            if value > cur.get(key, -1):
+                cur[key] = value
+                changed = True
+        if changed:
+            before = self.usage_before
+            total = {k: before.get(k, 0) + cur.get(k, 0) for k in (*before, *(k for k in cur if k not in before))}
+            live.append(LiveEvent("usage", n, t, {"usage": total}))
 
     def answer(self) -> Answer:
         text = self.result_text or None

@@ -11,14 +11,17 @@ pre-2025-10 envelope ``{"id", "msg": {"type"}}``, the experimental
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from ..lines import Event, Noted
+from . import _peek
 from .base import Answer, LiveEvent, Provider, as_int, message_of
 
 __all__ = ["CodexProvider", "normalize_codex_usage"]
 
 _ITEM_KINDS = ("command_execution", "file_change", "mcp_tool_call", "web_search", "collab_tool_call")
+_RECONNECT = re.compile(r"(\d+)\s*/\s*(\d+)")
 _USAGE_KEYS = (
     "input_tokens",
     "cached_input_tokens",
@@ -39,6 +42,23 @@ def normalize_codex_usage(raw: Any) -> dict[str, Any]:
         if n is not None:
             out[key] = n
     return out
+
+
+def _tool_name(kind: str, item: dict[str, Any]) -> str:
+    """``server.tool`` for an MCP call, the tool of a collab call, else the item type."""
+    server, tool = item.get("server"), item.get("tool")
+    if isinstance(server, str) and isinstance(tool, str):
+        return f"{server}.{tool}"
+    return tool if isinstance(tool, str) else kind
+
+
+def _retry_or(message: str, n: int, t: str) -> LiveEvent:
+    """``Reconnecting... 2/5 (…)`` is Codex retrying its stream, not (yet) an error."""
+    if message.startswith("Reconnecting"):
+        m = _RECONNECT.search(message)
+        attempt, most = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+        return LiveEvent("retry", n, t, {"message": message, "attempt": attempt, "max_attempts": most})
+    return LiveEvent("error", n, t, {"message": message})
 
 
 class CodexProvider(Provider):
@@ -69,7 +89,7 @@ class CodexProvider(Provider):
     # Tool ends are reported by type and size only: their outputs are the big lines.
     note: ClassVar[frozenset[str]] = frozenset(
         {f"item.started/{k}" for k in _ITEM_KINDS} | {f"item.completed/{k}" for k in _ITEM_KINDS}
-        | {"msg/exec_command_end"}
+        | {"msg/exec_command_end", "item.completed/reasoning", "msg/agent_reasoning"}
     )
     #: ``turn.completed``/``turn.failed`` end a ``codex exec`` turn; the older shapes end with
     #: ``result``/``session.end``, the pre-2025-10 envelope with ``task_complete`` (when printed).
@@ -84,7 +104,6 @@ class CodexProvider(Provider):
         | note
         | frozenset(
             {
-                "item.completed/reasoning",
                 "item.completed/todo_list",
                 "item.started/todo_list",
                 "item.updated/todo_list",
@@ -92,7 +111,6 @@ class CodexProvider(Provider):
                 "item.updated/mcp_tool_call",
                 "item.plan.delta",
                 "request_user_input",
-                "msg/agent_reasoning",
                 "msg/exec_command_output_delta",
                 "msg/agent_message_delta",
                 "msg/agent_reasoning_delta",
@@ -150,18 +168,22 @@ class CodexProvider(Provider):
             elif kind == "error":
                 msg = message_of(item) or "error item"
                 live.append(LiveEvent("warning", n, t, {"message": self.warn(msg)}))
+        elif t == "turn.started":
+            live.append(LiveEvent("turn_start", n, t, {}))
         elif t == "turn.completed":
             self._usage(d.get("usage"), n, t, live)
             if self.last_error is not None:
                 # A transient stream error the turn recovered from is a warning, not the outcome.
                 self.warn(self.last_error)
                 self.last_error = None
+            live.append(LiveEvent("turn_end", n, t, {"ok": True}))
         elif t == "turn.failed":
             self.failed = message_of(d.get("error")) or "turn failed"
             live.append(LiveEvent("error", n, t, {"message": self.failed}))
+            live.append(LiveEvent("turn_end", n, t, {"ok": False}))
         elif t == "error":
             self.last_error = message_of(d) or "error"
-            live.append(LiveEvent("error", n, t, {"message": self.last_error}))
+            live.append(_retry_or(self.last_error, n, t))
         elif t == "result":
             if not self.result_seen:
                 self.result_seen = True
@@ -209,17 +231,55 @@ class CodexProvider(Provider):
                 live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.model}))
         elif kind == "error":
             self.last_error = message_of(msg) or "error"
-            live.append(LiveEvent("error", n, t, {"message": self.last_error}))
+            live.append(_retry_or(self.last_error, n, t))
         elif kind == "stream_error":
-            live.append(LiveEvent("warning", n, t, {"message": self.warn(message_of(msg) or "stream error")}))
+            text = self.warn(message_of(msg) or "stream error")
+            live.append(LiveEvent("retry", n, t, {"message": text}))
         elif kind == "exec_command_begin":
-            live.append(LiveEvent("tool_start", n, t, {"command": msg.get("command")}))
+            cid = msg.get("call_id")
+            live.append(self.tool_start(n, t, cid if isinstance(cid, str) else None, "shell",
+                                        _peek.title_of({"command": msg.get("command")})))
 
     def noted(self, rec: Noted) -> list[LiveEvent]:
-        action, _, kind = rec.type.partition("/")
+        """Tool starts and ends, and reasoning, from the line's bounded head and tail."""
+        t, n, head = rec.type, rec.lineno, rec.head
+        action, _, kind = t.partition("/")
+        if kind in ("reasoning", "agent_reasoning"):
+            obj = _peek.whole(rec)
+            if obj is not None:
+                inner = obj.get("item") if action != "msg" else obj.get("msg")
+                text = inner.get("text") if isinstance(inner, dict) else None
+            else:
+                text = _peek.string(head, "text")
+            return [LiveEvent("thinking", n, t, {"text": text, "delta": False})] if isinstance(text, str) else []
+        if action == "msg":  # exec_command_end
+            cid = _peek.string(head, "call_id")
+            code = _peek.scalar(rec.tail, "exit_code")
+            code = code if type(code) is int else None
+            out = _peek.string(head, "aggregated_output") if self.tool_output else None
+            return self.tool_end(n, t, cid, ok=None if code is None else code == 0, exit_code=code,
+                                 size=rec.size, output=out)
+        obj = _peek.whole(rec)
+        item = obj.get("item") if obj is not None else None
+        if isinstance(item, dict):
+            cid, name, title = item.get("id"), _tool_name(kind, item), _peek.title_of(item)
+            status, code = item.get("status"), item.get("exit_code")
+            output = item.get("aggregated_output")
+        else:
+            cid = _peek.string(head, "id")
+            server, tool = _peek.string(head, "server"), _peek.string(head, "tool")
+            name = f"{server}.{tool}" if server and tool else tool or kind
+            title = _peek.title_in(head)
+            status = _peek.string(rec.tail, "status", last=True)
+            code = _peek.scalar(rec.tail, "exit_code")
+            output = _peek.string(head, "aggregated_output") if self.tool_output else None
+        cid = cid if isinstance(cid, str) else None
         if action == "item.started":
-            return [LiveEvent("tool_start", rec.lineno, rec.type, {"tool": kind, "bytes": rec.size})]
-        return [LiveEvent("tool_end", rec.lineno, rec.type, {"tool": kind, "bytes": rec.size})]
+            return [self.tool_start(n, t, cid, name, title)]
+        code = code if type(code) is int else None
+        ok = None if status is None and code is None else status not in ("failed", "declined") and code in (0, None)
+        return self.tool_end(n, t, cid, name=name, title=title, ok=ok, exit_code=code, size=rec.size,
+                             output=output if isinstance(output, str) else None)
 
     def _usage(self, raw: Any, n: int, t: str, live: list[LiveEvent]) -> None:
         usage = normalize_codex_usage(raw)

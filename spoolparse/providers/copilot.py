@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..lines import Event, Noted
+from . import _peek
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of
 
 __all__ = ["CopilotProvider"]
@@ -97,7 +98,9 @@ class CopilotProvider(Provider):
                 self.counted = True
                 live.append(LiveEvent("usage", n, t, {"usage": {"output_tokens": self.output_tokens}}))
         elif t == "tool.execution_start":
-            live.append(LiveEvent("tool_start", n, t, {"tool": data.get("toolName"), "id": data.get("toolCallId")}))
+            name = data.get("toolName")
+            live.append(self.tool_start(n, t, data.get("toolCallId"), name if isinstance(name, str) else None,
+                                        _peek.title_of(data.get("arguments"))))
         elif t == "session.start":
             model = data.get("selectedModel") or data.get("model")
             if isinstance(model, str) and model:
@@ -122,7 +125,10 @@ class CopilotProvider(Provider):
 
     def noted(self, rec: Noted) -> list[LiveEvent]:
         if rec.type == "tool.execution_complete":
-            return [LiveEvent("tool_end", rec.lineno, rec.type, {"bytes": rec.size})]
+            ok = _peek.scalar(rec.head, "success")
+            return self.tool_end(rec.lineno, rec.type, _peek.string(rec.head, "toolCallId"),
+                                 ok=ok if isinstance(ok, bool) else None, size=rec.size,
+                                 output=_peek.string(rec.head, "content") if self.tool_output else None)
         return []
 
     def answer(self) -> Answer:

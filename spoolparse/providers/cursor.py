@@ -79,11 +79,20 @@ class CursorProvider(ClaudeShaped):
             self.session_id = sid
             live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.init_model}))
         name, title = _tool(d.get("tool_call"))
-        data: dict[str, Any] = {"tool": name, "id": d.get("call_id")}
-        if title is not None:
-            data["title"] = title
-        kind = "tool_start" if d.get("subtype") == "started" else "tool_end"
-        live.append(LiveEvent(kind, n, t, data))
+        cid = d.get("call_id")
+        if d.get("subtype") == "started":
+            live.append(self.tool_start(n, t, cid, name, title))
+            return live
+        call = d.get("tool_call")
+        body = next(iter(call.values()), None) if isinstance(call, dict) and call else None
+        result = body.get("result") if isinstance(body, dict) else None
+        done = result.get("success") if isinstance(result, dict) else None
+        code = done.get("exitCode") if isinstance(done, dict) else None
+        ok = None if not isinstance(result, dict) else "success" in result
+        out = done.get("stdout") if isinstance(done, dict) else None
+        live.extend(self.tool_end(n, t, cid, name=name, title=title, ok=ok,
+                                  exit_code=code if type(code) is int else None, size=ev.size,
+                                  output=out if isinstance(out, str) else None))
         return live
 
     def noted(self, rec: Noted) -> list[LiveEvent]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..lines import Event, Noted
+from . import _peek
 from .base import Answer, LiveEvent, Provider, clip, message_of
 
 __all__ = ["DroidProvider"]
@@ -76,8 +77,9 @@ class DroidProvider(Provider):
                 self.last_text = text
                 live.append(LiveEvent("text", n, t, {"text": text}))
         elif t == "tool_call":
-            data: dict[str, Any] = {"tool": d.get("toolName"), "id": d.get("toolId")}
-            live.append(LiveEvent("tool_start", n, t, data))
+            name = d.get("toolName")
+            live.append(self.tool_start(n, t, d.get("toolId"), name if isinstance(name, str) else None,
+                                        _peek.title_of(d.get("parameters"))))
         elif t == "error":
             msg = message_of(d.get("message")) or message_of(d) or "error"
             self.error = clip(msg)
@@ -99,7 +101,10 @@ class DroidProvider(Provider):
 
     def noted(self, rec: Noted) -> list[LiveEvent]:
         if rec.type == "tool_result":
-            return [LiveEvent("tool_end", rec.lineno, rec.type, {"bytes": rec.size})]
+            err = _peek.scalar(rec.head, "isError")
+            return self.tool_end(rec.lineno, rec.type, _peek.string(rec.head, "toolId"),
+                                 ok=None if not isinstance(err, bool) else not err, size=rec.size,
+                                 output=_peek.string(rec.head, "value") if self.tool_output else None)
         return []
 
     def answer(self) -> Answer:

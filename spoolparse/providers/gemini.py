@@ -14,13 +14,19 @@ warnings?}`` whose ``stats.models.<name>.tokens`` has the usage.
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from ..lines import Event, Noted
+from . import _peek
 from ._text import BoundedText
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, size_text, sum_usage
 
 __all__ = ["GeminiProvider", "normalize_gemini_stats"]
+
+
+# Gemini reports retries on stderr; an ``error`` event that speaks of one is a retry, not a failure.
+_RETRY = re.compile(r"\bretry|\bretrying|\battempt \d+", re.IGNORECASE)
 
 
 def _put(out: dict[str, Any], key: str, value: Any) -> None:
@@ -120,6 +126,8 @@ class GeminiProvider(Provider):
         self.result_error: str | None = None
         self.last_error: str | None = None
         self.truncation_noted = False
+        # the assistant message streaming now, for its ``text`` event when a tool call or the result ends it
+        self.message = BoundedText(self.max_text)
 
     @classmethod
     def detect(cls, rec: Event | Noted) -> bool:
@@ -148,7 +156,14 @@ class GeminiProvider(Provider):
                     self.truncation_noted = True
                     text = self.warn(f"the answer text passed {self.max_text} characters and was cut at line {n}")
                     live.append(LiveEvent("warning", n, t, {"message": text}))
-                live.append(LiveEvent("text", n, t, {"text": content, "delta": True}))
+                if d.get("delta") is True:
+                    if not self.live:
+                        return live
+                    self.message.limit = self.max_text
+                    self.message.add(content)
+                    live.append(LiveEvent("text_delta", n, t, {"text": content}))
+                else:
+                    live.append(LiveEvent("text", n, t, {"text": content}))
         elif t == "init":
             sid, model = d.get("session_id"), d.get("model")
             if isinstance(sid, str) and sid:
@@ -156,15 +171,23 @@ class GeminiProvider(Provider):
             if isinstance(model, str) and model:
                 self.model = model
             live.append(LiveEvent("session", n, t, {"session_id": self.session_id, "model": self.model}))
+            live.append(LiveEvent("turn_start", n, t, {}))
         elif t == "error":
             severity = d.get("severity")
             msg = message_of(d.get("message")) or "error"
             text = self.warn(f"{severity}: {msg}" if isinstance(severity, str) else msg)
             if severity != "warning":
                 self.last_error = clip(msg)
-            live.append(LiveEvent("warning", n, t, {"message": text}))
+            retry = _RETRY.search(msg)
+            if retry is not None:
+                live.append(LiveEvent("retry", n, t, {"message": text}))
+            else:
+                live.append(LiveEvent("warning", n, t, {"message": text}))
         elif t == "result":
+            self._end_message(n, t, live)
             self._result(d, n, t, live)
+            # the turn ends, then the run's result (the last event)
+            live.insert(len(live) - 1, LiveEvent("turn_end", n, t, {"ok": self.status != "error"}))
         elif t == "":
             self._document(d, n, t, live)
         return live
@@ -219,12 +242,36 @@ class GeminiProvider(Provider):
             live.append(LiveEvent("error", n, t, {"message": self.result_error}))
         live.append(LiveEvent("result", n, t, {"ok": err is None, "status": self.status}))
 
+    def _end_message(self, n: int, t: str, live: list[LiveEvent]) -> None:
+        if self.message:
+            live.append(LiveEvent("text", n, t, {"text": self.message.text()}))
+            self.message.clear()
+
     def noted(self, rec: Noted) -> list[LiveEvent]:
-        if rec.type == "tool_use":
-            return [LiveEvent("tool_start", rec.lineno, rec.type, {"bytes": rec.size})]
-        if rec.type == "tool_result":
-            return [LiveEvent("tool_end", rec.lineno, rec.type, {"bytes": rec.size})]
-        return []
+        n, t = rec.lineno, rec.type
+        if t not in ("tool_use", "tool_result"):
+            return []
+        live: list[LiveEvent] = []
+        self._end_message(n, t, live)
+        obj = _peek.whole(rec)
+        if t == "tool_use":
+            if obj is not None:
+                name, cid, title = obj.get("tool_name"), obj.get("tool_id"), _peek.title_of(obj.get("parameters"))
+            else:
+                name, cid, title = _peek.string(rec.head, "tool_name"), _peek.string(rec.head, "tool_id"), None
+                title = _peek.title_in(rec.head)
+            live.append(self.tool_start(n, t, cid if isinstance(cid, str) else None,
+                                        name if isinstance(name, str) else None, title))
+            return live
+        if obj is not None:
+            cid, status, out = obj.get("tool_id"), obj.get("status"), obj.get("output")
+        else:
+            cid, status = _peek.string(rec.head, "tool_id"), _peek.string(rec.head, "status")
+            out = _peek.string(rec.head, "output") if self.tool_output else None
+        ok = status == "success" if isinstance(status, str) else None
+        live.extend(self.tool_end(n, t, cid if isinstance(cid, str) else None, ok=ok, size=rec.size,
+                                  output=out if isinstance(out, str) else None))
+        return live
 
     def answer(self) -> Answer:
         text: str | None = self.text.text() if self.text else self.document_text

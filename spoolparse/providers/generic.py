@@ -8,11 +8,22 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..lines import KEEP, Dropped, Event
+from . import _peek
 from .base import Answer, LiveEvent, Provider, as_int, message_of
 
 __all__ = ["GenericProvider"]
 
+_TOOL_STARTS = frozenset({"tool_start", "tool_call", "tool_use"})
+_TOOL_ENDS = frozenset({"tool_end", "tool_result"})
 _TEXT_KEYS = ("result", "text", "message", "content", "response")
+
+
+def _first(d: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        value = d.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 class GenericProvider(Provider):
@@ -33,12 +44,15 @@ class GenericProvider(Provider):
     def event(self, ev: Event) -> list[LiveEvent]:
         d, n, t = ev.data, ev.lineno, ev.type
         live: list[LiveEvent] = []
+        if t in _TOOL_STARTS or t in _TOOL_ENDS:
+            self._tool(ev, live)
         for key in _TEXT_KEYS:
             value = d.get(key)
             if isinstance(value, str) and not (key == "message" and t == "error"):
                 self.text = value
                 self.answer_from = n
-                live.append(LiveEvent("text", n, t, {"text": value}))
+                delta = d.get("delta") is True or t.endswith("delta")
+                live.append(LiveEvent("text_delta" if delta else "text", n, t, {"text": value}))
                 break
         usage = d.get("usage")
         if isinstance(usage, dict):
@@ -60,6 +74,22 @@ class GenericProvider(Provider):
             self.error = msg
             live.append(LiveEvent("error", n, t, {"message": msg}))
         return live
+
+    def _tool(self, ev: Event, live: list[LiveEvent]) -> None:
+        """``tool_start``/``tool_call``/``tool_use`` and ``tool_end``/``tool_result`` lines, by common key names."""
+        d, n, t = ev.data, ev.lineno, ev.type
+        cid = _first(d, ("call_id", "tool_call_id", "tool_use_id", "tool_id", "callID", "id"))
+        name = _first(d, ("name", "tool_name", "tool"))
+        args = next((d[k] for k in ("input", "arguments", "parameters", "args") if k in d), d)
+        if t in _TOOL_STARTS:
+            live.append(self.tool_start(n, t, cid, name, _peek.title_of(args)))
+            return
+        code = as_int(d.get("exit_code"))
+        err, status = d.get("is_error"), d.get("status")
+        ok = (not err) if isinstance(err, bool) else status in ("success", "completed", "ok") if isinstance(
+            status, str) else None if code is None else code == 0
+        out = _first(d, ("output", "content", "result"))
+        live.extend(self.tool_end(n, t, cid, name=name, ok=ok, exit_code=code, size=ev.size, output=out))
 
     def dropped(self, rec: Dropped) -> list[LiveEvent]:
         live = super().dropped(rec)

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import orjson
+
 from ..lines import Dropped, Event, Noted
+from . import _peek
 from .base import Answer, LiveEvent, Provider
 
 __all__ = ["KimiProvider"]
@@ -31,6 +34,16 @@ def _text(content: Any) -> str | None:
         p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
     ]
     return "".join(parts) if parts else None
+
+
+def _arguments(args: Any) -> Any:
+    """A call's arguments: OpenAI-style calls carry them as a JSON string (a kept, bounded line)."""
+    if isinstance(args, str):
+        try:
+            return orjson.loads(args)
+        except orjson.JSONDecodeError:
+            return args
+    return args
 
 
 class KimiProvider(Provider):
@@ -79,7 +92,9 @@ class KimiProvider(Provider):
                 if isinstance(call, dict):
                     fn = call.get("function")
                     name = fn.get("name") if isinstance(fn, dict) else None
-                    live.append(LiveEvent("tool_start", n, t, {"tool": name, "id": call.get("id")}))
+                    args = fn.get("arguments") if isinstance(fn, dict) else None
+                    live.append(self.tool_start(n, t, call.get("id"), name if isinstance(name, str) else None,
+                                                _peek.title_of(_arguments(args))))
             if calls:
                 self.ended_at = None  # the turn goes on
             else:
@@ -88,8 +103,8 @@ class KimiProvider(Provider):
         elif role == "tool":
             self.ended_at = None
             content = d.get("content")
-            size = len(content) if isinstance(content, str) else None
-            live.append(LiveEvent("tool_end", n, t, {"id": d.get("tool_call_id"), "bytes": size}))
+            live.extend(self.tool_end(n, t, d.get("tool_call_id"), size=ev.size,
+                                      output=str(content) if self.tool_output and content is not None else None))
         return live
 
     def dropped(self, rec: Dropped) -> list[LiveEvent]:

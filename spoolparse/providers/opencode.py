@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..lines import Event, Noted
+from . import _peek
 from ._text import BoundedText
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, size_text
 
@@ -61,9 +62,10 @@ def normalize_opencode_tokens(raw: Any) -> dict[str, Any]:
 class OpencodeProvider(Provider):
     name: ClassVar[str] = "opencode"
     keep: ClassVar[frozenset[str]] = frozenset({"step_start", "text", "step_finish", "error", "done"})
-    # Finished tools, with their whole output: reported by size only.
-    note: ClassVar[frozenset[str]] = frozenset({"tool_use"})
-    known: ClassVar[frozenset[str]] = keep | note | frozenset({"reasoning"})
+    # Finished tools, with their whole output, and reasoning: read from their bounded heads and
+    # tails, and only when someone listens.
+    note: ClassVar[frozenset[str]] = frozenset({"tool_use", "reasoning"})
+    known: ClassVar[frozenset[str]] = keep | note
     #: A step that finished for any reason but ``tool-calls`` ends the run; so do ``done``
     #: (an idle session) and ``error`` (the run's failure).
     terminal: ClassVar[tuple[str, ...]] = ("step_finish", "done", "error")
@@ -78,6 +80,8 @@ class OpencodeProvider(Provider):
         self.steps = 0
         self.error: str | None = None
         self.truncation_noted = False
+        self.step_message: Any = None  # the messageID of the step running now
+        self.in_step = False
 
     @classmethod
     def detect(cls, rec: Event | Noted) -> bool:
@@ -96,8 +100,20 @@ class OpencodeProvider(Provider):
         part = part if isinstance(part, dict) else {}
         if t == "text":
             self._text(part, n, t, live)
+        elif t == "step_start":
+            mid = part.get("messageID")
+            if self.in_step and mid is not None and mid == self.step_message:
+                # the same message's step again, with no finish between: opencode retried the request
+                live.append(LiveEvent("retry", n, t, {"message": "step restarted (request retried)"}))
+            else:
+                live.append(LiveEvent("turn_start", n, t, {}))
+            self.in_step, self.step_message = True, mid
         elif t == "step_finish":
             self._step(part, n, t, live)
+            if self.live and self.text:
+                live.append(LiveEvent("text", n, t, {"text": self.text.text()}))
+            self.in_step = False
+            live.append(LiveEvent("turn_end", n, t, {"ok": True}))
         elif t == "error":
             err = d.get("error")
             msg = message_of(err) or "error"
@@ -106,12 +122,17 @@ class OpencodeProvider(Provider):
                 msg = f"{name}: {msg}"
             self.error = clip(msg)
             live.append(LiveEvent("error", n, t, {"message": self.error}))
+            if self.in_step:
+                self.in_step = False
+                live.append(LiveEvent("turn_end", n, t, {"ok": False}))
         elif t == "done":
             rejected = d.get("rejected")
             if isinstance(rejected, list) and rejected:
                 names = ", ".join(str(r) for r in rejected[:20])
                 live.append(LiveEvent("warning", n, t, {"message": self.warn(f"permissions rejected: {names}")}))
-            live.append(LiveEvent("result", n, t, {"ok": self.error is None, "reason": d.get("reason")}))
+            reason = d.get("reason")
+            live.append(LiveEvent("result", n, t, {"ok": self.error is None,
+                                                   "status": reason if isinstance(reason, str) else None}))
         return live
 
     def _text(self, part: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
@@ -131,7 +152,7 @@ class OpencodeProvider(Provider):
             self.truncation_noted = True
             msg = self.warn(f"the answer text passed {self.max_text} characters and was cut at line {n}")
             live.append(LiveEvent("warning", n, t, {"message": msg}))
-        live.append(LiveEvent("text", n, t, {"text": text}))
+        live.append(LiveEvent("text_delta", n, t, {"text": text}))
 
     def _step(self, part: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
         tokens = part.get("tokens")
@@ -170,9 +191,34 @@ class OpencodeProvider(Provider):
         return None
 
     def noted(self, rec: Noted) -> list[LiveEvent]:
-        if rec.type == "tool_use":
-            return [LiveEvent("tool_end", rec.lineno, rec.type, {"bytes": rec.size})]
-        return []
+        """A finished tool (its start and end at once) or a reasoning part."""
+        n, t, head, tail = rec.lineno, rec.type, rec.head, rec.tail
+        obj = _peek.whole(rec)
+        part = obj.get("part") if obj is not None else None
+        if t == "reasoning":
+            text = part.get("text") if isinstance(part, dict) else _peek.string(head, "text")
+            return [LiveEvent("thinking", n, t, {"text": text, "delta": False})] if isinstance(text, str) else []
+        if isinstance(part, dict):
+            state = part.get("state")
+            state = state if isinstance(state, dict) else {}
+            meta = state.get("metadata")
+            cid, name, status = part.get("callID"), part.get("tool"), state.get("status")
+            title = state.get("title") or _peek.title_of(state.get("input"))
+            code = meta.get("exit") if isinstance(meta, dict) else None
+            out = state.get("output")
+        else:
+            cid, name = _peek.string(head, "callID"), _peek.string(head, "tool")
+            status = _peek.string(head, "status")
+            # the title comes after the output: in the tail, else the call's input in the head
+            title = _peek.string(tail, "title", last=True) or _peek.title_in(head)
+            code = _peek.scalar(tail, "exit")
+            out = _peek.string(head, "output") if self.tool_output else None
+        code = code if type(code) is int else None
+        return self.tool_end(
+            n, t, cid if isinstance(cid, str) else None, name=name if isinstance(name, str) else None,
+            title=title, ok=None if not isinstance(status, str) else status == "completed", exit_code=code,
+            size=rec.size, output=out if isinstance(out, str) else None,
+        )
 
     def answer(self) -> Answer:
         text = self.text.text() if self.text else None

@@ -5,10 +5,35 @@
 
 from __future__ import annotations
 
-from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
-from .memory import HostMemory, MemoryProbe
-from .scheduler import Batch, InvalidTask, arun_many, run_many
-from .tasks import VERDICTS, Outcome, Task
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time each name loads on first use: ``spoolparse run`` reaches
+    # runner.cgroup through this package and must not pay for the scheduler (and asyncio)
+    from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
+    from .memory import HostMemory, MemoryProbe
+    from .scheduler import Batch, InvalidTask, arun_many, run_many
+    from .tasks import VERDICTS, Outcome, Task
+
+_LAZY = {
+    "DEFAULT_MEMORY_PER_TASK": ".admission", "Admission": ".admission", "auto_concurrency": ".admission",
+    "default_reserve": ".admission", "HostMemory": ".memory", "MemoryProbe": ".memory",
+    "Batch": ".scheduler", "InvalidTask": ".scheduler", "arun_many": ".scheduler", "run_many": ".scheduler",
+    "VERDICTS": ".tasks", "Outcome": ".tasks", "Task": ".tasks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "run_many",

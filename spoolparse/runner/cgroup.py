@@ -14,8 +14,10 @@ v2 forbids a cgroup to both hold processes and hand controllers to children
 systemd user slice or service with ``Delegate=yes``) first moves the
 processes of its cgroup into a leaf child, :data:`LEAF`, then enables the
 ``memory`` and ``pids`` controllers for its children and makes the task
-cgroups next to that leaf. A later runner that starts in the leaf uses the
-leaf's parent the same way.
+cgroups next to that leaf. It does so only when every process there is
+itself or its descendant: a cgroup shared with other programs is left as it
+is (the tasks then get the watchdog). A later runner that starts in the leaf
+uses the leaf's parent the same way.
 """
 
 from __future__ import annotations
@@ -207,7 +209,10 @@ def _delegate(d: str) -> bool:
     except OSError as e:
         if e.errno != errno.EBUSY:
             return False
-    # "no internal processes": d holds processes (us, at least), so they move to a leaf first
+    # "no internal processes": d holds processes (us, at least), so they move to a leaf first, but
+    # only ours: a cgroup shared with others (a terminal's scope holding the shell) is not ours to rearrange
+    if not all(_ours(pid) for pid in _procs(d)):
+        return False
     leaf = os.path.join(d, LEAF)
     try:
         os.makedirs(leaf, exist_ok=True)
@@ -226,6 +231,23 @@ def _delegate(d: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def _ours(pid: int) -> bool:
+    """Whether ``pid`` is this process or a descendant of it (by the parent chain in ``/proc``)."""
+    me = os.getpid()
+    for _ in range(64):
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
 
 
 def _v2_parent() -> str | None:

@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import sys
 import time
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
 from .. import _limits
-from ..cli import EXIT_INTERRUPTED, emit_json, parse_seconds, parse_size
+from .._cli_common import EXIT_INTERRUPTED, emit_json, fail, parse_duration, parse_size, positive_size
 from ..errors import Error, UsageError
 from .admission import DEFAULT_MEMORY_PER_TASK, cpu_cap
 from .calibrate import calibrate
 from .scheduler import ENFORCE_MODES, Batch, InvalidTask, run_many
 from .tasks import Task
+
+if TYPE_CHECKING:
+    from ..providers.base import LiveEvent
 
 __all__ = ["register", "parse_fraction"]
 
@@ -109,18 +113,20 @@ def register(sub: Any) -> None:
     b.add_argument("tasks", metavar="TASKS.jsonl|-", help="one JSON task per line, or - for stdin")
     b.add_argument("-j", "--jobs", type=_positive, metavar="N",
                    help=f"most tasks at once (default: from memory, at most {cpu_cap()} here)")
-    b.add_argument("--memory-per-task", type=parse_size, default=DEFAULT_MEMORY_PER_TASK, metavar="SIZE",
+    b.add_argument("--memory-per-task", type=positive_size, default=DEFAULT_MEMORY_PER_TASK, metavar="SIZE",
                    help="memory reserved for a task that names none (default: 1G)")
-    b.add_argument("--memory-limit", type=parse_size, metavar="SIZE",
+    b.add_argument("--memory-limit", type=positive_size, metavar="SIZE",
                    help="cap each task's process tree (cgroup if possible, else an RSS watchdog)")
     b.add_argument("--reserve", type=parse_size, metavar="SIZE",
                    help="memory kept for everything else when choosing -j (default: max(2G, 10%%))")
     _memory_options(b)
-    b.add_argument("--timeout", type=parse_seconds, metavar="S", help="SIGTERM, then SIGKILL after --grace (per task)")
-    b.add_argument("--soft-timeout", type=parse_seconds, metavar="S", help="send --soft-signal once after S seconds")
+    b.add_argument("--timeout", type=parse_duration, metavar="T",
+                   help="SIGTERM, then SIGKILL after --grace (per task; 90, 1.5s, 10m, 2h)")
+    b.add_argument("--soft-timeout", type=parse_duration, metavar="T",
+                   help="send --soft-signal once after T")
     b.add_argument("--soft-signal", type=_signal, default=signal.SIGUSR1, metavar="SIG", help="(default: USR1)")
     b.add_argument(
-        "--grace", type=parse_seconds, default=_limits.DEFAULT_GRACE, metavar="S",
+        "--grace", type=lambda t: parse_duration(t, zero=True), default=_limits.DEFAULT_GRACE, metavar="DURATION",
         help="SIGTERM to SIGKILL (default: 5)",
     )
     b.add_argument("--retries", type=_count, default=2, metavar="N",
@@ -147,7 +153,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("--max-concurrency", type=_positive, default=8, metavar="N", help="highest level (default: 8)")
-    c.add_argument("--timeout", type=parse_seconds, metavar="S", help="per run")
+    c.add_argument("--timeout", type=parse_duration, metavar="DURATION", help="per run")
     c.add_argument("--stop-at", type=parse_fraction, default=0.85, metavar="PCT",
                    help="never go where the next level could pass this (default: 85%%)")
     c.add_argument("--pretty", action="store_true", help="indent the JSON")
@@ -167,6 +173,15 @@ def _size_field(obj: dict[str, Any], key: str) -> None:
             raise UsageError(str(e)) from None
 
 
+def _duration_field(obj: dict[str, Any], key: str) -> None:
+    v = obj.get(key)
+    if isinstance(v, str):  # "10m", "1.5s": the units the options take
+        try:
+            obj[key] = parse_duration(v)
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"{key}: {e}") from None
+
+
 def _read_tasks(stream: IO[bytes]) -> Iterator[Task | InvalidTask]:
     """Tasks from NDJSON lines; a bad line becomes an :class:`InvalidTask` (its id: the line number)."""
     for lineno, line in enumerate(stream, 1):
@@ -182,6 +197,8 @@ def _read_tasks(stream: IO[bytes]) -> Iterator[Task | InvalidTask]:
             if isinstance(obj, dict):
                 _size_field(obj, "memory")
                 _size_field(obj, "memory_limit")
+                _duration_field(obj, "timeout")
+                _duration_field(obj, "soft_timeout")
             yield Task.from_json(obj, default_id=default_id)
         except Error as e:
             tid = obj.get("id") if isinstance(obj, dict) else None
@@ -193,9 +210,18 @@ def _gib(n: int) -> str:
 
 
 class _Progress:
+    """The running tasks' current tools (one line each, bounded), then the totals line."""
+
     def __init__(self, out: IO[str]) -> None:
         self.out = out
+        from ..progress import RunningTasks  # only with --progress: it brings in rich
+
         self.next = 0.0
+        self.tasks = RunningTasks()
+        self.drawn = 0  # lines of the block on screen
+
+    def on_event(self, task: Task, ev: LiveEvent) -> None:
+        self.tasks.on_event(str(task.id), ev)
 
     def __call__(self, batch: Batch, *, force: bool = False) -> None:
         now = time.monotonic()
@@ -203,14 +229,26 @@ class _Progress:
             return
         self.next = now + 0.2
         a = batch.admission
-        self.out.write(
-            f"\r\x1b[Kdone {batch.done} | running {batch.running} | queued {batch.queued} | failed {batch.failed}"
+        totals = (
+            f"done {batch.done} | running {batch.running} | queued {batch.queued} | failed {batch.failed}"
             f" | memory {_gib(a.last_used)}/{_gib(a.last_total)} GiB"
         )
+        width = shutil.get_terminal_size().columns
+        lines = [*self.tasks.lines(width), totals]
+        self.out.write(self._home() + "\n".join(lines))
+        self.drawn = len(lines)
         self.out.flush()
 
+    def _home(self) -> str:
+        """Back to the block's first line, and clear to the end of the screen."""
+        return (f"\x1b[{self.drawn - 1}F" if self.drawn > 1 else "\r") + "\x1b[J"
+
+    def finished(self, task_id: str) -> None:
+        self.tasks.finished(task_id)
+
     def clear(self) -> None:
-        self.out.write("\r\x1b[K")
+        self.out.write(self._home())
+        self.drawn = 0
         self.out.flush()
 
 
@@ -262,9 +300,11 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                 f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, cgroups: {batch.placement.enforcement or 'none'}\n"
             )
             batch.on_tick = progress
+            batch.on_event = progress.on_event
         for outcome in batch:
             if progress is not None:
                 progress.clear()
+                progress.finished(outcome.id)
             emit_json(outcome.to_dict())
             if not outcome.ok:
                 status = 1
@@ -278,7 +318,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                     emit_json(outcome.to_dict())
         if progress is not None:
             progress.clear()
-        sys.stderr.write("spoolparse: error: interrupted\n")
+        fail("interrupted")
         return EXIT_INTERRUPTED
     finally:
         if batch is not None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import IO, Any
+from typing import IO, cast
 
 import orjson
 
 from .._json import dumps
+from ..types import JobLogRecord, Verdict
 from .tasks import Outcome
 
 __all__ = ["JobLog", "finished_ok"]
@@ -33,11 +34,12 @@ class JobLog:
     def write(self, outcome: Outcome, *, argv: list[str] | None, final: bool, started: float) -> None:
         if self._f is None:
             return
-        rec: dict[str, Any] = {
+        # typed: the keys are those of JobLogRecord, checked by mypy
+        rec: JobLogRecord = {
             "id": outcome.id,
             "attempt": outcome.attempts,
             "final": final,
-            "verdict": outcome.verdict,
+            "verdict": cast(Verdict, outcome.verdict),
             "start": round(started, 3),
             "end": round(time.time(), 3),
             "wall_s": round(outcome.wall_s, 3),

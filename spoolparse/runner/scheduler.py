@@ -32,6 +32,8 @@ from .. import _limits
 from .._spawn import mark_long_lived
 from ..errors import Error, UsageError
 from ..process import Child, group_alive
+from ..providers.base import LiveEvent
+from ..types import Summary
 from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
 from .cgroup import ChildCgroup, Placement, enforcement_of
 from .joblog import JobLog, finished_ok
@@ -246,6 +248,9 @@ class Batch(Iterator[Outcome]):
         self.failed = 0
         self.skipped = 0
         self.on_tick: Callable[[Batch], None] | None = None
+        #: Called with each task's live events while it runs (from the batch loop: it must be quick).
+        #: Set before iterating; without it tool lines go unread.
+        self.on_event: Callable[[Task, LiveEvent], None] | None = None
         self._buf = bytearray(_limits.READ_CHUNK)  # one read buffer: only this loop pumps
         self._gen = self._loop()
 
@@ -425,8 +430,10 @@ class Batch(Iterator[Outcome]):
                 spool_dir=self.spool_dir,
                 max_spool_bytes=self.max_spool_bytes,
                 preexec_fn=cg.preexec() if cg is not None else None,
+                cgroup=cg,  # the guardian holds its directories: killed and removed if we die
                 read_buffer=self._buf,
-                live=False,  # outcomes carry the summary only: tool lines go unread
+                # outcomes carry the summary only: without a listener tool lines go unread
+                live=self.on_event is not None,
             )
         finally:
             if cg is not None:
@@ -550,7 +557,10 @@ class Batch(Iterator[Outcome]):
                 s.forced = "killed_memory"
                 s.child.signal(signal.SIGKILL)
             with contextlib.suppress(OSError):
-                s.child.pump(PUMP_PER_TICK)
+                _, live = s.child.pump(PUMP_PER_TICK)
+                if live and self.on_event is not None:
+                    for ev in live:
+                        self.on_event(s.task, ev)
                 if s.forced is None and s.child.check_spool() is not None:
                     s.forced = "failed"
                     s.child.signal(signal.SIGKILL)
@@ -632,7 +642,7 @@ class Batch(Iterator[Outcome]):
     def _finalize(self, s: _Slot, *, cancelled: bool = False) -> Outcome:
         """The slot's outcome; it leaves the running set only at the end, so an interrupt cannot lose it."""
         child = s.child
-        summary: dict[str, Any] | None = None
+        summary: Summary | None = None
         error: str | None = None
         res_ok = False
         try:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from ..errors import UsageError
+from ..types import OUTCOME_FIELDS, OutcomeDict, Summary
 
 __all__ = ["Task", "Outcome", "VERDICTS", "TaskLike", "as_task"]
 
@@ -132,25 +133,15 @@ class Outcome:
     signal: int | None = None
     enforcement: str = "none"
     error: str | None = None
-    summary: dict[str, Any] | None = field(default=None, repr=False)
+    summary: Summary | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
         return self.verdict == "ok"
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the outcome's fields, ``summary`` last."""
-        return {
-            "id": self.id,
-            "verdict": self.verdict,
-            "attempts": self.attempts,
-            "wall_s": round(self.wall_s, 3),
-            "cpu_s": round(self.cpu_s, 3),
-            "peak_memory": self.peak_memory,
-            "peak_source": self.peak_source,
-            "returncode": self.returncode,
-            "signal": self.signal,
-            "enforcement": self.enforcement,
-            "error": self.error,
-            "summary": self.summary,
-        }
+    def to_dict(self) -> OutcomeDict:
+        """JSON-ready: the keys of :class:`~spoolparse.types.OutcomeDict` in order, ``summary`` last."""
+        out: dict[str, Any] = {key: getattr(self, key) for key in OUTCOME_FIELDS}
+        out["wall_s"] = round(self.wall_s, 3)
+        out["cpu_s"] = round(self.cpu_s, 3)
+        return cast(OutcomeDict, out)

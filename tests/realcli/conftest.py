@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from spoolparse.testing import clis, harness
+from tests.realcli import clis, harness
 
 #: Parallel CLI runs (each is one node/native process tree waiting on the mock most of the time).
 JOBS = int(os.environ.get("SPOOLPARSE_REALCLI_JOBS", "4"))
@@ -29,7 +29,7 @@ def real_clis() -> dict[str, Path | str]:
     """Each pinned CLI's executable (installed into the cache on first use), or why it cannot run here."""
     problem = clis.npm_problem()
     if problem is not None:
-        pytest.skip(f"real agent CLIs unavailable: {problem}")
+        pytest.skip(f"real agent CLIs unavailable: {problem}; needs Node >= 20 and npm (apt-get install nodejs npm)")
     exes: dict[str, Path | str] = {}
     for name, cli in clis.versions().items():
         node = clis.node_problem(cli) if cli.min_node else None
@@ -79,7 +79,7 @@ class OfflineRuns:
         """The run's outcome, waiting for it; skips the test when ``cli`` cannot run here."""
         exe = self.exes.get(cli)
         if not isinstance(exe, Path):
-            pytest.skip(f"{cli} unavailable: {exe}")
+            pytest.skip(f"{cli} unavailable: {exe}; needs a newer Node (each CLI's minimum: tests/realcli/clis.py)")
         return self.submit(cli, scenario, **options).result()
 
     def close(self) -> None:

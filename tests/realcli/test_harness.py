@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from spoolparse.testing import clis, harness
-from spoolparse.testing.mockserver import SCENARIOS, prompt
+from tests.realcli import clis, harness
+from tests.realcli.mockserver import SCENARIOS, prompt
 
 pytestmark = pytest.mark.realcli
 

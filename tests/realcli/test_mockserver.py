@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from spoolparse.testing import mockserver
-from spoolparse.testing.mockserver import BIG_COMMAND, USAGE, MockModelServer, final_text, prompt
+from tests.realcli import mockserver
+from tests.realcli.mockserver import BIG_COMMAND, USAGE, MockModelServer, final_text, prompt
 
 pytestmark = pytest.mark.realcli
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from spoolparse.testing import harness, mockserver
-from spoolparse.testing.mockserver import BIG_BYTES, USAGE, final_text
+from tests.realcli import harness, mockserver
+from tests.realcli.mockserver import BIG_BYTES, USAGE, final_text
 
 pytestmark = pytest.mark.realcli
 

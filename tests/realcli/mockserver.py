@@ -33,7 +33,7 @@ request body (:func:`prompt` puts it in the prompt), else the server default:
 The server binds 127.0.0.1 only, on a free port unless told one, logs one
 small record per request (never the body) and stops cleanly.
 
-.. seealso:: :mod:`spoolparse.testing.harness` runs a real CLI against it.
+.. seealso:: :mod:`tests.realcli.harness` runs a real CLI against it.
 """
 
 from __future__ import annotations

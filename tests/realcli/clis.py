@@ -11,9 +11,9 @@ To try newer versions, name them in ``SPOOLPARSE_CLI_VERSIONS``::
 
 or install ahead of time::
 
-    python -m spoolparse.testing.clis install --version codex=0.170.0
+    python -m tests.realcli.clis install --version codex=0.170.0
 
-.. seealso:: :mod:`spoolparse.testing.harness`, which runs them offline.
+.. seealso:: :mod:`tests.realcli.harness`, which runs them offline.
 """
 
 from __future__ import annotations
@@ -179,8 +179,8 @@ def install(cli: CliPackage, *, root: Path | None = None) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spoolparse.testing.clis install|list [--version NAME=VERSION ...] [NAME ...]``."""
-    parser = argparse.ArgumentParser(prog="python -m spoolparse.testing.clis", description=__doc__.split("\n")[0])
+    """``python -m tests.realcli.clis install|list [--version NAME=VERSION ...] [NAME ...]``."""
+    parser = argparse.ArgumentParser(prog="python -m tests.realcli.clis", description=__doc__.split("\n")[0])
     parser.add_argument("action", choices=("install", "list"))
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"CLIs (default: all of {', '.join(PINNED)})")
     parser.add_argument("--version", action="append", default=[], metavar="NAME=VERSION", help="use this version")

@@ -9,12 +9,12 @@ base URL points at the mock on 127.0.0.1.
 When the caller is root and ``unshare -n`` works, the mock server *and* the CLI
 run inside a fresh network namespace whose only interface is loopback, so
 nothing can leave the machine; otherwise they share the host's loopback.
-Either way the wrapper (``python -m spoolparse.testing.harness SPEC``) starts
+Either way the wrapper (``python -m tests.realcli.harness SPEC``) starts
 the mock on a free port, writes the configuration with the port filled in,
 runs ``python -m spoolparse run --timeout T -- CLI …``, passes its summary
 through and saves the mock's request log.
 
-.. seealso:: :mod:`spoolparse.testing.mockserver`, :mod:`spoolparse.testing.clis`
+.. seealso:: :mod:`tests.realcli.mockserver`, :mod:`tests.realcli.clis`
 """
 
 from __future__ import annotations
@@ -273,10 +273,11 @@ def run_offline(
     }
     spec_path = root / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2))
-    wrapper = [sys.executable, "-m", "spoolparse.testing.harness", str(spec_path)]
+    wrapper = [sys.executable, "-m", "tests.realcli.harness", str(spec_path)]
     if isolated:
         wrapper = ["unshare", "-n", *wrapper]
-    # The wrapper only needs to import spoolparse; nothing else of ours leaks in.
+    # The wrapper imports spoolparse and this module (tests.realcli) from the repository's root;
+    # nothing else of ours leaks in.
     package_root = str(Path(__file__).resolve().parents[2])
     wrapper_env = {"PATH": env["PATH"], "PYTHONPATH": package_root, "LANG": "C.UTF-8", "TMPDIR": env["TMPDIR"]}
     started = time.monotonic()
@@ -345,10 +346,10 @@ def _serve_and_run(spec: Mapping[str, Any]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spoolparse.testing.harness SPEC.json``: the in-namespace half of :func:`run_offline`."""
+    """``python -m tests.realcli.harness SPEC.json``: the in-namespace half of :func:`run_offline`."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m spoolparse.testing.harness SPEC.json", file=sys.stderr)
+        print("usage: python -m tests.realcli.harness SPEC.json", file=sys.stderr)
         return 2
     spec = json.loads(Path(args[0]).read_text())
     return _serve_and_run(spec)

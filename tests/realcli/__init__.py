@@ -1,4 +1,6 @@
-"""Tools for testing spoolparse against the real agent CLIs, offline.
+"""The real-CLI conformance suite: the real agent CLIs run offline against a mock model server.
+
+Its support modules live with the tests (they are not part of the installed package):
 
 * :mod:`.mockserver` — a local mock model server speaking just enough of the
   OpenAI Responses, Anthropic Messages, Gemini and OpenAI chat-completions APIs.
@@ -6,8 +8,9 @@
 * :mod:`.harness` — one CLI × scenario run through ``spoolparse run`` against the mock,
   in a loopback-only network namespace where possible.
 
-Standard library only; nothing here is imported by spoolparse itself, and the
-submodules are imported by name (``from spoolparse.testing import harness``).
+Standard library only; nothing here is imported by spoolparse itself. Import
+the submodules by name (``from tests.realcli import harness``) from the
+repository's root, as pytest does.
 """
 
 from __future__ import annotations

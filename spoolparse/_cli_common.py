@@ -1,0 +1,177 @@
+"""What every ``spoolparse`` subcommand shares: exit statuses, option values with units, output.
+
+Below both :mod:`spoolparse.cli` and :mod:`spoolparse.runner.cli`, so neither
+imports the other, and cheap to import (standard library only; the JSON writer loads when first used):
+the command's start-up time is paid on every call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from typing import IO, TYPE_CHECKING, Any
+
+from . import _limits
+
+if TYPE_CHECKING:
+    from .result import Result
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_NOT_OK",
+    "EXIT_USAGE",
+    "EXIT_TIMEOUT",
+    "EXIT_FAILURE",
+    "EXIT_CANNOT_EXECUTE",
+    "EXIT_NOT_FOUND",
+    "EXIT_SIGNAL_BASE",
+    "EXIT_INTERRUPTED",
+    "EXIT_STATUSES",
+    "exit_status",
+    "parse_duration",
+    "parse_size",
+    "positive_size",
+    "emit_json",
+    "fail",
+    "warn",
+    "events_on_stderr",
+]
+
+# -- exit statuses: the one table (the README's is checked against EXIT_STATUSES) ----------
+
+EXIT_OK = 0
+EXIT_NOT_OK = 1
+EXIT_USAGE = 2
+EXIT_TIMEOUT = 124
+EXIT_FAILURE = 125
+EXIT_CANNOT_EXECUTE = 126
+EXIT_NOT_FOUND = 127
+EXIT_SIGNAL_BASE = 128
+EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + 2  # SIGINT
+
+#: Every exit status of every subcommand, and what it means (the README's table, row for row).
+EXIT_STATUSES: dict[str, str] = {
+    str(EXIT_OK): "ok: every agent finished and its answer is in hand",
+    str(EXIT_NOT_OK): "an agent was not ok (the summary's `error` says why; the child's own exit code is its "
+    "`returncode`)",
+    str(EXIT_USAGE): "usage error (bad option or value, missing command, missing file, unusable --spool-dir)",
+    str(EXIT_TIMEOUT): "timeout (`run`: the summary's `timed_out` is true)",
+    str(EXIT_FAILURE): "spoolparse's own failure: the spool filled up, a file of ours could not be written, "
+    "an internal error",
+    f"{EXIT_CANNOT_EXECUTE} / {EXIT_NOT_FOUND}": "`run`: the command could not be executed / was not found",
+    f"{EXIT_SIGNAL_BASE} + N": "signal N ended the child (`run`; its `returncode` stays −N) or spoolparse "
+    "itself (130: Ctrl-C)",
+}
+
+
+def exit_status(result: Result) -> int:
+    """The command's exit status for one result: the policy every subcommand follows.
+
+    Only the statuses of the table: the child's own non-zero exit code is
+    reported in the summary (``returncode``), never passed on, so a child that
+    exits 2 or 125 cannot pose as a usage error or a failure of spoolparse.
+    """
+    if result.spool_full:
+        return EXIT_FAILURE
+    if result.timed_out:
+        return EXIT_TIMEOUT
+    rc = result.returncode
+    if rc is not None and rc < 0:
+        return EXIT_SIGNAL_BASE - rc
+    return EXIT_OK if result.ok else EXIT_NOT_OK
+
+
+# -- option values with units ------------------------------------------------------------------
+
+_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
+_DURATION = re.compile(rf"^\s*(-?{_NUMBER})\s*(ms|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_SCALE = {"": 1.0, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_SIZE = re.compile(rf"^\s*{_NUMBER}\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_SIZE_SCALE = {"": 1, "k": _limits.KiB, "m": _limits.MiB, "g": _limits.GiB, "t": _limits.GiB << 10}
+
+
+def parse_duration(text: str, *, zero: bool = False) -> float:
+    """``"10m"`` → 600.0, ``"1.5s"`` / ``"1.5"`` → 1.5, ``"250ms"``, ``"2h"``, ``"1d"``: seconds.
+
+    A number and an optional unit (ms, s, m, h, d; none: seconds). It must
+    be finite and positive (``zero=True`` also takes 0, e.g. a grace of none);
+    anything else is an :class:`argparse.ArgumentTypeError`, which the command
+    reports as a usage error (exit 2).
+    """
+    m = _DURATION.match(text)
+    if m is None:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (try 90, 1.5s, 10m, 2h)")
+    value = float(m.group(1)) * _DURATION_SCALE[(m.group(3) or "").lower()]
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"duration out of range: {text!r}")
+    if value < 0 or (value == 0 and not zero):
+        raise argparse.ArgumentTypeError(f"duration must be {'0 or more' if zero else 'positive'}: {text!r}")
+    return value
+
+
+def parse_size(text: str) -> int:
+    """``"16M"``, ``"64MiB"``, ``"1.5G"``, ``"1024"`` → bytes (powers of 1024; a trailing B is optional).
+
+    0 is taken (the library says when a bound cannot be 0);
+    :func:`positive_size` refuses it.
+    """
+    m = _SIZE.match(text)
+    if m is None:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 16M, 64MiB, 1.5G)")
+    value = float(m.group(1)) * _SIZE_SCALE[m.group(2).lower()]
+    if not math.isfinite(value) or value >= 1 << 63:
+        raise argparse.ArgumentTypeError(f"size out of range: {text!r}")
+    return int(value)
+
+
+def positive_size(text: str) -> int:
+    """:func:`parse_size` for sizes that cannot be 0 bytes (memory per task, caps)."""
+    value = parse_size(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"size must be positive: {text!r}")
+    return value
+
+
+# -- output ------------------------------------------------------------------------------------
+
+#: Set by the command when ``--events`` goes to stderr: then every message of
+#: ours on stderr is an NDJSON event too, so that stream stays pure NDJSON.
+_events_stream: IO[bytes] | None = None
+
+
+def events_on_stderr(on: bool) -> None:
+    """Say whether stderr carries the NDJSON event stream (``--events`` without a file)."""
+    global _events_stream
+    _events_stream = sys.stderr.buffer if on else None
+
+
+def emit_json(obj: Any, *, pretty: bool = False, out: IO[bytes] | None = None) -> None:
+    """One JSON value on one line (indented with ``pretty``), flushed, on ``out`` (default: stdout)."""
+    from ._json import dumps  # orjson: not needed by --version, --help or a usage error
+
+    stream = out if out is not None else sys.stdout.buffer
+    stream.write(dumps(obj, pretty=pretty) + b"\n")  # integers of any size, exactly
+    stream.flush()
+
+
+def _message(kind: str, message: str, prog: str) -> None:
+    if _events_stream is not None:
+        # the shape of the agents' events (kind, line, type), the text under "message"
+        sys.stderr.flush()
+        event = {"kind": kind, "line": None, "type": None, "source": prog, "message": message}
+        emit_json(event, out=_events_stream)
+        return
+    sys.stderr.write(f"{prog}: {kind}: {message}\n")
+    sys.stderr.flush()
+
+
+def fail(message: str, *, prog: str = "spoolparse") -> None:
+    """Report a failure: one line on stderr (an ``error`` event when stderr carries the events)."""
+    _message("error", message, prog)
+
+
+def warn(message: str, *, prog: str = "spoolparse") -> None:
+    """Report a warning: one line on stderr (a ``warning`` event when stderr carries the events)."""
+    _message("warning", message, prog)
