@@ -24,7 +24,7 @@ from spoolparse.types import EVENT_FIELDS, EVENT_KINDS, JOBLOG_FIELDS, OUTCOME_F
 from .helpers import FIXTURES, jl
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = Path("/work/shared/agent-formats/samples")
+SAMPLES = FIXTURES / "published" / "samples"
 
 
 def events(source: Path | bytes, **options: Any) -> list[dict[str, Any]]:
@@ -132,7 +132,7 @@ def test_generic_tool_and_delta_lines() -> None:
 
 # -- the published samples ---------------------------------------------------------------------
 
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="the shared agent-format samples are not here")
+needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="needs fixtures/published/samples")
 
 
 @needs_samples
