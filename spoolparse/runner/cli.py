@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
@@ -26,6 +26,9 @@ from .calibrate import calibrate
 from .scheduler import ENFORCE_MODES, Batch, InvalidTask, run_many
 from .tasks import Task
 
+if TYPE_CHECKING:
+    from .ray_backend import RayBatch
+
 __all__ = ["register", "parse_fraction"]
 
 BATCH_EXAMPLES = """\
@@ -34,6 +37,7 @@ examples:
   spoolparse batch tasks.jsonl --memory-per-task 2G --memory-limit 3G --timeout 1800 --soft-timeout 1500
   spoolparse batch tasks.jsonl --joblog jobs.ndjson --resume      # rerun what did not end ok
   python make_tasks.py | spoolparse batch - -j 4
+  spoolparse batch tasks.jsonl --ray auto -j 16 --joblog jobs.ndjson   # on every node of a Ray cluster
 
 each input line: {"id": "t1", "cmd": ["codex", "exec", "--json", "..."], "input": "...", "timeout": 600,
                   "cwd": "...", "env": {"K": "V"}, "memory": "2G", "memory_limit": "3G"}
@@ -131,6 +135,9 @@ def register(sub: Any) -> None:
     b.add_argument("--halt", choices=("soon", "now"), help="stop after the first task that is not ok")
     b.add_argument("--enforce", choices=ENFORCE_MODES, default="auto", help="how --memory-limit is enforced")
     b.add_argument("--spool-dir", metavar="DIR", help="where spools go (default: $PDD_AGENT_SPOOL_DIR or temp)")
+    b.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run on a Ray cluster: ADDRESS (auto, ray://host:10001), $RAY_ADDRESS, or a new local one; "
+                   "every option applies per node (needs spoolparse[ray])")
     b.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a status line on stderr (default: when stderr is a terminal)")
     b.set_defaults(func=_cmd_batch)
@@ -195,11 +202,15 @@ class _Progress:
         self.out = out
         self.next = 0.0
 
-    def __call__(self, batch: Batch, *, force: bool = False) -> None:
+    def __call__(self, batch: Batch | RayBatch, *, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now < self.next:
             return
         self.next = now + 0.2
+        if not isinstance(batch, Batch):
+            self.out.write(f"\r\x1b[K{batch.status()}")
+            self.out.flush()
+            return
         a = batch.admission
         self.out.write(
             f"\r\x1b[Kdone {batch.done} | running {batch.running} | queued {batch.queued} | failed {batch.failed}"
@@ -229,7 +240,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     progress = _Progress(sys.stderr) if show else None
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-    batch: Batch | None = None
+    batch: Batch | RayBatch | None = None
     status = 0
     try:
         batch = run_many(
@@ -251,8 +262,13 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             resume=args.resume,
             enforce=args.enforce,
             spool_dir=args.spool_dir,
+            backend="local" if args.ray is None else "ray",
+            address=args.ray or None,
         )
-        if progress is not None:
+        if progress is not None and not isinstance(batch, Batch):
+            sys.stderr.write(f"spoolparse: batch on Ray: {len(batch.nodes)} nodes\n")
+            batch.on_tick = progress
+        elif progress is not None and isinstance(batch, Batch):
             a = batch.admission
             sys.stderr.write(
                 f"spoolparse: batch: -j {batch.max_concurrent}, memory {_gib(a.probe.total())} GiB, "
