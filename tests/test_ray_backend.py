@@ -119,6 +119,14 @@ def test_arun_many_on_ray_with_an_async_source(cluster: Any) -> None:
 
 
 @inside
+def test_ordered_outcomes_come_in_input_order_across_nodes(cluster: Any) -> None:
+    # later tasks end first: the driver holds them back until the earlier ones are in
+    tasks = [Task(id=f"o{i}", argv=fake("--hang", str(round(0.1 * (8 - i), 1)))) for i in range(8)]
+    outs = list(run_many(tasks, backend="ray", ordered=True, max_concurrent=3, memory_per_task=64 * MiB))
+    assert [o.id for o in outs] == [t.id for t in tasks]
+
+
+@inside
 def test_a_node_with_less_free_memory_gets_fewer_tasks(cluster: Any) -> None:
     nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
     roomy, tight, full = (n[:12] for n in nodes[:3])
@@ -208,7 +216,9 @@ def test_interrupting_the_driver_ends_every_agent_on_every_node(cluster: Any, tm
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert wait_gone(token, timeout=20) == [], "agents outlived the driver"
+    # a killed driver: Ray ends its actors once it notices, then each runner's watcher ends the agents
+    left = wait_gone(token, timeout=20 if sig == signal.SIGINT else 60)
+    assert left == [], f"agents outlived the driver: {_describe(left)}"
     if sig == signal.SIGINT:
         assert p.returncode == 130, err.decode(errors="replace")[-2000:]
         outs = [json.loads(line) for line in out.splitlines()]
@@ -217,6 +227,21 @@ def test_interrupting_the_driver_ends_every_agent_on_every_node(cluster: Any, tm
         finals = [json.loads(line) for line in log.read_text().splitlines()]
         assert sorted(r["id"] for r in finals if r["final"]) == sorted(o["id"] for o in outs)
         assert b"running" in err
+
+
+def _describe(pids: list[int]) -> str:
+    """Each pid with its parent's command line (to tell which runner left it)."""
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                parent = f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+        except (OSError, ValueError, IndexError):
+            ppid, parent = -1, "?"
+        out.append(f"{pid} (parent {ppid}: {parent})")
+    return "; ".join(out)
 
 
 @inside

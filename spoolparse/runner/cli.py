@@ -240,6 +240,9 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     progress = _Progress(sys.stderr) if show else None
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    out, saved_stdout = sys.stdout.buffer, sys.stdout
+    if args.ray is not None:
+        sys.stdout = sys.stderr  # Ray prints cluster errors (a node died) on sys.stdout: it carries outcomes only
     batch: Batch | RayBatch | None = None
     status = 0
     try:
@@ -278,7 +281,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         for outcome in batch:
             if progress is not None:
                 progress.clear()
-            emit_json(outcome.to_dict())
+            emit_json(outcome.to_dict(), out=out)
             if not outcome.ok:
                 status = 1
         if progress is not None:
@@ -288,7 +291,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         if batch is not None:
             for outcome in batch.close():
                 with contextlib.suppress(OSError):
-                    emit_json(outcome.to_dict())
+                    emit_json(outcome.to_dict(), out=out)
         if progress is not None:
             progress.clear()
         sys.stderr.write("spoolparse: error: interrupted\n")
@@ -297,6 +300,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         if batch is not None:
             batch.close()
         signal.signal(signal.SIGTERM, old_term)
+        sys.stdout = saved_stdout
         if stream is not sys.stdin.buffer:
             stream.close()
     return status

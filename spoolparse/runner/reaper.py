@@ -8,13 +8,16 @@ watcher in a session of its own, holding the read end of a pipe. When the
 pipe reports end of file (the runner exited, or closed it on purpose), the
 watcher kills every process carrying the token, sweeping until none is left.
 
-Run as ``python -m spoolparse.runner.reaper TOKEN PARENT_PID [FILE ...]``.
+Run as ``python -I reaper.py TOKEN PARENT_PID [FILE ...]``: the standard library only, so that it is on
+its own within milliseconds (Ray kills a dying worker's children: the watcher must not be one of them by
+then, and the runner starts no agent before it is).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -27,6 +30,8 @@ __all__ = ["MARK_VAR", "marked", "sweep", "start", "finished"]
 MARK_VAR = "SPOOLPARSE_RUNNER_MARK"
 #: Seconds the watcher keeps sweeping after the runner is gone (a process may be mid-fork).
 SWEEP_FOR = 2.0
+#: Seconds the watcher may take to start.
+READY_WITHIN = 30.0
 
 
 def marked(token: str, *, exclude: frozenset[int] = frozenset()) -> list[int]:
@@ -73,26 +78,33 @@ def start(token: str, *leftovers: str) -> subprocess.Popen[bytes]:
     """The watcher for this process's agents; closing its ``stdin`` (or dying) sets it off.
 
     ``leftovers`` are files it deletes once the agents are gone (the runner may not live to).
-    The returned process exits at once, leaving the watcher (its child) behind: Ray kills a
-    dying worker's direct children, which must not include the watcher. The watcher closes
-    ``stdout`` when its sweep is over (see :func:`finished`).
+    Returns once the watcher is on its own: the process started here forks it and exits (Ray
+    kills a dying worker's direct children, which must not include the watcher), and the watcher
+    says so on ``stdout``; it closes ``stdout`` when its sweep is over (see :func:`finished`).
     """
     env = {k: v for k, v in os.environ.items() if k != MARK_VAR}
-    return subprocess.Popen(
-        [sys.executable, "-m", "spoolparse.runner.reaper", token, str(os.getpid()), *leftovers],
+    proc = subprocess.Popen(
+        [sys.executable, "-I", os.path.abspath(__file__), token, str(os.getpid()), *leftovers],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env,
         start_new_session=True,  # out of reach of whatever kills the runner's group
         close_fds=True,
     )
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], READY_WITHIN)
+    if not ready or proc.stdout.read(1) != b"r":
+        proc.kill()
+        proc.wait()
+        raise OSError(f"the runner's watcher did not start within {READY_WITHIN:g} s")
+    proc.wait()  # the intermediate process, gone already
+    return proc
 
 
 def finished(watcher: subprocess.Popen[bytes], timeout: float) -> bool:
     """Set the watcher off and wait (at most ``timeout`` seconds) until its sweep is over."""
     if watcher.stdin is not None:
         watcher.stdin.close()
-    watcher.wait()  # the intermediate process: gone at once
     out = watcher.stdout
     if out is None:
         return True
@@ -111,6 +123,7 @@ def main(argv: list[str]) -> int:
     token, parent = argv[0], int(argv[1])
     if os.fork():
         os._exit(0)  # the watcher lives on as the grandchild, no longer the runner's child
+    os.write(1, b"r")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C must not end the watch early
     with contextlib.suppress(OSError):
         while os.read(0, 4096):
