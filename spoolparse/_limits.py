@@ -49,3 +49,6 @@ IDLE_WAKE = 1.0
 DETECT_EVENTS = 16
 #: Size of the buffer used to copy a non-file ``input`` into its spool.
 INPUT_CHUNK = 1 * MiB
+#: Processes (and threads) one task's cgroup may hold at once (``pids.max``): a fork
+#: bomb stops there. ``pids_max=None`` lifts it.
+PIDS_MAX = 512

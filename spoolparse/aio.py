@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import signal
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -24,10 +23,11 @@ from types import TracebackType
 from typing import Any
 
 from . import _limits
+from ._lifecycle import Deadlines, Done
 from ._wait import Inotify, next_interval, open_inotify
 from .errors import SpoolFullError, UsageError
 from .lines import Loads
-from .process import Argv, Child, Input, check_times, group_alive
+from .process import Argv, Child, Containment, Input
 from .providers import Provider
 from .providers.base import LiveEvent
 from .result import Result
@@ -40,8 +40,6 @@ AsyncOnEvent = Callable[[LiveEvent], Awaitable[Any] | Any]
 # Bytes read per step: between steps the loop runs other tasks, so one busy
 # child cannot starve the rest.
 _STEP = _limits.READ_CHUNK
-# Teardown polls the group for leftovers at this interval (only while some remain).
-_SWEEP_POLL = 0.02
 
 
 class _LoopWatch:
@@ -129,7 +127,7 @@ class AsyncRun:
         keep_output: bool,
         child_options: Mapping[str, Any],
     ) -> None:
-        check_times(timeout, grace)
+        self.deadlines = Deadlines(timeout=timeout, grace=grace)  # checked before anything starts
         self.args = args
         self.timeout = timeout
         self.grace = grace
@@ -167,7 +165,7 @@ class AsyncRun:
         if self._child is not None:
             raise UsageError("this run was already started")
         loop = asyncio.get_running_loop()
-        child = Child(self.args, **self._options)
+        child = Child(self.args, deadlines=self.deadlines, **self._options)
         self._child, self._loop = child, loop
         try:
             if child.pidfd >= 0:
@@ -260,20 +258,17 @@ class AsyncRun:
         child = self.child
         self._busy = True
         try:
-            deadline = None if self.timeout is None else child.started + self.timeout
             while True:
                 self._woken = False  # this pump covers every wake so far
                 n, live = child.pump(_STEP)
                 await self._emit(live)
                 # the checks run after every read, so a child that never pauses still meets them
-                if not n and child.exited():
-                    return live + await self._finish([])
-                if child.check_spool() is not None:
-                    return live + await self._finish(await self._terminate(0))
                 now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    child.timed_out = True
-                    return live + await self._finish(await self._terminate(self.grace))
+                if child.check_spool() is not None:
+                    child.life.stop(now, "spool full", grace=0)
+                action = child.advance(now)
+                if not n and child.life.leader_exited:
+                    return live + await self._finish()
                 if live:
                     self._interval = None
                     return live
@@ -282,7 +277,8 @@ class AsyncRun:
                     await asyncio.sleep(0)  # let other runs read too
                     continue
                 self._interval = next_interval(self._interval, event_driven=self._event_driven)
-                wait = self._interval if deadline is None else min(self._interval, max(0.0, deadline - now))
+                until = None if isinstance(action, Done) else action.until
+                wait = self._interval if until is None else min(self._interval, max(0.0, until - now))
                 await self._sleep(wait)
         except BaseException:
             await self._abort()
@@ -299,12 +295,10 @@ class AsyncRun:
             if inspect.isawaitable(out):
                 await out
 
-    async def _finish(self, live: list[LiveEvent]) -> list[LiveEvent]:
-        """Reap, sweep the group, read the rest of the spool and build the result."""
+    async def _finish(self) -> list[LiveEvent]:
+        """Reap, end the leftovers, read the rest of the spool and build the result."""
         child = self.child
-        await self._wait_exit(None)
-        child.returncode = child.proc.wait()  # the child has exited: this only reaps
-        await self._sweep(self.grace)
+        await self._settle()
         self._unwatch()  # watches and the pidfd reader go before the spools can
         res, more = child.result(keep_output=self.keep_output, timeout=self.timeout)
         try:
@@ -314,65 +308,30 @@ class AsyncRun:
             raise
         self._result = res
         self._teardown()
-        return live + more
+        return more
 
-    async def _terminate(self, grace: float) -> list[LiveEvent]:
-        """SIGTERM the group; SIGKILL after ``grace`` seconds; keep reading meanwhile."""
+    async def _settle(self) -> None:
+        """Drive the child's lifecycle to its end from the loop (the async twin of :meth:`Child.settle`)."""
         child = self.child
-        child.signal(signal.SIGTERM)
-        live: list[LiveEvent] = []
-        deadline = time.monotonic() + grace
-        while not child.exited():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            await self._sleep(min(left, _limits.POLL_MAX))
-            _, more = child.pump()
-            await self._emit(more)
-            live.extend(more)
-        if not child.exited():
-            child.signal(signal.SIGKILL)
-        return live
-
-    async def _wait_exit(self, timeout: float | None) -> bool:
-        child = self.child
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not child.exited():
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return False
-            step = _limits.POLL_MAX if left is None else min(left, _limits.POLL_MAX)
-            await self._sleep(step)
-        return True
-
-    async def _sweep(self, grace: float) -> None:
-        """No orphans: what is left in the child's group gets TERM, then KILL."""
-        child = self.child
-        if not group_alive(child.pgid):
-            return
-        child.signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while group_alive(child.pgid) and time.monotonic() < deadline:
-            await asyncio.sleep(_SWEEP_POLL)
-        if child.signal(signal.SIGKILL):
-            deadline = time.monotonic() + 1.0
-            while group_alive(child.pgid) and time.monotonic() < deadline:
-                await asyncio.sleep(_SWEEP_POLL)
+        while True:
+            now = time.monotonic()
+            action = child.advance(now)
+            if isinstance(action, Done):
+                return
+            left = _limits.POLL_MAX if action.until is None else action.until - now
+            left = min(max(0.0, left), _limits.POLL_MAX)
+            if child.life.leader_exited:
+                await asyncio.sleep(left)  # leftovers: nothing wakes us but the clock
+            else:
+                await self._sleep(left)  # the pidfd reader wakes us on the exit
 
     async def _abort(self) -> None:
         """For errors, cancellation and early exits: end the group, close everything. Never raises."""
         if self._closed or self._child is None:
             return
-        child = self._child
         try:
-            if child.returncode is None:
-                if not child.exited():
-                    child.signal(signal.SIGTERM)
-                    if not await self._wait_exit(_limits.INTERRUPT_GRACE):
-                        child.signal(signal.SIGKILL)
-                        await self._wait_exit(None)
-                child.returncode = child.proc.wait()
-            await self._sweep(_limits.INTERRUPT_GRACE)
+            self._child.life.stop(time.monotonic(), "cancelled", grace=_limits.INTERRUPT_GRACE)
+            await self._settle()
         except OSError:
             pass
         finally:
@@ -463,6 +422,7 @@ def open_run(
     on_event: AsyncOnEvent | None = None,
     keep_output: bool = True,
     loads: Loads | None = None,
+    containment: Containment = "auto",
 ) -> AsyncRun:
     """A run to follow from asyncio; the child starts on ``async with``.
 
@@ -490,6 +450,7 @@ def open_run(
         "max_retained": max_retained,
         "max_spool_bytes": max_spool_bytes,
         "loads": loads,
+        "cgroup": containment,
     }
     return AsyncRun(
         args,
@@ -520,6 +481,7 @@ async def arun(
     on_event: AsyncOnEvent | None = None,
     keep_output: bool = True,
     loads: Loads | None = None,
+    containment: Containment = "auto",
 ) -> Result:
     """:func:`spoolparse.run` for asyncio: same options, same :class:`~spoolparse.Result`.
 
@@ -547,5 +509,6 @@ async def arun(
         on_event=on_event,
         keep_output=keep_output,
         loads=loads,
+        containment=containment,
     ) as run:
         return await run.wait()

@@ -18,9 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-import orjson
-
 from . import __version__, _limits
+from ._json import dumps
 from .errors import Error, SpawnError, SpoolFullError, TimeoutExpired, UsageError
 from .parser import parse
 from .process import run
@@ -179,9 +178,8 @@ EXTRA_COMMANDS.append(_register_runner)
 
 
 def emit_json(obj: Any, *, pretty: bool = False, out: IO[bytes] | None = None) -> None:
-    opts = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if pretty else 0)
     stream = out if out is not None else sys.stdout.buffer
-    stream.write(orjson.dumps(obj, option=opts, default=str) + b"\n")
+    stream.write(dumps(obj, pretty=pretty) + b"\n")  # integers of any size, exactly
     stream.flush()
 
 
@@ -226,9 +224,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
+    # anything readable: a file, a pipe or FIFO, /dev/stdin, <(…); a directory is not
     source: Any = sys.stdin.buffer if args.file == "-" else args.file
-    if source is not sys.stdin.buffer and not os.path.isfile(source):
-        raise UsageError(f"no such file: {args.file}")
+    if source is not sys.stdin.buffer:
+        if not os.path.exists(source):
+            raise UsageError(f"no such file: {args.file}")
+        if os.path.isdir(source):
+            raise UsageError(f"is a directory, not a transcript: {args.file}")
     res = parse(source, provider=args.provider, max_line=args.max_line, max_retained=args.max_retained)
     return _print_result(res, args)
 

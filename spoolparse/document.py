@@ -35,7 +35,20 @@ from typing import Any, Final
 import ijson  # type: ignore[import-untyped]
 
 from . import _limits
-from .lines import KEEP, NOTE, Buffer, Dropped, Event, LineScanner, Loads, Noted, Record, _lenient_loads, probe_type
+from .lines import (
+    KEEP,
+    NOTE,
+    TOO_DEEP,
+    Buffer,
+    Dropped,
+    Event,
+    LineScanner,
+    Loads,
+    Noted,
+    Record,
+    _lenient_loads,
+    probe_type,
+)
 
 __all__ = ["sniff", "DocumentScanner", "LINES", "DOCUMENT"]
 
@@ -378,7 +391,9 @@ class DocumentScanner:
             # valid JSON orjson refuses (a lone surrogate escape, invalid UTF-8 in a string) is
             # read as a kept line would be, rather than losing the whole document
             doc = _lenient_loads(bytes(view)) if self._loads is None else None
-            if doc is None:
+            if doc is None or doc is TOO_DEEP:
+                if doc is TOO_DEEP:
+                    self.scanner.too_deep += 1
                 self._count_invalid()
                 return
         finally:
@@ -418,9 +433,6 @@ def _orjson_loads(data: bytes | memoryview) -> Any:
 
 def _size_of(value: Any) -> int:
     """An item's size as compact JSON (the document itself may be pretty-printed)."""
-    import orjson
+    from ._json import dumps
 
-    try:
-        return len(orjson.dumps(value))
-    except (TypeError, orjson.JSONEncodeError):
-        return 0
+    return len(dumps(value, non_str_keys=False))

@@ -98,7 +98,10 @@ class CalledProcessError(Error):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        if self.result.error:
+        from .verdict import exit_reason  # the verdict's own words for a bare non-zero exit
+
+        rc = self.returncode
+        if self.result.error and (rc is None or self.result.error != exit_reason(rc)):
             return f"command {self.cmd!r} failed: {self.result.error}"
         return f"command {self.cmd!r} returned non-zero exit status {self.returncode}"
 

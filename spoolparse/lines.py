@@ -6,7 +6,13 @@ A line is classified by its *type key* before anything is decoded:
 * ``"T/S"`` when ``T`` starts with ``item.`` and the nested ``item.type``
   (or ``item.item_type``) is ``S`` (Codex items);
 * ``"msg/S"`` for the legacy Codex envelope ``{"id": …, "msg": {"type": "S"}}``;
-* ``""`` for an object with no type within the probe window.
+* ``""`` for an object with no type.
+
+Key order does not matter. When the probe window holds no type (or a Codex
+``item.*`` type without its nested item type), a line up to ``max_line`` is
+decoded whole, once, and classified by its keys; a longer one is classified
+by a bounded scan of its top-level keys (:class:`~spoolparse._topkeys.TopKeys`)
+while it is drained, so it is never held past ``max_retained``.
 
 A *retain* function maps the key to :data:`SKIP` (count the line, touch
 nothing else), :data:`NOTE` (report the key and size, undecoded) or
@@ -18,6 +24,7 @@ the caller's read window.
 
 from __future__ import annotations
 
+import decimal
 import io
 import json
 import os
@@ -31,6 +38,7 @@ import ijson  # type: ignore[import-untyped]
 import orjson
 
 from . import _limits
+from ._topkeys import TopKeys
 from .errors import UsageError
 
 __all__ = [
@@ -153,8 +161,17 @@ def _skip_pattern(cache: dict[tuple[bytes, bytes | None], tuple[str, int]]) -> r
 _LEAD = b" \t\r\n\x1e"
 _BOM = b"\xef\xbb\xbf"
 
-# Scanner modes for a line still waiting for its newline.
-_NONE, _COLLECT, _KEEPING, _SKIPPING = 0, 1, 2, 3
+# Scanner modes for a line still waiting for its newline. _UNSURE: the probe window held
+# no type, the line is held (it is decoded whole if it ends within max_line); _SCANNING:
+# past max_line, the top-level keys are scanned for the type, the line held up to max_retained.
+_NONE, _COLLECT, _KEEPING, _SKIPPING, _UNSURE, _SCANNING = 0, 1, 2, 3, 4, 5
+#: A run of digits that may be an integer orjson would read as a float (beyond 64 bits).
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+def _unsure(key: str) -> bool:
+    """Whether a probe's key may be incomplete: no type seen, or an item type without its nested type."""
+    return key == "" or (key.startswith("item.") and "/" not in key)
 
 
 def _strip(data: bytes) -> bytes:
@@ -239,22 +256,36 @@ def _default_loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89abcdefABCDEF]")
+#: What :func:`_lenient_loads` returns for a value nested deeper than the decoders allow.
+TOO_DEEP: Final = object()
+
+
 def _lenient_loads(data: bytes) -> Any:
-    """Valid JSON that orjson refuses, or ``None``.
+    """JSON that orjson refuses or reads inexactly, or ``None`` (``TOO_DEEP`` when nested too deep).
 
     JavaScript's ``JSON.stringify`` writes a lone surrogate (half an emoji cut
     by a text split) as a ``\\udXXX`` escape, which orjson rejects; one such
     character must not cost a kept event, so the standard library reads it and
     the lone surrogate becomes U+FFFD (the summary must still print as UTF-8).
+    Python's ``json.dumps`` writes ``NaN`` and ``Infinity``: they are read as
+    floats. Integers beyond 64 bits (orjson reads them as floats) are kept exact.
     """
     try:
-        return _no_surrogates(json.loads(data.decode("utf-8", "replace"), parse_constant=_not_json))
-    except (ValueError, RecursionError):
+        obj = json.loads(data.decode("utf-8", "replace"), parse_int=_any_int)
+        # only a \\udXXX escape can leave a lone surrogate: walk the object only then
+        return _no_surrogates(obj) if _SURROGATE_ESCAPE.search(data) is not None else obj
+    except RecursionError:
+        return TOO_DEEP
+    except ValueError:
         return None
 
 
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+def _any_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # past sys.get_int_max_str_digits(): Decimal converts without that limit
+        return int(decimal.Decimal(text))
 
 
 def _no_surrogates(value: Any) -> Any:
@@ -300,7 +331,10 @@ class LineScanner:
         self._skip: re.Pattern[bytes] | None = None  # the cached SKIP decisions as one match
         self.lines = 0
         self.invalid_lines = 0
+        #: Lines counted invalid because they nest deeper than the JSON decoders allow.
+        self.too_deep = 0
         self.bytes = 0
+        self._keys: TopKeys | None = None
         self._mode = _NONE
         self._pend = bytearray()
         self._size = 0
@@ -409,13 +443,17 @@ class LineScanner:
         if mode == _NONE:
             return out
         self.lines += 1
-        if mode in (_COLLECT, _KEEPING):
+        if mode in (_COLLECT, _KEEPING, _UNSURE):
             data = bytes(self._pend)
             self._reset()
             if mode == _COLLECT:
                 self._complete(data[: self.probe_bytes], data, 0, len(data), out)
+            elif mode == _UNSURE:
+                self._emit_decoded(data, out)
             else:
                 self._emit_kept(data, out)
+        elif mode == _SCANNING:
+            self._finish_scan(out)
         else:
             self._finish_skip(out)
         return out
@@ -427,6 +465,7 @@ class LineScanner:
         self._key = None
         self._reason = ""
         self._note = False
+        self._keys = None
 
     def _complete(self, head: bytes, buf: Buffer, a: int, b: int, out: list[Record]) -> None:
         """A whole line ``buf[a:b]`` (no newline) whose first bytes are ``head``."""
@@ -435,6 +474,16 @@ class LineScanner:
         if key is None:
             self.invalid_lines += 1
             return
+        if size > len(head) and _unsure(key):
+            # the type may lie past the probe window: a line read whole is decoded once and
+            # classified by its keys; a longer one by a scan of its top-level keys
+            if size <= self.max_line:
+                self._emit_decoded(bytes(buf[a:b]), out)
+                return
+            keys = TopKeys()
+            keys.feed(buf, a, b)
+            key = _compose(keys.top, keys.sub, keys.msg)
+            decision = self._retain(key)
         if size > self.max_line:
             if decision == KEEP and size <= self.max_retained:
                 self._emit_kept(bytes(buf[a:b]), out)
@@ -446,22 +495,44 @@ class LineScanner:
         elif decision == NOTE:
             out.append(Noted(self.lines, key, size))
 
-    def _emit_kept(self, data: bytes, out: list[Record]) -> None:
-        size = len(data)
+    def _decode(self, data: bytes) -> dict[str, Any] | None:
+        """One line's object (``None``: not a JSON object; counted invalid)."""
         data = _strip(data)
         try:
             obj = self._loads(data)
+            if self._loads is _default_loads and _LONG_DIGITS.search(data) is not None:
+                obj = _exact_ints(obj, data)
         except Exception:
             try:
                 obj = self._loads(data.decode("utf-8", "replace"))
             except Exception:
                 obj = _lenient_loads(data) if self._loads is _default_loads else None
+        if obj is TOO_DEEP:
+            self.too_deep += 1
         if not isinstance(obj, dict):
             self.invalid_lines += 1
+            return None
+        return obj
+
+    def _emit_kept(self, data: bytes, out: list[Record]) -> None:
+        obj = self._decode(data)
+        if obj is None:
             return
         t = obj.get("type")
         key = self._key_of(obj) if not isinstance(t, str) or t.startswith("item.") else t
-        out.append(Event(self.lines, key, obj, size))
+        out.append(Event(self.lines, key, obj, len(data)))
+
+    def _emit_decoded(self, data: bytes, out: list[Record]) -> None:
+        """A whole line whose type was not in its first bytes: decoded once, then classified."""
+        obj = self._decode(data)
+        if obj is None:
+            return
+        key = self._key_of(obj)
+        decision = self._retain(key)
+        if decision == KEEP:
+            out.append(Event(self.lines, key, obj, len(data)))
+        elif decision == NOTE:
+            out.append(Noted(self.lines, key, len(data)))
 
     @staticmethod
     def _key_of(obj: dict[str, Any]) -> str:
@@ -490,7 +561,10 @@ class LineScanner:
     def _decide_partial(self) -> None:
         key, decision = self._classify(bytes(self._pend))
         self._key = key
-        if key is not None and decision == KEEP:
+        if key is not None and _unsure(key):
+            self._mode = _UNSURE
+            self._check_unsure()
+        elif key is not None and decision == KEEP:
             self._mode = _KEEPING
             self._check_ceiling()
         else:
@@ -498,6 +572,49 @@ class LineScanner:
             self._reason = "oversize"
             self._pend = bytearray()
             self._note = decision == NOTE
+
+    def _check_unsure(self) -> None:
+        """Past ``max_line`` an unsure line is no longer decoded whole: scan its top-level keys."""
+        if self._size <= self.max_line:
+            return
+        self._mode = _SCANNING
+        self._keys = TopKeys()
+        self._keys.feed(self._pend)
+        self._settle_scan()
+
+    def _settle_scan(self) -> None:
+        """Leave scanning once the keys tell the type; drop the held bytes past ``max_retained``."""
+        keys = self._keys
+        assert keys is not None
+        if self._size > self.max_retained and self._reason != "over_ceiling":
+            self._pend = bytearray()
+            self._reason = "over_ceiling"
+        if not keys.done:
+            return
+        key = _compose(keys.top, keys.sub, keys.msg)
+        decision = self._retain(key)
+        self._key = key
+        self._keys = None
+        if decision == KEEP and self._reason != "over_ceiling":
+            self._mode = _KEEPING
+        else:
+            self._mode = _SKIPPING
+            self._pend = bytearray()
+            self._reason = "over_ceiling" if decision == KEEP else "oversize"
+            self._note = decision == NOTE
+
+    def _finish_scan(self, out: list[Record]) -> None:
+        """End of a line whose type was still being scanned for."""
+        keys = self._keys
+        assert keys is not None
+        key = _compose(keys.top, keys.sub, keys.msg)
+        decision = self._retain(key)
+        data, size, held = self._pend, self._size, self._reason != "over_ceiling"
+        self._reset()
+        if decision == KEEP and held:
+            self._emit_kept(bytes(data), out)
+        else:
+            out.append(Dropped(self.lines, size, key, "over_ceiling" if decision == KEEP else "oversize"))
 
     def _check_ceiling(self) -> None:
         if self._size > self.max_retained:
@@ -530,15 +647,33 @@ class LineScanner:
                 self._pend += buf[pos:stop]
                 self._size += stop - pos
                 self._check_ceiling()
+            elif mode == _UNSURE:
+                self._pend += buf[pos:stop]
+                self._size += stop - pos
+                self._check_unsure()
+            elif mode == _SCANNING:
+                assert self._keys is not None
+                self._keys.feed(buf, pos, stop)
+                if self._reason != "over_ceiling":
+                    self._pend += buf[pos:stop]
+                self._size += stop - pos
+                self._settle_scan()
             else:
                 self._size += stop - pos
             if nl < 0:
                 return end
             self.lines += 1
-            if self._mode == _KEEPING:
+            mode = self._mode
+            if mode == _KEEPING:
                 data = bytes(self._pend)
                 self._reset()
                 self._emit_kept(data, out)
+            elif mode == _UNSURE:
+                data = bytes(self._pend)
+                self._reset()
+                self._emit_decoded(data, out)
+            elif mode == _SCANNING:
+                self._finish_scan(out)
             else:
                 self._finish_skip(out)
             return nl + 1
@@ -554,6 +689,26 @@ class LineScanner:
             out.append(Dropped(self.lines, size, key, reason))
         elif note:
             out.append(Noted(self.lines, key, size))
+
+
+def _exact_ints(obj: Any, data: bytes) -> Any:
+    """``obj`` as orjson read it, unless it holds an integer beyond 64 bits (then read exactly)."""
+    if not _has_float(obj, 0):
+        return obj
+    exact = _lenient_loads(data)
+    return obj if exact is None or exact is TOO_DEEP else exact
+
+
+def _has_float(value: Any, depth: int) -> bool:
+    if isinstance(value, float):
+        return True
+    if depth > 64:
+        return True  # rare and deep: let the exact reader decide
+    if isinstance(value, dict):
+        return any(_has_float(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_float(v, depth + 1) for v in value)
+    return False
 
 
 def _keep_all(key: str) -> int:

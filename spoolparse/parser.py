@@ -6,9 +6,11 @@ writes its spool, ``arun`` from the event loop, ``parse`` from a finished file.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import mmap
 import os
+import signal
 import stat
 import time
 from collections.abc import Callable
@@ -16,10 +18,11 @@ from typing import IO, Any
 
 from . import _limits
 from .document import DOCUMENT, DocumentScanner, sniff
-from .lines import NOTE, SKIP, Buffer, Dropped, Event, LineScanner, Loads, Noted, Record, RetainFn
+from .lines import NOTE, SKIP, Buffer, Dropped, LineScanner, Loads, Record, RetainFn
 from .providers import AutoProvider, Provider, make_provider
 from .providers.base import LiveEvent
 from .result import Result
+from .verdict import StreamFacts, judge, spool_integrity
 
 __all__ = ["StreamParser", "parse", "OnEvent"]
 
@@ -58,6 +61,8 @@ class StreamParser:
         if self._settled and not live:
             self.scanner.retain = _without_notes(self.provider.retain)
         self.closed = False
+        #: The smallest spool size seen below what was read (a child that truncated its own stdout).
+        self.shrunk_to: int | None = None
         self._loads = loads
         # The stream's first bytes, until they tell JSON lines from a whole document.
         self._head: bytearray | None = bytearray()
@@ -106,41 +111,70 @@ class StreamParser:
             live.extend(self.provider.settle())
         return live
 
+    def spool_size(self, size: int) -> None:
+        """Report the spool's current size: below what was read, the child truncated it."""
+        if size < self.scanner.bytes and (self.shrunk_to is None or size < self.shrunk_to):
+            self.shrunk_to = size
+
     def _fold(self, recs: list[Record]) -> list[LiveEvent]:
         live: list[LiveEvent] = []
         p = self.provider
         for rec in recs:
-            if type(rec) is Event:
-                live.extend(p.event(rec))
-            elif type(rec) is Noted:
-                live.extend(p.noted(rec))
-            else:
-                assert isinstance(rec, Dropped)
+            if type(rec) is Dropped:
                 self.dropped_count += 1
                 if len(self.dropped) < _limits.MAX_DROPPED_RECORDS:
                     self.dropped.append(rec.as_dict())
-                live.extend(p.dropped(rec))
+            live.extend(p.see(rec))
         if not self._settled and isinstance(p, AutoProvider) and p.chosen is not None:
             self._settled = True
             # drops the decisions cached before detection, which still looked at noted lines
             self.scanner.retain = p.retain if self.live else _without_notes(p.chosen.retain)
         return live if self.live else []
 
-    def finish(self, **fields: Any) -> Result:
-        """The :class:`Result` for this stream; ``fields`` fill the process facts."""
+    def finish(
+        self, *, spool_size: int | None = None, spool_cap: int | None = None, shrunk: str = "", **fields: Any
+    ) -> Result:
+        """The :class:`Result` for this stream, with its verdict (:func:`spoolparse.verdict.judge`).
+
+        ``fields`` fill the process facts (``returncode``, ``timed_out`` …).
+        ``spool_size`` is the spool's size at the end and ``spool_cap`` the
+        ``max_spool_bytes`` that bounded the reading: together with what was
+        read they tell a spool the child truncated, or output cut at the cap.
+        """
         self.close()
-        ans = self.provider.answer()
+        if spool_size is not None:
+            self.spool_size(spool_size)
+        ans = self.provider.conclude()
         warnings = ans.warnings
         if self.dropped_count > len(self.dropped):
             warnings = [*warnings, f"{self.dropped_count - len(self.dropped)} more dropped lines not listed"]
+        if self.scanner.too_deep:
+            warnings = [
+                *warnings,
+                f"{self.scanner.too_deep} lines nested deeper than the JSON decoder allows were counted invalid",
+            ]
+        spool = None
+        if not fields.get("spool_full"):
+            spool = spool_integrity(
+                read=self.scanner.bytes, size=spool_size, smallest=self.shrunk_to, cap=spool_cap, shrunk=shrunk
+            )
+        facts = StreamFacts(
+            lines=self.scanner.lines,
+            invalid_lines=self.scanner.invalid_lines,
+            returncode=fields.get("returncode"),
+            timed_out=bool(fields.get("timed_out")),
+            timeout=fields.get("timeout"),
+            spool=spool,
+        )
         return Result(
             provider=self.provider_name,
             text=ans.text,
             usage=ans.usage,
+            usage_by_model=ans.usage_by_model,
             raw_usage=ans.raw_usage,
             model=ans.model,
             session_id=ans.session_id,
-            error=ans.error,
+            error=judge(ans, facts),
             warnings=warnings,
             lines=self.scanner.lines,
             invalid_lines=self.scanner.invalid_lines,
@@ -182,44 +216,19 @@ def parse(
     sp = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=on_event is not None)
     owns = isinstance(source, (str, os.PathLike))
     f: IO[bytes] = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source  # noqa: SIM115
+
     def fed(live: list[LiveEvent]) -> None:
         if on_event is not None:
             for ev in live:
                 on_event(ev)
 
-    def mapped_size() -> tuple[int, int] | None:
-        try:
-            fd = f.fileno()
-            st = os.fstat(fd)
-            pos = f.tell()
-        except (OSError, ValueError, io.UnsupportedOperation, AttributeError):  # a reader with only read()
-            return None
-        if not stat.S_ISREG(st.st_mode) or st.st_size <= pos:
-            return None
-        return fd, pos
-
     total = 0
+    size_at_end: int | None = None
+    first = 0
     try:
-        where = mapped_size()
-        if where is not None:
-            fd, pos = where
-            size = os.fstat(fd).st_size
-            off = pos - pos % mmap.ALLOCATIONGRANULARITY
-            step = _limits.READ_CHUNK  # a small first window: the provider is usually known after it
-            while off < size:
-                n = min(step, size - off)
-                step = _limits.MAP_WINDOW
-                # Touching a mapped page past a truncated end is SIGBUS, not an error:
-                # a file that shrank is read on with plain reads instead.
-                if os.fstat(fd).st_size < off + n:
-                    break
-                with mmap.mmap(fd, n, access=mmap.ACCESS_READ, offset=off) as m:
-                    if hasattr(m, "madvise"):
-                        m.madvise(mmap.MADV_SEQUENTIAL)
-                    fed(sp.feed(m, pos - off, n))
-                total += off + n - pos
-                off = pos = off + n
-            f.seek(pos)
+        first = _tell(f)
+        total = _feed_mapped(f, sp, fed)
+        # pipes, FIFOs, character devices, sockets, and what was appended to a file meanwhile
         buf = bytearray(_limits.READ_CHUNK)
         view = memoryview(buf)
         readinto = getattr(f, "readinto", None)
@@ -235,7 +244,104 @@ def parse(
             total += n
             fed(sp.feed(chunk, 0, n))
         fed(sp.close())
+        size_at_end = _regular_size(f)
     finally:
         if owns:
             f.close()
-    return sp.finish(args=None, stdout_bytes=total, duration_s=time.monotonic() - start)
+    return sp.finish(
+        args=None,
+        stdout_bytes=total,
+        duration_s=time.monotonic() - start,
+        spool_size=None if size_at_end is None else max(0, size_at_end - first),
+        shrunk="the file shrank while it was read",
+    )
+
+
+def _regular_size(f: IO[bytes]) -> int | None:
+    """The size of a regular file (``None`` for anything else, or a reader without a descriptor)."""
+    try:
+        st = os.fstat(f.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation, AttributeError):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def _tell(f: IO[bytes]) -> int:
+    """Where reading begins (a caller's file may be positioned past 0; 0 for a pipe)."""
+    try:
+        return f.tell()
+    except (OSError, ValueError, io.UnsupportedOperation, AttributeError):
+        return 0
+
+
+#: The signal a lease break sends: ignored by default, so a break never ends the process.
+_LEASE_SIGNAL = getattr(signal, "SIGURG", 23)
+_F_SETSIG = getattr(fcntl, "F_SETSIG", 10)
+
+
+def _lease(fd: int) -> bool:
+    """A read lease on ``fd``'s file: granted only while nobody has it open for writing; a later
+    open for writing or a truncation waits (up to the kernel's lease-break time) until it is released."""
+    f_setlease = getattr(fcntl, "F_SETLEASE", None)
+    if f_setlease is None:
+        return False
+    try:
+        fcntl.fcntl(fd, _F_SETSIG, _LEASE_SIGNAL)
+        fcntl.fcntl(fd, f_setlease, fcntl.F_RDLCK)
+    except OSError:
+        return False
+    return True
+
+
+def _lease_held(fd: int) -> bool:
+    # during a break F_GETLEASE reports the lease type the breaker needs (F_UNLCK), not ours
+    return bool(fcntl.fcntl(fd, fcntl.F_GETLEASE) == fcntl.F_RDLCK)
+
+
+def _feed_mapped(f: IO[bytes], sp: StreamParser, fed: Callable[[list[LiveEvent]], None]) -> int:
+    """Feed a regular file through ``mmap`` windows while that is safe; return the bytes fed.
+
+    Touching a mapped page past a truncated end is SIGBUS, which no handler can
+    recover from. So a file is mapped only under a read lease: the lease is
+    refused while anyone has the file open for writing (a file still being
+    written is read with plain reads), and anyone who opens it for writing or
+    truncates it later waits until the lease is released — which happens at
+    the next window, where the break is seen; the rest is read with plain reads.
+    """
+    try:
+        fd = f.fileno()
+        st = os.fstat(fd)
+        pos = f.tell()
+    except (OSError, ValueError, io.UnsupportedOperation, AttributeError):  # a reader with only read()
+        return 0
+    if not stat.S_ISREG(st.st_mode) or st.st_size <= pos:
+        return 0
+    try:
+        # a description of our own: the lease and its signal must not touch the caller's
+        lfd = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return 0
+    total = 0
+    try:
+        if not _lease(lfd):
+            return 0
+        try:
+            size = os.fstat(lfd).st_size
+            off = pos - pos % mmap.ALLOCATIONGRANULARITY
+            step = _limits.READ_CHUNK  # a small first window: the provider is usually known after it
+            while off < size and _lease_held(lfd) and os.fstat(lfd).st_size >= off + min(step, size - off):
+                n = min(step, size - off)
+                step = _limits.MAP_WINDOW
+                with mmap.mmap(lfd, n, access=mmap.ACCESS_READ, offset=off) as m:
+                    if hasattr(m, "madvise"):
+                        m.madvise(mmap.MADV_SEQUENTIAL)
+                    fed(sp.feed(m, pos - off, n))
+                total += off + n - pos
+                off = pos = off + n
+        finally:
+            fcntl.fcntl(lfd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        f.seek(pos)
+    finally:
+        os.close(lfd)
+    return total
+

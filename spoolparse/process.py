@@ -1,22 +1,37 @@
-"""Starting a child on spools, following it, and ending it (timeouts, group kill).
+"""Starting a child on spools, following it, and ending it.
 
-:class:`Child` owns one started child, its spools and its :class:`StreamParser`,
-and never waits; the drivers do the waiting: :func:`run` here with a poll
-loop, the asyncio driver from the event loop, the runner for many at once.
+:class:`Child` owns one started child, its spools, its :class:`StreamParser`,
+its containment (its own process group, and a cgroup where one can be made)
+and its :class:`~spoolparse._lifecycle.Lifecycle`, and never waits. The
+drivers do the waiting, each with its own clock and way to sleep: :func:`run`
+here with a poll loop, the asyncio driver from the event loop, the runner for
+many at once. Each of them only feeds the lifecycle what it sees and sleeps
+until the time :meth:`Child.advance` hands back; the policy of how a child
+ends is the lifecycle's alone.
+
+Nothing outlives us: the child gets ``PR_SET_PDEATHSIG`` (:mod:`spoolparse._spawn`),
+and its group and cgroup are held by the guardian (:mod:`spoolparse._guardian`)
+from the moment it exists until they are empty.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import select
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any, Union
+from typing import IO, Any, Literal, Protocol, Union
 
 from . import _limits
+from ._guardian import guardian
+from ._lifecycle import Check, Deadlines, Done, Lifecycle, Reap, Send, Wait
 from ._proc import proc_stats
+from ._signals import deferred
+from ._spawn import deathsig_preexec, spawn
 from ._wait import SpoolWaiter
 from .errors import SpawnError, SpoolFullError, UsageError
 from .lines import Loads
@@ -26,7 +41,7 @@ from .providers.base import LiveEvent
 from .result import Result
 from .spool import open_spool, resolve_spool_dir, spool_problem
 
-__all__ = ["Child", "run", "Input", "group_alive", "signal_group"]
+__all__ = ["Child", "run", "Input", "Cgroup", "group_alive", "signal_group"]
 
 Input = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes], None]
 Argv = Union[Sequence[Union[str, "os.PathLike[str]"]], str]  # noqa: UP007 - a runtime alias
@@ -102,10 +117,69 @@ def _stdin_for(inp: Input, spool_dir: str) -> tuple[Any, IO[bytes] | None]:
     return f, f
 
 
+class Cgroup(Protocol):
+    """What a child's cgroup offers (:class:`spoolparse.runner.cgroup.ChildCgroup` is one)."""
+
+    dirs: list[str]
+
+    def preexec(self) -> Callable[[], None]: ...
+
+    def attached(self) -> None: ...
+
+    def kill(self, sig: int = ...) -> None: ...
+
+    def procs(self) -> list[int]: ...
+
+    def remove(self) -> bool: ...
+
+
+Containment = Cgroup | Literal["auto"] | None
+
+_placement: Any = None
+
+
+def _auto_cgroup() -> Cgroup | None:
+    """A cgroup of our own for one child, or ``None`` where none can be made (then the group sweep alone)."""
+    global _placement
+    if _placement is None:
+        # imported here: the runner package imports this module
+        from .runner.cgroup import Placement
+
+        try:
+            _placement = Placement.detect()
+        except OSError:
+            _placement = False
+    if not _placement or _placement.kind is None:
+        return None
+    try:
+        cg: Cgroup = _placement.create(memory_limit=None, pids_max=None)
+    except OSError:
+        return None
+    return cg
+
+
+def _preexec(parts: list[Callable[[], None] | None]) -> Callable[[], None] | None:
+    todo = [p for p in parts if p is not None]
+    if not todo:
+        return None
+    if len(todo) == 1:
+        return todo[0]
+
+    def all_of() -> None:
+        for p in todo:
+            p()
+
+    return all_of
+
+
 class Child:
     """One child process writing to two spools, and the parser following its stdout.
 
-    Nothing here sleeps: :meth:`pump` reads what is new, :meth:`exited` polls.
+    Nothing here sleeps: :meth:`pump` reads what is new, :meth:`exited` polls,
+    :meth:`advance` does what the lifecycle asks and says until when to sleep.
+    ``deadlines`` is the child's time policy (timeout, grace, soft signal);
+    ``cgroup`` is ``"auto"`` (one of our own where it can be made), a cgroup
+    made by the caller, or ``None`` (the process group alone).
     """
 
     def __init__(
@@ -125,6 +199,8 @@ class Child:
         preexec_fn: Any = None,
         read_buffer: bytearray | None = None,
         live: bool = True,
+        deadlines: Deadlines | None = None,
+        cgroup: Containment = None,
     ) -> None:
         # read_buffer: one buffer shared by children pumped from a single thread (the
         # parser never keeps it), so each start does not allocate and zero READ_CHUNK.
@@ -144,40 +220,65 @@ class Child:
         self.offset = 0
         self._buf = read_buffer if read_buffer is not None else bytearray(_limits.READ_CHUNK)
         self.started = time.monotonic()
-        self.timed_out = False
         self.spool_full: str | None = None
         self.returncode: int | None = None
+        #: CPU seconds of the child (user + system), once reaped.
+        self.cpu = 0.0
+        self._timed_out = False
         self._pidfd = -1
+        self._held = False
+        self.pid = self.pgid = 0
+        self.cgroup: Cgroup | None = None
+        self._own_cgroup = cgroup == "auto"
+        self.life = Lifecycle(deadlines if deadlines is not None else Deadlines(), started=self.started)
         try:
             self.stderr = open_spool(self.spool_dir)
             stdin, self._stdin_close = _stdin_for(input, self.spool_dir)
-            try:
-                self.proc = subprocess.Popen(  # an argv list; a shell only when asked
-                    self.args,
-                    stdin=stdin,
-                    stdout=self.stdout,
-                    stderr=self.stderr,
-                    cwd=cwd,
-                    env=env,
-                    shell=shell,
-                    start_new_session=True,
-                    preexec_fn=preexec_fn,
-                )
-            except OSError as e:
-                raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
+            self.cgroup = _auto_cgroup() if cgroup == "auto" else cgroup
+            join = self.cgroup.preexec() if self._own_cgroup and self.cgroup is not None else None
+            preexec = _preexec([deathsig_preexec(), join, preexec_fn])
+
+            def start() -> subprocess.Popen[bytes]:
+                try:
+                    return subprocess.Popen(  # an argv list; a shell only when asked
+                        self.args,
+                        stdin=stdin,
+                        stdout=self.stdout,
+                        stderr=self.stderr,
+                        cwd=cwd,
+                        env=env,
+                        shell=shell,
+                        start_new_session=True,
+                        preexec_fn=preexec,
+                    )
+                except OSError as e:
+                    raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
+
+            # From fork to the guardian knowing the group, a signal must not cut in (the child would be
+            # nobody's); one that comes is raised again at the end of the block, and the cleanup below runs.
+            with deferred():
+                self.proc = spawn(start)
+                self.pid = self.pgid = self.proc.pid  # start_new_session: the child leads its own group
+                self._held = True
+                guardian.hold(self.pgid, self._cgroup_dirs())
         except BaseException:
+            if self._held:
+                self.kill_now()
             self.close()
             raise
         finally:
             if self._stdin_close is not None:
                 self._stdin_close.close()  # the child has its own copy
                 self._stdin_close = None
-        self.pid = self.proc.pid
-        self.pgid = self.pid  # start_new_session: the child leads its own group
+            if self._own_cgroup and self.cgroup is not None:
+                self.cgroup.attached()
         try:
             self._pidfd = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
             self._pidfd = -1
+
+    def _cgroup_dirs(self) -> list[str]:
+        return list(self.cgroup.dirs) if self.cgroup is not None else []
 
     # -- reading -----------------------------------------------------------
 
@@ -197,6 +298,7 @@ class Child:
             # pread: the child shares this file's offset, so we must never move it.
             n = os.preadv(fd, [memoryview(buf)[: min(len(buf), limit - got)]], self.offset)
             if n <= 0:
+                self.parser.spool_size(os.fstat(fd).st_size)  # caught up: a spool below it was truncated
                 break
             self.offset += n
             got += n
@@ -212,6 +314,15 @@ class Child:
         """A pidfd for the child (readable once it exits), or ``-1`` where there is none."""
         return self._pidfd
 
+    @property
+    def timed_out(self) -> bool:
+        """Whether the hard timeout fired."""
+        return self.life.timed_out or self._timed_out
+
+    @timed_out.setter
+    def timed_out(self, value: bool) -> None:
+        self._timed_out = value
+
     def exited(self) -> bool:
         """Whether the child has exited (not reaped: its group id stays ours)."""
         if self.returncode is not None:
@@ -224,12 +335,14 @@ class Child:
 
     def wait_exit(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds for the child's exit (pidfd where there is one)."""
-        if self._pidfd >= 0:
-            ready, _, _ = select.select([self._pidfd], [], [], max(0.0, timeout))
-            return bool(ready) or self.exited()
         if self.exited():
             return True
-        time.sleep(timeout)
+        if self._pidfd >= 0:
+            p = select.poll()
+            p.register(self._pidfd, select.POLLIN)
+            p.poll(_poll_ms(timeout))
+        else:
+            time.sleep(max(0.0, timeout))
         return self.exited()
 
     def check_spool(self) -> str | None:
@@ -243,57 +356,90 @@ class Child:
         return self.spool_full
 
     def signal(self, sig: int) -> bool:
-        return signal_group(self.pgid, sig)
+        """Send ``sig`` to the child's group and cgroup; ``False`` when the group is gone."""
+        alive = signal_group(self.pgid, sig)
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                self.cgroup.kill(sig)
+        return alive
 
-    def terminate(self, grace: float) -> list[LiveEvent]:
-        """SIGTERM to the group, SIGKILL after ``grace`` seconds if the child is still there.
+    def leftovers(self) -> bool:
+        """Whether a process of the child's group or cgroup is still alive (not a zombie)."""
+        if self.cgroup is not None and self.cgroup.procs():
+            return True
+        return group_alive(self.pgid)
 
-        Keeps reading meanwhile; returns the events of what the child wrote in its grace.
+    # -- the lifecycle -------------------------------------------------------
+
+    def advance(self, now: float) -> Wait | Done:
+        """Do what the lifecycle asks that needs no waiting; return the :class:`Wait` or :class:`Done` that ends it.
+
+        Notices the child's exit on the way (a cheap ``waitid``); reaping and
+        the leftover checks happen here, never blocking.
         """
-        self.signal(signal.SIGTERM)
-        live: list[LiveEvent] = []
-        deadline = time.monotonic() + grace
-        while not self.exited():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            self.wait_exit(min(left, 0.05))
-            live.extend(self.pump()[1])
-        if not self.exited():
-            self.signal(signal.SIGKILL)
-        return live
+        life = self.life
+        if not life.leader_exited and self.exited():
+            life.exited(now)
+        while True:
+            action = life.next_action(now)
+            if isinstance(action, Send):
+                self.signal(action.sig)
+            elif isinstance(action, Reap):
+                life.reaped(now, self._reap())
+            elif isinstance(action, Check):
+                life.checked(now, leftovers=self.leftovers())
+            else:
+                if isinstance(action, Done):
+                    self._release()
+                return action
 
-    def reap(self, grace: float) -> int:
-        """Reap the child; then end whatever else is left in its group (TERM, grace, KILL)."""
+    def _reap(self) -> int:
         if self.returncode is None:
-            self.returncode = self.proc.wait()
-            self.sweep(grace)
+            try:
+                pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): the status is lost
+                pid, status, ru = self.pid, 0, None
+            if pid == 0:  # not exited after all: wait for it (only a KILLed child gets here)
+                pid, status, ru = os.wait4(self.pid, 0)
+            self.returncode = self.proc.returncode = os.waitstatus_to_exitcode(status)
+            if ru is not None:
+                self.cpu = ru.ru_utime + ru.ru_stime
         return self.returncode
 
-    def sweep(self, grace: float) -> None:
-        """No orphans: processes left in the child's group get TERM, then KILL."""
-        if not group_alive(self.pgid):
-            return
-        self.signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while group_alive(self.pgid) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if self.signal(signal.SIGKILL):
-            deadline = time.monotonic() + 1.0
-            while group_alive(self.pgid) and time.monotonic() < deadline:
-                time.sleep(0.01)
+    def _release(self) -> None:
+        """The child and its leftovers are gone: the guardian forgets them, our own cgroup goes."""
+        if self._held:
+            self._held = False
+            guardian.release(self.pgid, self._cgroup_dirs())
+            if self._own_cgroup and self.cgroup is not None:
+                self.cgroup.remove()
+
+    def settle(self) -> None:
+        """Block until the lifecycle is done (the synchronous driver's end: reap and sweep)."""
+        while True:
+            now = time.monotonic()
+            action = self.advance(now)
+            if isinstance(action, Done):
+                return
+            left = _limits.POLL_MAX if action.until is None else action.until - now
+            left = min(max(0.0, left), _limits.POLL_MAX)
+            if self.life.leader_exited:
+                time.sleep(left)  # a pidfd stays readable after the exit: it cannot wake us
+            else:
+                self.wait_exit(left)
 
     def kill_now(self) -> None:
-        """For interrupts and errors: TERM, a short grace, KILL, reap. Never raises."""
-        try:
-            if self.returncode is None:
-                if not self.exited():
-                    self.terminate(_limits.INTERRUPT_GRACE)
-                self.reap(_limits.INTERRUPT_GRACE)
-            else:
-                self.sweep(_limits.INTERRUPT_GRACE)
-        except OSError:
-            pass
+        """For interrupts and errors: TERM, a short grace, KILL, reap, sweep. Never raises.
+
+        The ending signals are held back meanwhile, so a second Ctrl-C cannot cut it short.
+        """
+        with deferred():
+            try:
+                if self._held or self.returncode is None:
+                    self.life.stop(time.monotonic(), "cancelled", grace=_limits.INTERRUPT_GRACE)
+                    self.settle()
+            except OSError:
+                pass
 
     # -- the end -----------------------------------------------------------
 
@@ -353,6 +499,8 @@ class Child:
             stderr_bytes=stderr_bytes,
             stderr_tail=self.stderr_tail(),
             timeout=timeout,
+            spool_size=os.fstat(self.stdout.fileno()).st_size,
+            spool_cap=self.max_spool_bytes,
         )
         if spool_full is not None:
             msg = f"spool full in {self.spool_dir} after {stdout_bytes + stderr_bytes} bytes ({spool_full})"
@@ -367,11 +515,13 @@ class Child:
         return res, live
 
     def close(self) -> None:
-        """Close the spools and the pidfd (idempotent)."""
+        """Close the spools and the pidfd (idempotent); a cgroup of our own goes once its child has."""
         for f in (self.stdout, self.stderr, self._stdin_close):
             if f is not None:
                 f.close()
         self._close_pidfd()
+        if self._own_cgroup and self.cgroup is not None and not self._held:
+            self.cgroup.remove()
 
     def _close_pidfd(self) -> None:
         if self._pidfd >= 0:
@@ -379,12 +529,9 @@ class Child:
             self._pidfd = -1
 
 
-def check_times(timeout: float | None, grace: float) -> None:
-    """The timeout and grace a run accepts (the sync and async drivers share them)."""
-    if timeout is not None and timeout < 0:
-        raise UsageError(f"timeout must not be negative, not {timeout}")
-    if grace < 0:
-        raise UsageError(f"grace must not be negative, not {grace}")
+def _poll_ms(seconds: float) -> int:
+    """A :meth:`select.poll.poll` timeout: milliseconds, rounded up so a wait never ends early."""
+    return max(0, math.ceil(seconds * 1000))
 
 
 def _emit(on_event: OnEvent | None, live: list[LiveEvent]) -> None:
@@ -412,17 +559,21 @@ def run(
     on_start: Callable[[Child], Any] | None = None,
     keep_output: bool = True,
     loads: Loads | None = None,
+    containment: Containment = "auto",
 ) -> Result:
     """Run a command whose stdout is JSON lines, and return its answer.
 
     stdout and stderr go to nameless spool files (never a pipe, never memory);
     the stdout spool is parsed while the child writes it. The child leads its
-    own process group: on ``timeout`` the group gets SIGTERM, then SIGKILL
-    after ``grace`` seconds, and ``timed_out`` is set. Processes the child
-    leaves behind in its group are ended the same way when it exits. On
-    ``KeyboardInterrupt`` (or any exception, such as one raised by
-    ``on_event``) the group is killed, the spools closed, and the exception
-    re-raised.
+    own process group (and, with ``containment="auto"``, its own cgroup
+    where one can be made, which also holds what calls ``setsid``): on
+    ``timeout`` the group gets SIGTERM, then SIGKILL after ``grace``
+    seconds, and ``timed_out`` is set. Processes the child leaves behind are
+    ended the same way when it exits. On ``KeyboardInterrupt`` (or any
+    exception, such as one raised by ``on_event``) the group is killed, the
+    spools closed, and the exception re-raised. If this process dies, even by
+    ``kill -9``, the child and its group die with it (the README's
+    reliability section). ``containment=None``: the process group alone.
 
     ``input`` is ``bytes``, ``str`` (UTF-8), a path (``os.PathLike``) or a
     binary file; ``None`` gives the child ``/dev/null``. With ``check=True`` a
@@ -441,7 +592,7 @@ def run(
 
     .. seealso:: :func:`subprocess.run`, :func:`spoolparse.arun`
     """
-    check_times(timeout, grace)
+    deadlines = Deadlines(timeout=timeout, grace=grace)  # checked before anything starts
     child = Child(
         args,
         input=input,
@@ -455,38 +606,38 @@ def run(
         max_spool_bytes=max_spool_bytes,
         loads=loads,
         live=on_event is not None,
+        deadlines=deadlines,
+        cgroup=containment,
     )
     assert child.stderr is not None
-    waiter = SpoolWaiter((child.stdout.fileno(), child.stderr.fileno()), child.pidfd)
+    waiter: SpoolWaiter | None = None
     try:
+        waiter = SpoolWaiter((child.stdout.fileno(), child.stderr.fileno()), child.pidfd)
         if on_start is not None:
             on_start(child)
-        deadline = None if timeout is None else child.started + timeout
         interval = waiter.next_interval(None)
         while True:
             n, live = child.pump()
             _emit(on_event, live)
-            if child.exited():
-                break
-            if child.check_spool() is not None:
-                _emit(on_event, child.terminate(0))
-                break
             now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                child.timed_out = True
-                _emit(on_event, child.terminate(grace))
+            if child.check_spool() is not None:
+                child.life.stop(now, "spool full", grace=0)
+            action = child.advance(now)
+            if child.life.leader_exited:
                 break
             if n:
                 interval = waiter.next_interval(None)
                 continue
-            wait = interval if deadline is None else min(interval, max(0.0, deadline - now))
+            assert isinstance(action, Wait)
+            wait = interval if action.until is None else min(interval, max(0.0, action.until - now))
             waiter.wait(wait)
             interval = waiter.next_interval(interval)
         waiter.close()  # the watches pin the spools' inodes: gone before the spools may close
-        child.reap(grace)
+        child.settle()  # reaped, and what it left behind ended
         res, _ = child.result(keep_output=keep_output, timeout=timeout, emit=lambda live: _emit(on_event, live))
     except BaseException:
-        waiter.close()
+        if waiter is not None:
+            waiter.close()
         child.kill_now()
         child.close()
         raise

@@ -18,6 +18,7 @@ SUMMARY_FIELDS = (
     "ok",
     "text",
     "usage",
+    "usage_by_model",
     "raw_usage",
     "model",
     "session_id",
@@ -43,8 +44,11 @@ class Result:
 
     Like :class:`subprocess.CompletedProcess`, it has ``args`` and
     ``returncode`` (negative ``-N`` when signal ``N`` ended the child; ``None``
-    for a parse). ``ok`` is true when the child exited 0, did not time out and
-    the agent reported no error. ``stdout``/``stderr`` are the spool files
+    for a parse). ``ok`` means the agent finished and its answer is in hand:
+    its provider's terminal event was seen, it reported no error, no part of
+    the answer was dropped or cut, the spool holds the whole output, and the
+    child exited 0 in time. Otherwise ``error`` says why, always
+    (:func:`spoolparse.verdict.judge` writes it). ``stdout``/``stderr`` are the spool files
     (binary, positioned at 0) while the result is open; closing the result (or
     leaving its ``with`` block) deletes them.
 
@@ -55,6 +59,7 @@ class Result:
     provider: str
     text: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
+    usage_by_model: dict[str, dict[str, Any]] | None = None
     raw_usage: Any = None
     model: str | None = None
     session_id: str | None = None
@@ -77,6 +82,8 @@ class Result:
 
     @property
     def ok(self) -> bool:
+        # a finished result names every reason in ``error``; the process facts are checked
+        # too for a Result built by hand
         return (
             self.returncode in (0, None)
             and not self.timed_out

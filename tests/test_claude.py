@@ -73,7 +73,7 @@ def test_tool_results_are_never_decoded_but_reported() -> None:
 def test_missing_result_falls_back_to_last_assistant_text() -> None:
     s = summary(CLAUDE / "missing_result.jsonl")
     assert s["text"] == "FINAL-ANSWER-only-in-assistant"  # text blocks joined, thinking left out
-    assert s["error"] is None
+    assert s["ok"] is False and s["error"] == "stream ended before result"  # the run did not finish
     assert any("no result event" in w and "last assistant message" in w for w in s["warnings"])
 
 
@@ -96,7 +96,7 @@ def test_synthetic_api_error_without_result() -> None:
     data = jl(assistant("Rate limit exceeded", model="<synthetic>", error="rate_limit"))
     s = summary(data)
     assert s["provider"] == "claude"
-    assert s["error"] == "Rate limit exceeded (rate_limit)"
+    assert s["error"] == "Rate limit exceeded (rate_limit); stream ended before result"
     assert s["text"] is None
     assert s["model"] is None
 
@@ -127,7 +127,7 @@ def test_error_subtype_without_is_error_is_an_error() -> None:
 
 def test_killed_while_retrying_reports_retries() -> None:
     s = summary(CLAUDE / "killed_while_retrying.jsonl")
-    assert s["text"] is None and s["error"] is None
+    assert s["text"] is None and s["ok"] is False and s["error"] == "stream ended before result"
     assert s["warnings"][:2] == ["API retry 1/10 after HTTP 500: server_error",
                                  "API retry 2/10 after HTTP 500: server_error"]
     assert "the stream ended without a result event" in s["warnings"]
@@ -161,11 +161,12 @@ def test_last_result_of_several_turns_wins() -> None:
     assert s["text"] == "second" and s["error"] is None
 
 
-def test_dropped_result_is_reported_and_text_falls_back() -> None:
+def test_dropped_result_is_reported_and_never_replaced_by_a_message() -> None:
     big = {"type": "result", "subtype": "success", "is_error": False, "result": "x" * 5000, "session_id": SID}
     s = summary(jl(assistant("from the message"), big), max_line=1024, max_retained=2048)
     assert s["dropped"][0]["type"] == "result"
-    assert s["text"] == "from the message"
+    assert s["ok"] is False and s["text"] is None  # the earlier message is not the answer
+    assert s["error"] == "final answer (5 KiB at line 2) exceeded max_retained (2 KiB) and was dropped"
     assert any("dropped" in w for w in s["warnings"])
 
 

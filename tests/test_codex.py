@@ -54,7 +54,7 @@ def test_turn_failed_is_the_error() -> None:
 
 def test_last_error_without_terminal_event() -> None:
     s = summary(jl(THREAD, {"type": "turn.started"}, {"type": "error", "message": "boom"}))
-    assert s["error"] == "boom"
+    assert s["ok"] is False and s["error"] == "boom; stream ended before turn.completed"
 
 
 def test_recovered_stream_error_becomes_a_warning() -> None:
@@ -82,7 +82,7 @@ def test_legacy_envelope_is_detected_and_error() -> None:
     s = summary(jl({"id": "0", "msg": {"type": "agent_message", "message": "partial"}},
                    {"id": "0", "msg": {"type": "error", "message": "quota exceeded"}}))
     assert s["provider"] == "codex"
-    assert s["error"] == "quota exceeded"
+    assert s["error"] == "quota exceeded; stream ended before turn.completed"
 
 
 def test_result_event_first_one_wins_and_session_end() -> None:

@@ -44,14 +44,58 @@ def test_auto_gives_the_named_provider_summary(name: str) -> None:
     assert auto == named
 
 
+#: The provider each fixture directory's streams are detected as: its own, except
+#: where the stream is another CLI's format unchanged (Kilo prints opencode's).
+FAMILY = {
+    "codex": "codex",
+    "claude": "claude",
+    "gemini": "gemini",
+    "opencode": "opencode",
+    "qwen": "qwen",
+    "amp": "amp",
+    "cursor": "cursor",
+    "droid": "droid",
+    "kimi": "kimi",
+    "copilot": "copilot",
+    "kilo": "opencode",
+}
+ALL_FIXTURES = sorted(
+    str(p.relative_to(FIXTURES)) for p in FIXTURES.glob("*/*") if p.suffix in (".json", ".jsonl")
+)
+
+
+def test_every_provider_has_fixtures() -> None:
+    dirs = {name.split("/")[0] for name in ALL_FIXTURES}
+    # codex's streams come from fixtures/fake_codex.py rather than files
+    assert dirs | {"codex"} == set(FAMILY) == set(PROVIDERS)
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_detection_across_the_fixture_set(name: str) -> None:
+    """Every fixture of every provider is read by its own provider (or the format it copies)."""
+    cli = name.split("/")[0]
+    auto = parse(FIXTURES / name)
+    assert auto.provider == FAMILY[cli]
+    # --provider NAME reads the same stream the same way, and says which it was.
+    named = parse(FIXTURES / name, provider=cli).summary()
+    got = auto.summary()
+    for s in (got, named):
+        s.pop("duration_s")
+    assert named.pop("provider") == cli
+    got.pop("provider")
+    assert got == named
+
+
 def test_detection_order_and_names() -> None:
-    assert list(PROVIDERS) == ["codex", "claude", "gemini", "opencode"]
-    assert names() == ["auto", "codex", "claude", "gemini", "opencode", "generic"]
+    assert list(PROVIDERS) == [
+        "codex", "qwen", "amp", "cursor", "droid", "claude", "gemini", "opencode", "kilo", "copilot", "kimi"
+    ]
+    assert names() == ["auto", *PROVIDERS, "generic"]
     for name in names():
         p = make_provider(name)
         assert p.name == name
     with pytest.raises(UsageError):
-        make_provider("cursor")
+        make_provider("antigravity")
 
 
 @pytest.mark.parametrize(
@@ -62,6 +106,26 @@ def test_detection_order_and_names() -> None:
         ({"type": "system", "subtype": "init", "session_id": "s", "model": "m"}, "claude"),
         ({"type": "init", "timestamp": "2026-01-01T00:00:00.000Z", "session_id": "s", "model": "m"}, "gemini"),
         ({"type": "step_start", "timestamp": 1, "sessionID": "ses_1", "part": {}}, "opencode"),
+        # Claude-shaped look-alikes, told apart by what Claude Code never prints
+        ({"type": "system", "subtype": "init", "session_id": "s", "model": "m", "qwen_code_version": "0.24.4"}, "qwen"),
+        ({"type": "system", "subtype": "init", "session_id": "T-019b", "cwd": "/", "tools": []}, "amp"),
+        # an init without model and key source is still Claude's (claude-code-action's sample turns)
+        ({"type": "system", "subtype": "init", "session_id": "s", "tools": [], "mcp_servers": []}, "claude"),
+        ({"type": "result", "subtype": "success", "session_id": "T-019b", "result": "x"}, "amp"),
+        ({"type": "system", "subtype": "init", "session_id": "s", "apiKeySource": "login", "model": "GPT-5"}, "cursor"),
+        ({"type": "tool_call", "subtype": "started", "call_id": "c", "tool_call": {}}, "cursor"),
+        ({"type": "system", "subtype": "init", "session_id": "s", "tools": ["Read"], "model": "m"}, "droid"),
+        ({"type": "message", "role": "assistant", "id": "m", "text": "hi", "timestamp": 1, "session_id": "s"},
+         "droid"),
+        ({"type": "assistant.message", "data": {"content": "hi"}, "id": "e"}, "copilot"),
+        ({"role": "assistant", "content": "hi"}, "kimi"),
+        # ... while Claude's own lines stay Claude's
+        ({"type": "system", "subtype": "init", "session_id": "s", "tools": ["Bash"], "model": "m",
+          "apiKeySource": "none", "permissionMode": "default"}, "claude"),
+        ({"type": "system", "subtype": "init", "session_id": "s", "apiKeySource": "ANTHROPIC_API_KEY", "model": "m"},
+         "claude"),
+        ({"type": "result", "subtype": "success", "result": "x", "session_id": "s", "usage": {}}, "claude"),
+        ({"type": "message", "timestamp": "t", "role": "assistant", "content": "hi"}, "gemini"),
     ],
 )
 def test_first_event_settles_the_choice(first: dict[str, Any], provider: str) -> None:

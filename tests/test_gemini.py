@@ -98,10 +98,10 @@ def test_failed_result_without_message_uses_the_error_event() -> None:
 
 def test_no_result() -> None:
     s = summary(GEMINI / "killed.jsonl")
-    assert s["text"] is None and s["error"] is None
+    assert s["text"] is None and s["ok"] is False and s["error"] == "stream ended before result"
     assert s["warnings"] == ["the stream ended without a result event"]
     s = summary(jl(INIT, ev("error", severity="error", message="stream broke")))
-    assert s["error"] == "stream broke"
+    assert s["error"] == "stream broke; stream ended before result"
 
 
 def test_user_messages_are_not_the_answer() -> None:
@@ -131,8 +131,10 @@ def test_output_json_document() -> None:
     assert s["text"] == "FINAL-ANSWER-gemini"
     assert s["session_id"] == SID
     assert s["model"] == "gemini-3.8-flash"
-    assert s["usage"] == {"input_tokens": 2468, "output_tokens": 112, "cached_input_tokens": 200,
+    # output_tokens is total - prompt: candidates 100 + thoughts 12 + tool-use prompt 20, as stream-json gives it
+    assert s["usage"] == {"input_tokens": 2468, "output_tokens": 132, "cached_input_tokens": 200,
                           "reasoning_output_tokens": 12, "total_tokens": 2600}
+    assert s["usage_by_model"] == {"gemini-3.8-flash": s["usage"]}
     assert s["raw_usage"]["tools"]["totalCalls"] == 1
     e = summary(GEMINI / "output_json_error.json")
     assert e["provider"] == "gemini" and e["error"] == "Reached max session turns" and e["text"] is None

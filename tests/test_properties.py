@@ -11,6 +11,7 @@ the retained events of a reference parser (split on ``\\n``, ``json.loads``).
 from __future__ import annotations
 
 import json
+import math
 
 import orjson
 import pytest
@@ -133,10 +134,12 @@ def test_a_dotted_top_level_key_is_not_a_nested_type() -> None:
     assert probe_type(b'{"x":1,"msg":{"a":[1],"type":"y"}}') == "msg/y"
 
 
-def test_nan_is_not_json_on_either_path() -> None:
-    # orjson refuses NaN; the lenient fallback must refuse it too, so a line's fate does not depend on the path
-    recs = LineScanner().feed(b'{"type":"x","v":NaN}\n{"type":"x","v":1e400}\n')
-    assert [type(r).__name__ for r in recs] == ["Event"] and recs[0].lineno == 2
+def test_nan_and_infinity_are_read_as_floats() -> None:
+    # Python's json.dumps writes them; orjson refuses them, the lenient reader takes them
+    recs = LineScanner().feed(b'{"type":"x","v":NaN}\n{"type":"x","v":-Infinity,"w":1e400}\n')
+    assert [type(r).__name__ for r in recs] == ["Event", "Event"]
+    assert isinstance(recs[0], Event) and math.isnan(recs[0].data["v"])
+    assert isinstance(recs[1], Event) and recs[1].data["v"] == -math.inf
 
 
 def test_custom_loads_gets_no_lenient_fallback() -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from spoolparse.runner import Task, run_many
-from spoolparse.runner.cgroup import Placement
+from spoolparse.runner.cgroup import ENFORCEMENTS, Placement
 
 from .runner_support import HOG, FixedProbe, MiB, marker, one_each, our_cgroups, wait_gone
 
@@ -24,10 +26,12 @@ def test_cgroup_caps_a_hog_and_reports_the_exact_peak() -> None:
         Task(argv=[*HOG, "--mib", "20"], id="under", memory_limit=80 * MiB),
     ]
     outs = one_each(run_many(tasks, max_concurrent=2, memory_probe=FixedProbe(BIG)), ["over", "under"])
-    kind = f"cgroup_{WHERE.kind}"
+    kind = WHERE.enforcement
     assert outs["over"].verdict == "killed_memory" and outs["over"].enforcement == kind
     assert outs["over"].peak_source == "cgroup"
     assert outs["over"].peak_memory is not None and outs["over"].peak_memory <= 40 * MiB
+    peak_name = "memory.peak" if WHERE.kind == "v2" else "memory.max_usage_in_bytes"
+    assert outs["over"].error is not None and f"{peak_name} {outs['over'].peak_memory}" in outs["over"].error
     assert outs["under"].ok and outs["under"].enforcement == kind
     assert outs["under"].peak_memory is not None and 20 * MiB <= outs["under"].peak_memory <= 80 * MiB
     assert our_cgroups() == []
@@ -77,7 +81,17 @@ def test_pids_max_stops_a_fork_bomb_early() -> None:
     assert "fork" in outs["bomb"].summary["stderr_tail"].lower() or "resource" in outs["bomb"].summary[
         "stderr_tail"
     ].lower()
+    if WHERE.pids_parent is not None:  # where there is a pids controller, the outcome names it
+        assert outs["bomb"].error is not None and "pids.max 10 reached" in outs["bomb"].error, outs["bomb"]
     assert our_cgroups() == []
+
+
+def test_outcomes_name_the_enforcement_that_ran() -> None:
+    assert WHERE.enforcement in ENFORCEMENTS and WHERE.enforcement == {"v2": "cgroup2", "v1": "cgroup1"}[WHERE.kind]
+    tasks = [Task(argv=["true"], id="capped", memory_limit=64 * MiB), Task(argv=["true"], id="plain")]
+    outs = one_each(run_many(tasks, memory_probe=FixedProbe(BIG)), ["capped", "plain"])
+    assert outs["capped"].enforcement == WHERE.enforcement
+    assert outs["plain"].enforcement == "none"
 
 
 def test_stale_cgroups_of_a_dead_runner_are_removed() -> None:
@@ -90,3 +104,21 @@ def test_stale_cgroups_of_a_dead_runner_are_removed() -> None:
     finally:
         if os.path.exists(stale):
             os.rmdir(stale)
+
+
+def test_a_cgroup_with_one_nested_in_it_is_killed_and_removed_whole() -> None:
+    # a task that runs a runner of its own makes cgroups inside its task cgroup
+    cg = WHERE.create(memory_limit=64 * MiB, pids_max=None)
+    inner = os.path.join(cg.mem, "nested")
+    os.mkdir(inner)
+    p = subprocess.Popen(["sleep", "60"])
+    try:
+        with open(os.path.join(inner, "cgroup.procs"), "w") as f:
+            f.write(str(p.pid))
+        assert p.pid in cg.procs()
+        assert cg.remove()
+        assert p.wait(timeout=10) == -signal.SIGKILL
+        assert not os.path.exists(cg.mem)
+    finally:
+        p.kill()
+        p.wait()

@@ -81,7 +81,7 @@ def test_claude_message_parser_dicts() -> None:
     assert len(synthetic) == 3
     for obj in synthetic:  # each API-error message alone: an error naming its kind, never a model
         one = summary_bytes(json.dumps(obj).encode() + b"\n")
-        assert one["error"].endswith(f"({obj['error']})")
+        assert one["error"].endswith(f"({obj['error']}); stream ended before result")
         assert one["model"] is None and one["text"] is None
     for raw in lines:
         obj = json.loads(raw)
@@ -104,7 +104,10 @@ def test_claude_result_with_model_usage() -> None:
     raw = next(x for x in path.read_bytes().splitlines(keepends=True) if b'"modelUsage"' in x)
     s = summary_bytes(raw)
     assert s["text"] == "Hello"
-    assert s["usage"] == {"input_tokens": 3, "output_tokens": 24, "cost_usd": 0.0106}
+    # result.usage (3 in) leaves out the 20,012 cache reads that modelUsage and the cost include
+    assert s["usage"] == {"input_tokens": 20015, "cached_input_tokens": 20012, "output_tokens": 24, "cost_usd": 0.0106}
+    assert s["usage_by_model"] == {"claude-sonnet-4-5-20250929": s["usage"]}
+    assert s["raw_usage"]["usage"] == {"input_tokens": 3, "output_tokens": 24}
     assert s["raw_usage"]["modelUsage"]["claude-sonnet-4-5-20250929"]["cacheReadInputTokens"] == 20012
     assert s["session_id"] == "fdf2d90a-fd9e-4736-ae35-806edd13643f"
 
@@ -146,7 +149,8 @@ def test_gemini_json_output_document() -> None:
     s = summary("gemini/headless_md_json_output_example.json")
     assert s["provider"] == "gemini" and s["lines"] == 1
     assert s["text"] == "The capital of France is Paris."
-    assert s["usage"] == {"input_tokens": 24939 + 8965, "output_tokens": 20 + 154 + 10 + 30,
+    # output_tokens: every token past the prompt (candidates, thoughts, tool-use prompt), as stream-json counts it
+    assert s["usage"] == {"input_tokens": 24939 + 8965, "output_tokens": 25113 + 9033 - 24939 - 8965,
                           "cached_input_tokens": 21263, "reasoning_output_tokens": 154 + 30,
                           "total_tokens": 25113 + 9033}
     assert set(s["raw_usage"]["models"]) == {"gemini-2.5-pro", "gemini-2.5-flash"}

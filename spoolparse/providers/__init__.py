@@ -13,21 +13,39 @@ from typing import ClassVar
 from .. import _limits
 from ..errors import UsageError
 from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
+from .amp import AmpProvider
 from .base import Answer, LiveEvent, Provider
 from .claude import ClaudeProvider
 from .codex import CodexProvider
+from .copilot import CopilotProvider
+from .cursor import CursorProvider
+from .droid import DroidProvider
 from .gemini import GeminiProvider
 from .generic import GenericProvider
+from .kilo import KiloProvider
+from .kimi import KimiProvider
 from .opencode import OpencodeProvider
+from .qwen import QwenProvider
 
 __all__ = ["PROVIDERS", "AutoProvider", "make_provider", "Provider", "Answer", "LiveEvent"]
 
 #: Specific providers, in detection order. ``generic`` is the fallback, never detected.
+#: The Claude-shaped formats (Qwen Code, Amp, Cursor) and Droid (whose ``system`` init
+#: looks like Claude's and whose ``message`` type is Gemini's too) are asked before
+#: Claude and claim a stream only by what Claude never prints. Kilo prints opencode's
+#: stream unchanged: it is chosen by name only.
 PROVIDERS: dict[str, type[Provider]] = {
     CodexProvider.name: CodexProvider,
+    QwenProvider.name: QwenProvider,
+    AmpProvider.name: AmpProvider,
+    CursorProvider.name: CursorProvider,
+    DroidProvider.name: DroidProvider,
     ClaudeProvider.name: ClaudeProvider,
     GeminiProvider.name: GeminiProvider,
     OpencodeProvider.name: OpencodeProvider,
+    KiloProvider.name: KiloProvider,
+    CopilotProvider.name: CopilotProvider,
+    KimiProvider.name: KimiProvider,
 }
 FALLBACK: type[Provider] = GenericProvider
 
@@ -125,6 +143,11 @@ class AutoProvider(Provider):
         assert self.chosen is not None
         return self.chosen.answer()
 
+    def conclude(self) -> Answer:
+        self.settle()
+        assert self.chosen is not None
+        return self.chosen.conclude()
+
 
 @functools.lru_cache(maxsize=32)
 def _unions(candidates: tuple[type[Provider], ...]) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
@@ -136,8 +159,4 @@ def _unions(candidates: tuple[type[Provider], ...]) -> tuple[frozenset[str], fro
 
 
 def _dispatch(provider: Provider, rec: Record) -> list[LiveEvent]:
-    if isinstance(rec, Event):
-        return provider.event(rec)
-    if isinstance(rec, Noted):
-        return provider.noted(rec)
-    return provider.dropped(rec)
+    return provider.see(rec)

@@ -1,5 +1,27 @@
-"""What a provider is: the retained types of one stdout format, and the fold
-that turns its retained events into an :class:`Answer`.
+"""What a provider is: the retained types of one stdout format, the fold
+that turns its retained events into an :class:`Answer`, and the facts its
+verdict rests on.
+
+The verdict API (what every provider declares, read in one place,
+:func:`spoolparse.verdict.judge`):
+
+* ``terminal`` — the type keys of the event(s) that end a run (Codex
+  ``turn.completed``/``turn.failed``, Claude ``result`` …). A run whose stream
+  ends before one of them is not ``ok``: "stream ended before <first name>".
+  :meth:`Provider.is_terminal` may look at the event's fields (opencode's
+  ``step_finish`` ends a run only when its reason is not ``tool-calls``).
+* ``answer_types`` — the type keys whose lines carry the answer. A line of
+  one of them dropped for its size after the answer began
+  (``self.answer_from``, the line where the provider's current answer starts)
+  loses the answer: the run is not ``ok`` ("final answer (3.1 MiB) exceeded
+  max_retained (1 MiB) and was dropped"), and an earlier message is never
+  shown as the answer.
+* :meth:`Provider.cut` — a provider that had to cut the answer text says so.
+
+Every record reaches a provider through :meth:`Provider.see`, which counts
+it, notes a terminal event and then calls :meth:`~Provider.event`,
+:meth:`~Provider.noted` or :meth:`~Provider.dropped`; :meth:`Provider.conclude`
+returns the :class:`Answer` with the verdict facts filled in.
 
 Providers are sans-I/O: they see decoded :class:`~spoolparse.lines.Event`
 records, undecoded :class:`~spoolparse.lines.Noted` ones, and
@@ -14,9 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .. import _limits
-from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted
+from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 
-__all__ = ["Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip"]
+__all__ = ["Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip", "size_text", "sum_usage"]
 
 #: Kinds of :class:`LiveEvent`.
 KINDS = ("session", "text", "usage", "error", "warning", "tool_start", "tool_end", "dropped", "result")
@@ -73,6 +95,17 @@ class Answer:
     session_id: str | None = None
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    #: Per-model usage, normalized (``{model: usage}``), where the format reports it.
+    usage_by_model: dict[str, dict[str, Any]] | None = None
+    # -- verdict facts, filled by :meth:`Provider.conclude` --
+    #: Whether the provider's terminal event was seen.
+    finished: bool = False
+    #: The terminal event the provider waits for, as the error names it.
+    awaited: str = ""
+    #: Why the answer is not complete in hand (dropped or cut), or ``None``.
+    lost: str | None = None
+    #: Records (kept, noted or dropped JSON objects) the provider saw.
+    events: int = 0
 
 
 def clip(text: str, limit: int = _limits.MAX_MESSAGE_CHARS) -> str:
@@ -80,6 +113,26 @@ def clip(text: str, limit: int = _limits.MAX_MESSAGE_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"… [{len(text) - limit} more characters]"
+
+
+def sum_usage(per_model: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The totals of per-model usage: every count summed (costs too)."""
+    out: dict[str, Any] = {}
+    for usage in per_model.values():
+        for key, value in usage.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[key] = out.get(key, 0) + value
+    return out
+
+
+def size_text(n: int) -> str:
+    """Bytes for people: ``3.1 MiB``, ``512 KiB``, ``900 bytes``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            v = n / scale
+            text = f"{v:.1f}".removesuffix(".0") if v < 10 else str(int(v))
+            return f"{text} {unit}"
+    return f"{n} bytes"
 
 
 def as_int(value: Any) -> int | None:
@@ -122,6 +175,11 @@ class Provider:
     keep: ClassVar[frozenset[str]] = frozenset()
     note: ClassVar[frozenset[str]] = frozenset()
     known: ClassVar[frozenset[str]] = frozenset()
+    #: Type keys of the events that end a run, the first named in errors (a subset of ``keep``).
+    #: Empty: the format has none (the generic provider), any JSON event will do.
+    terminal: ClassVar[tuple[str, ...]] = ()
+    #: Type keys whose lines carry the answer (a subset of ``keep``).
+    answer_types: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self) -> None:
         self.notes = Notes()
@@ -130,6 +188,58 @@ class Provider:
         #: Most characters of answer text a provider holds (deltas it joins, parts it
         #: concatenates); :class:`~spoolparse.StreamParser` sets it to its ``max_retained``.
         self.max_text = _limits.MAX_RETAINED
+        #: Line where the current answer begins: a dropped answer line at or after it loses the answer.
+        self.answer_from = 0
+        #: Line of the terminal event, once seen.
+        self.ended_at: int | None = None
+        self.events = 0
+
+    # -- the verdict API -----------------------------------------------------
+
+    def see(self, rec: Record) -> list[LiveEvent]:
+        """Fold one record: the one entry point (it keeps the verdict facts)."""
+        self.events += 1
+        if type(rec) is Event:
+            live = self.event(rec)
+            if rec.type in self.terminal and self.is_terminal(rec):
+                self.ended_at = rec.lineno
+            return live
+        if type(rec) is Noted:
+            return self.noted(rec)
+        assert isinstance(rec, Dropped)
+        if rec.type in self.terminal:
+            self.ended_at = rec.line  # the run ended; what the line said is lost (see lost_answer)
+        return self.dropped(rec)
+
+    def is_terminal(self, ev: Event) -> bool:
+        """Whether this event of a ``terminal`` type ends the run (override to look at its fields)."""
+        return True
+
+    def lost_answer(self) -> Dropped | None:
+        """The dropped line that held the answer (or a part of it), if one did."""
+        r = self.last_lost(*self.answer_types) if self.answer_types else None
+        return r if r is not None and r.line >= self.answer_from else None
+
+    def cut(self) -> str | None:
+        """Why the answer text was cut short, if the provider had to cut it (override)."""
+        return None
+
+    def conclude(self) -> Answer:
+        """The :class:`Answer` with the verdict facts filled in."""
+        ans = self.answer()
+        ans.finished = not self.terminal or self.ended_at is not None
+        ans.awaited = self.terminal[0] if self.terminal else ""
+        ans.events = self.events
+        r = self.lost_answer()
+        if r is not None:
+            ans.text = None  # never an earlier message in place of the lost one
+            ans.lost = (
+                f"final answer ({size_text(r.bytes)} at line {r.line}) exceeded max_retained "
+                f"({size_text(self.max_text)}) and was dropped"
+            )
+        else:
+            ans.lost = self.cut()
+        return ans
 
     def retain(self, key: str) -> int:
         if key in self.keep:

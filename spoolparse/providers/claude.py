@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..lines import Event, Noted
-from .base import Answer, LiveEvent, Provider, as_int, clip, message_of
+from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage
 
-__all__ = ["ClaudeProvider", "normalize_claude_usage"]
+__all__ = ["ClaudeProvider", "normalize_claude_usage", "normalize_claude_model_usage"]
 
 _SYNTHETIC = "<synthetic>"
 
@@ -51,6 +51,25 @@ def normalize_claude_usage(raw: Any, cost: Any = None) -> dict[str, Any]:
     return out
 
 
+def normalize_claude_model_usage(raw: Any) -> dict[str, Any]:
+    """One ``modelUsage`` entry (camelCase, cumulative) → normalized names, as :func:`normalize_claude_usage`."""
+    if not isinstance(raw, dict):
+        return {}
+    out = normalize_claude_usage(
+        {
+            "input_tokens": raw.get("inputTokens"),
+            "cache_read_input_tokens": raw.get("cacheReadInputTokens"),
+            "cache_creation_input_tokens": raw.get("cacheCreationInputTokens"),
+            "output_tokens": raw.get("outputTokens"),
+        },
+        raw.get("costUSD"),
+    )
+    searches = as_int(raw.get("webSearchRequests"))
+    if searches:
+        out["web_search_requests"] = searches
+    return out
+
+
 def _texts(message: Any) -> str | None:
     """The text blocks of an API message, joined; ``None`` when it has none."""
     if not isinstance(message, dict):
@@ -71,6 +90,8 @@ class ClaudeProvider(Provider):
     keep: ClassVar[frozenset[str]] = frozenset({"system", "assistant", "result", "rate_limit_event"})
     # Tool results: reported by size only, they are the big lines.
     note: ClassVar[frozenset[str]] = frozenset({"user"})
+    terminal: ClassVar[tuple[str, ...]] = ("result",)
+    answer_types: ClassVar[frozenset[str]] = frozenset({"result"})
     known: ClassVar[frozenset[str]] = (
         keep
         | note
@@ -92,6 +113,7 @@ class ClaudeProvider(Provider):
         self.usage: dict[str, Any] = {}
         self.raw_usage: Any = None
         self.usage_model: str | None = None
+        self.usage_by_model: dict[str, dict[str, Any]] | None = None
 
     @classmethod
     def detect(cls, rec: Event | Noted) -> bool:
@@ -172,12 +194,25 @@ class ClaudeProvider(Provider):
     def _result(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
         # With stream-json input there is one result per turn: the last one is the run's outcome.
         self.result_seen = True
+        self.answer_from = n
         text = d.get("result")
         self.result_text = text if isinstance(text, str) else None
         if self.result_text:
             live.append(LiveEvent("text", n, t, {"text": self.result_text}))
         usage = normalize_claude_usage(d.get("usage"), d.get("total_cost_usd"))
         model_usage = d.get("modelUsage")
+        self.usage_by_model = None
+        if isinstance(model_usage, dict) and model_usage:
+            # result.usage counts the main loop only; modelUsage every model the run used (side
+            # models for titles, sub-agents, fallbacks), which total_cost_usd is the cost of
+            per = {str(m): normalize_claude_model_usage(u) for m, u in model_usage.items() if isinstance(u, dict)}
+            if per:
+                self.usage_by_model = per
+                totals = sum_usage(per)
+                cost = d.get("total_cost_usd")
+                if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                    totals["cost_usd"] = float(cost)
+                usage = totals
         if usage or isinstance(model_usage, dict):
             self.usage = usage
             raw: dict[str, Any] = {}
@@ -245,5 +280,6 @@ class ClaudeProvider(Provider):
             session_id=self.session_id,
             error=error,
             warnings=self.notes.as_list() + extra,
+            usage_by_model=self.usage_by_model,
         )
 

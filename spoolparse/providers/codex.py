@@ -71,6 +71,14 @@ class CodexProvider(Provider):
         {f"item.started/{k}" for k in _ITEM_KINDS} | {f"item.completed/{k}" for k in _ITEM_KINDS}
         | {"msg/exec_command_end"}
     )
+    #: ``turn.completed``/``turn.failed`` end a ``codex exec`` turn; the older shapes end with
+    #: ``result``/``session.end``, the pre-2025-10 envelope with ``task_complete`` (when printed).
+    terminal: ClassVar[tuple[str, ...]] = (
+        "turn.completed", "turn.failed", "result", "session.end", "msg/task_complete",
+    )
+    answer_types: ClassVar[frozenset[str]] = frozenset(
+        {"item.completed/agent_message", "item.completed/assistant_message", "msg/agent_message", "result"}
+    )
     known: ClassVar[frozenset[str]] = (
         keep
         | note
@@ -133,6 +141,7 @@ class CodexProvider(Provider):
                 text = item.get("text")
                 if isinstance(text, str):
                     self.text = text
+                    self.answer_from = n
                     live.append(LiveEvent("text", n, t, {"text": text}))
             elif kind == "plan":
                 text = item.get("text")
@@ -159,6 +168,7 @@ class CodexProvider(Provider):
                 text = d.get("result", d.get("text"))
                 if isinstance(text, str):
                     self.text = text
+                    self.answer_from = n
                     live.append(LiveEvent("text", n, t, {"text": text}))
                 self._usage(d.get("usage"), n, t, live)
                 sid = d.get("session_id")
@@ -182,6 +192,7 @@ class CodexProvider(Provider):
             text = msg.get("message")
             if isinstance(text, str):
                 self.text = text
+                self.answer_from = n
                 live.append(LiveEvent("text", n, t, {"text": text}))
         elif kind == "task_complete":
             text = msg.get("last_agent_message")
@@ -220,10 +231,6 @@ class CodexProvider(Provider):
     def answer(self) -> Answer:
         text = self.text if self.text is not None else self.plan_text
         error = self.failed if self.failed is not None else self.last_error
-        if text is None:
-            r = self.last_lost("item.completed/agent_message", "msg/agent_message", "result")
-            if r is not None and error is None:
-                error = f"the answer ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
         return Answer(
             text=text,
             usage=dict(self.usage),

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from ..lines import Event, Noted
 from ._text import BoundedText
-from .base import Answer, LiveEvent, Provider, as_int, clip, message_of
+from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, size_text, sum_usage
 
 __all__ = ["GeminiProvider", "normalize_gemini_stats"]
 
@@ -29,43 +29,68 @@ def _put(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = n
 
 
-def normalize_gemini_stats(stats: Any) -> dict[str, Any]:
-    """``result.stats`` (stream-json) or the ``-o json`` ``stats`` → normalized names."""
+def _normalize(prompt: Any, candidates: Any, total: Any, cached: Any, thoughts: Any = None) -> dict[str, Any]:
+    """One model's (or the run's) counts → normalized names, the same rule for both formats.
+
+    Gemini's ``candidates`` (stream-json ``output_tokens``) leave out thinking, and
+    stream-json has no ``thoughts`` count; its ``total`` has both. So the normalized
+    ``output_tokens`` is ``total - prompt`` when the total is known: every token past
+    the prompt (candidates, thoughts and the rare tool-use prompt tokens, which
+    stream-json cannot tell apart), and ``-o json`` and stream-json give the same
+    figure for the same run. ``reasoning_output_tokens`` is ``thoughts`` where reported.
+    """
     out: dict[str, Any] = {}
-    if not isinstance(stats, dict):
-        return out
-    if "input_tokens" in stats or "output_tokens" in stats or "total_tokens" in stats:
-        _put(out, "input_tokens", stats.get("input_tokens"))
-        _put(out, "output_tokens", stats.get("output_tokens"))
-        _put(out, "cached_input_tokens", stats.get("cached"))
-        _put(out, "total_tokens", stats.get("total_tokens"))
-        return out
-    models = stats.get("models")
-    if not isinstance(models, dict):
-        return out
-    sums = {"prompt": 0, "candidates": 0, "cached": 0, "thoughts": 0, "total": 0}
-    seen: set[str] = set()
-    for per in models.values():
-        tokens = per.get("tokens") if isinstance(per, dict) else None
-        if not isinstance(tokens, dict):
-            continue
-        for key in sums:
-            n = as_int(tokens.get(key))
-            if n is not None:
-                sums[key] += n
-                seen.add(key)
-    if "prompt" in seen:
-        out["input_tokens"] = sums["prompt"]
-    if "candidates" in seen or "thoughts" in seen:
-        # candidates exclude thinking; the normalized output counts every generated token.
-        out["output_tokens"] = sums["candidates"] + sums["thoughts"]
-    if "cached" in seen:
-        out["cached_input_tokens"] = sums["cached"]
-    if "thoughts" in seen:
-        out["reasoning_output_tokens"] = sums["thoughts"]
-    if "total" in seen:
-        out["total_tokens"] = sums["total"]
+    _put(out, "input_tokens", prompt)
+    p, c, t, th = as_int(prompt), as_int(candidates), as_int(total), as_int(thoughts)
+    if t is not None and p is not None and t >= p:
+        out["output_tokens"] = t - p
+    elif c is not None or th is not None:
+        out["output_tokens"] = (c or 0) + (th or 0)
+    _put(out, "cached_input_tokens", cached)
+    if th is not None:
+        out["reasoning_output_tokens"] = th
+    _put(out, "total_tokens", total)
     return out
+
+
+def gemini_usage_by_model(stats: Any) -> dict[str, dict[str, Any]] | None:
+    """``stats.models`` of either format → ``{model: normalized usage}`` (``None`` when absent)."""
+    models = stats.get("models") if isinstance(stats, dict) else None
+    if not isinstance(models, dict):
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for name, per in models.items():
+        if not isinstance(per, dict):
+            continue
+        tokens = per.get("tokens")
+        if isinstance(tokens, dict):  # -o json: {prompt, candidates, total, cached, thoughts, tool}
+            usage = _normalize(
+                tokens.get("prompt"), tokens.get("candidates"), tokens.get("total"),
+                tokens.get("cached"), tokens.get("thoughts"),
+            )
+        else:  # stream-json: {total_tokens, input_tokens, output_tokens, cached, input}
+            usage = _stream_counts(per)
+        if usage:
+            out[str(name)] = usage
+    return out or None
+
+
+def normalize_gemini_stats(stats: Any) -> dict[str, Any]:
+    """``result.stats`` (stream-json) or the ``-o json`` ``stats`` → normalized names.
+
+    Where per-model counts exist the totals are their sums, so they agree with
+    ``usage_by_model`` and between the two formats.
+    """
+    if not isinstance(stats, dict):
+        return {}
+    per = gemini_usage_by_model(stats)
+    if per:
+        return sum_usage(per)
+    return _stream_counts(stats)
+
+
+def _stream_counts(d: dict[str, Any]) -> dict[str, Any]:
+    return _normalize(d.get("input_tokens"), d.get("output_tokens"), d.get("total_tokens"), d.get("cached"))
 
 
 class GeminiProvider(Provider):
@@ -75,6 +100,9 @@ class GeminiProvider(Provider):
     # tool_use is small but shares its name with opencode's bulky tool event: note both.
     note: ClassVar[frozenset[str]] = frozenset({"tool_use", "tool_result"})
     known: ClassVar[frozenset[str]] = keep | note
+    terminal: ClassVar[tuple[str, ...]] = ("result", "")
+    # the answer is every assistant delta joined: a dropped one anywhere loses a part of it
+    answer_types: ClassVar[frozenset[str]] = frozenset({"message", ""})
 
     def __init__(self, *, max_text: int | None = None) -> None:
         super().__init__()
@@ -86,6 +114,8 @@ class GeminiProvider(Provider):
         self.session_id: str | None = None
         self.usage: dict[str, Any] = {}
         self.raw_usage: Any = None
+        self.usage_by_model: dict[str, dict[str, Any]] | None = None
+        self.document_cut = False
         self.status: str | None = None
         self.result_error: str | None = None
         self.last_error: str | None = None
@@ -144,6 +174,7 @@ class GeminiProvider(Provider):
         if isinstance(stats, dict):
             self.raw_usage = stats
             self.usage = usage
+            self.usage_by_model = gemini_usage_by_model(stats)
             live.append(LiveEvent("usage", n, t, {"usage": usage}))
 
     def _result(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
@@ -164,6 +195,7 @@ class GeminiProvider(Provider):
         if isinstance(response, str) and response:
             self.document_text = response[: self.max_text]
             if len(response) > self.max_text:
+                self.document_cut = True
                 self.warn(f"the answer text passed {self.max_text} characters and was cut")
             live.append(LiveEvent("text", n, t, {"text": self.document_text}))
         self._usage(d.get("stats"), n, t, live)
@@ -203,9 +235,6 @@ class GeminiProvider(Provider):
         if error is None and self.status is None:
             # No result: an error event was the last word.
             error = self.last_error
-        r = self.last_lost("message", "")
-        if r is not None and text is None and error is None:
-            error = f"the answer ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
         warnings = self.notes.as_list()
         if error is not None:
             # An error event that the failed result repeats is the error, not also a warning.
@@ -218,4 +247,10 @@ class GeminiProvider(Provider):
             session_id=self.session_id,
             error=error,
             warnings=warnings + extra,
+            usage_by_model=self.usage_by_model,
         )
+
+    def cut(self) -> str | None:
+        if self.text.cut or self.document_cut:
+            return f"final answer exceeded max_retained ({size_text(self.max_text)}) and was cut"
+        return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..lines import KEEP, Event
+from ..lines import KEEP, Dropped, Event
 from .base import Answer, LiveEvent, Provider, as_int, message_of
 
 __all__ = ["GenericProvider"]
@@ -37,6 +37,7 @@ class GenericProvider(Provider):
             value = d.get(key)
             if isinstance(value, str) and not (key == "message" and t == "error"):
                 self.text = value
+                self.answer_from = n
                 live.append(LiveEvent("text", n, t, {"text": value}))
                 break
         usage = d.get("usage")
@@ -59,6 +60,16 @@ class GenericProvider(Provider):
             self.error = msg
             live.append(LiveEvent("error", n, t, {"message": msg}))
         return live
+
+    def dropped(self, rec: Dropped) -> list[LiveEvent]:
+        live = super().dropped(rec)
+        self._lost = {rec.type: rec}  # every type is kept here: remember only the latest drop
+        return live
+
+    def lost_answer(self) -> Dropped | None:
+        # any object may carry the answer: a line dropped after the last text may have been it
+        r = next(iter(self._lost.values()), None)
+        return r if r is not None and r.line >= self.answer_from else None
 
     def answer(self) -> Answer:
         return Answer(

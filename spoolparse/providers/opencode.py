@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from ..lines import Event, Noted
 from ._text import BoundedText
-from .base import Answer, LiveEvent, Provider, as_int, clip, message_of
+from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, size_text
 
 __all__ = ["OpencodeProvider", "normalize_opencode_tokens"]
 
@@ -27,7 +27,10 @@ def normalize_opencode_tokens(raw: Any) -> dict[str, Any]:
     """A (summed) opencode usage object → normalized names.
 
     opencode reports ``input`` without the cache reads and writes and
-    ``output`` without the reasoning tokens; the normalized counts include them.
+    ``output`` without the reasoning tokens (its session usage is ``output =
+    outputTokens - reasoningTokens``, ``input = inputTokens - cache.read -
+    cache.write``); the normalized counts add them back, so nothing is
+    counted twice.
     """
     out: dict[str, Any] = {}
     if not isinstance(raw, dict):
@@ -61,6 +64,10 @@ class OpencodeProvider(Provider):
     # Finished tools, with their whole output: reported by size only.
     note: ClassVar[frozenset[str]] = frozenset({"tool_use"})
     known: ClassVar[frozenset[str]] = keep | note | frozenset({"reasoning"})
+    #: A step that finished for any reason but ``tool-calls`` ends the run; so do ``done``
+    #: (an idle session) and ``error`` (the run's failure).
+    terminal: ClassVar[tuple[str, ...]] = ("step_finish", "done", "error")
+    answer_types: ClassVar[frozenset[str]] = frozenset({"text"})
 
     def __init__(self) -> None:
         super().__init__()
@@ -117,6 +124,7 @@ class OpencodeProvider(Provider):
             self.text.clear()
             self.truncation_noted = False
             self.message_id = mid
+            self.answer_from = n
         self.text.limit = self.max_text
         self.text.add(text)
         if self.text.cut and not self.truncation_noted:
@@ -149,6 +157,18 @@ class OpencodeProvider(Provider):
         s["steps"] = self.steps
         live.append(LiveEvent("usage", n, t, {"usage": normalize_opencode_tokens(s)}))
 
+    def is_terminal(self, ev: Event) -> bool:
+        if ev.type != "step_finish":
+            return True
+        part = ev.data.get("part")
+        reason = part.get("reason") if isinstance(part, dict) else None
+        return reason != "tool-calls"  # older versions give no reason: any step may be the last
+
+    def cut(self) -> str | None:
+        if self.text.cut:
+            return f"final answer exceeded max_retained ({size_text(self.max_text)}) and was cut"
+        return None
+
     def noted(self, rec: Noted) -> list[LiveEvent]:
         if rec.type == "tool_use":
             return [LiveEvent("tool_end", rec.lineno, rec.type, {"bytes": rec.size})]
@@ -157,9 +177,6 @@ class OpencodeProvider(Provider):
     def answer(self) -> Answer:
         text = self.text.text() if self.text else None
         error = self.error
-        r = self.last_lost("text")
-        if r is not None and text is None and error is None:
-            error = f"the answer ({r.bytes} bytes at line {r.line}) was dropped: {r.reason}"
         raw = {**self.sums, "cache": dict(self.sums["cache"])} if "cache" in self.sums else dict(self.sums)
         return Answer(
             text=text,

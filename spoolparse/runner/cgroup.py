@@ -3,10 +3,19 @@
 The child joins its cgroup in ``preexec_fn`` (after fork, before exec), so
 even what it forks first is covered. Order of preference: a cgroup v2 child
 of our own cgroup (``memory.max``, ``memory.high`` at 75 %,
-``memory.swap.max`` 0, ``pids.max``), then cgroup v1 children of our own
-``memory`` and ``pids`` cgroups. Directories are named
+``memory.swap.max`` 0, ``memory.oom.group`` 1, ``pids.max``), then cgroup v1
+children of our own ``memory`` and ``pids`` cgroups. Directories are named
 ``spoolparse-<our pid>-<n>`` and removed when the child's processes are gone;
-ones left by a runner that died are removed by the next one.
+ones left by a runner that died are removed by the next one, or by anyone
+holding their paths (:func:`destroy`, for a guardian process).
+
+v2 forbids a cgroup to both hold processes and hand controllers to children
+("no internal processes"): a runner in a delegated, non-root cgroup (a
+systemd user slice or service with ``Delegate=yes``) first moves the
+processes of its cgroup into a leaf child, :data:`LEAF`, then enables the
+``memory`` and ``pids`` controllers for its children and makes the task
+cgroups next to that leaf. A later runner that starts in the leaf uses the
+leaf's parent the same way.
 """
 
 from __future__ import annotations
@@ -20,13 +29,37 @@ import signal
 import time
 from collections.abc import Callable
 
-from .memory import own_cgroup, read_int
+from .memory import read_int, v2_dir
 
-__all__ = ["Placement", "ChildCgroup"]
+__all__ = [
+    "Placement", "ChildCgroup", "destroy", "sweep_stale", "enforcement_of",
+    "CGROUP2", "CGROUP1", "WATCHDOG", "NONE", "ENFORCEMENTS", "LEAF",
+]
 
 _ROOT = "/sys/fs/cgroup"
 _NAME = re.compile(r"^spoolparse-(\d+)-\d+$")
 _seq = itertools.count(1)
+
+#: What capped a task's memory, as outcomes, job logs and summaries name it:
+#: a v2 cgroup, a v1 cgroup, RSS sampling (no cgroup could be made), nothing
+#: (no limit was asked for). The one definition of these names.
+CGROUP2 = "cgroup2"
+CGROUP1 = "cgroup1"
+WATCHDOG = "watchdog"
+NONE = "none"
+ENFORCEMENTS = (CGROUP2, CGROUP1, WATCHDOG, NONE)
+
+#: The leaf a runner moves its own cgroup's processes into (v2, delegated cgroup).
+LEAF = "spoolparse-leaf"
+#: Controllers a task cgroup needs (``pids`` where the kernel offers it).
+_CONTROLLERS = ("memory", "pids")
+
+
+def enforcement_of(cg: ChildCgroup | None, limit: int | None) -> str:
+    """The enforcement name for a task with this cgroup (or none) and memory limit (or none)."""
+    if cg is not None:
+        return cg.enforcement
+    return WATCHDOG if limit is not None else NONE
 
 
 def _own_v1(controller: str) -> str | None:
@@ -47,11 +80,100 @@ def _write(path: str, value: str) -> None:
         f.write(value)
 
 
-def _rmdir_stale(parent: str) -> None:
+def _words(path: str) -> set[str]:
+    try:
+        with open(path) as f:
+            return set(f.read().split())
+    except OSError:
+        return set()
+
+
+def _counters(path: str) -> dict[str, int]:
+    """A flat-keyed file (``memory.events``, ``pids.events``, ``memory.oom_control``) as a dict."""
+    out: dict[str, int] = {}
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                key, _, value = line.strip().partition(b" ")
+                with contextlib.suppress(ValueError):
+                    out[key.decode()] = int(value)
+    except OSError:
+        pass
+    return out
+
+
+def _procs(d: str) -> list[int]:
+    try:
+        with open(os.path.join(d, "cgroup.procs"), "rb") as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _subtree(d: str) -> list[str]:
+    """``d`` and the cgroups below it (a task that runs its own runner nests some), deepest first."""
+    out: list[str] = []
+
+    def walk(x: str) -> None:
+        try:
+            with os.scandir(x) as it:
+                subs = [e.path for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            subs = []
+        for sub in subs:
+            walk(sub)
+        out.append(x)
+
+    walk(d)
+    return out
+
+
+def destroy(d: str, *, wait: float = 2.0) -> bool:
+    """Kill every process in cgroup ``d`` and below (``cgroup.kill`` on v2) and remove them all.
+
+    ``True`` when ``d`` is gone. Needs nothing but the path, so a process
+    other than the runner (a guardian that outlives it) can clean up after it.
+    """
+    deadline = time.monotonic() + wait
+    gone = True
+    for sub in _subtree(d):
+        gone = _destroy_one(sub, deadline) and gone
+    return gone
+
+
+def _destroy_one(d: str, deadline: float) -> bool:
+    killed = False
+    delay = 0.005
+    while True:
+        try:
+            os.rmdir(d)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                return False
+        if not killed or delay >= 0.05:
+            killed = True
+            try:
+                _write(os.path.join(d, "cgroup.kill"), "1")
+            except OSError:
+                for pid in _procs(d):
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(0.1, delay * 2)
+
+
+def sweep_stale(parent: str) -> list[str]:
+    """Remove the task cgroups under ``parent`` whose runner is dead (killing what is left in them)."""
     try:
         names = os.listdir(parent)
     except OSError:
-        return
+        return []
+    gone = []
     for name in names:
         m = _NAME.match(name)
         if m is None or int(m.group(1)) == os.getpid():
@@ -64,19 +186,61 @@ def _rmdir_stale(parent: str) -> None:
         except PermissionError:
             continue
         d = os.path.join(parent, name)
-        for pid in _procs(d):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.rmdir(d)
+        if destroy(d, wait=0.5):
+            gone.append(d)
+    return gone
 
 
-def _procs(d: str) -> list[int]:
+def _delegate(d: str) -> bool:
+    """Make v2 cgroup ``d`` hand ``memory`` (and ``pids``) to its children; ``False`` when it cannot."""
+    offered = _words(os.path.join(d, "cgroup.controllers"))
+    if "memory" not in offered:
+        return False
+    want = [c for c in _CONTROLLERS if c in offered]
+    control = os.path.join(d, "cgroup.subtree_control")
+    if set(want) <= _words(control):
+        return True
+    line = " ".join(f"+{c}" for c in want)
     try:
-        with open(os.path.join(d, "cgroup.procs"), "rb") as f:
-            return [int(x) for x in f.read().split()]
-    except (OSError, ValueError):
-        return []
+        _write(control, line)
+        return True
+    except OSError as e:
+        if e.errno != errno.EBUSY:
+            return False
+    # "no internal processes": d holds processes (us, at least), so they move to a leaf first
+    leaf = os.path.join(d, LEAF)
+    try:
+        os.makedirs(leaf, exist_ok=True)
+        fd = os.open(os.path.join(leaf, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            for _ in range(20):  # processes forked meanwhile land in d: go again until it is empty
+                procs = _procs(d)
+                if not procs:
+                    break
+                for pid in procs:
+                    with contextlib.suppress(ProcessLookupError):  # one write per pid: gone ones fail alone
+                        os.write(fd, str(pid).encode())
+        finally:
+            os.close(fd)
+        _write(control, line)
+    except OSError:
+        return False
+    return True
+
+
+def _v2_parent() -> str | None:
+    """Where this process may make v2 task cgroups with a memory controller, or ``None``."""
+    own = v2_dir()
+    if own is None:
+        return None
+    up = os.path.dirname(own)
+    if os.path.basename(own) == LEAF and os.access(up, os.W_OK) and "memory" in _words(
+        os.path.join(up, "cgroup.subtree_control")
+    ):
+        return up  # started inside a runner's leaf: its parent already hands out controllers
+    if not os.access(own, os.W_OK) or not _delegate(own):
+        return None
+    return own
 
 
 class Placement:
@@ -90,12 +254,21 @@ class Placement:
         self.memory_parent = memory_parent
         self.pids_parent = pids_parent
 
+    @property
+    def enforcement(self) -> str | None:
+        """``cgroup2``, ``cgroup1`` or ``None``: what a task cgroup made here enforces with."""
+        return {"v2": CGROUP2, "v1": CGROUP1}.get(self.kind or "")
+
     @classmethod
     def detect(cls) -> Placement:
-        """Probe by making (and removing) a test cgroup; ``kind`` is ``None`` when neither works."""
-        own = own_cgroup()
-        if own is not None and own[0] == "v2" and cls._try(own[1], "memory.max"):
-            return cls("v2", own[1], own[1])
+        """Probe by making (and removing) a test cgroup; ``kind`` is ``None`` when neither works.
+
+        On v2 this may move the processes of our cgroup into :data:`LEAF`
+        (see the module's docstring).
+        """
+        v2 = _v2_parent()
+        if v2 is not None and cls._try(v2, "memory.max"):
+            return cls("v2", v2, v2)
         mem = _own_v1("memory")
         if mem is not None and cls._try(mem, "memory.limit_in_bytes"):
             pids = _own_v1("pids")
@@ -108,7 +281,7 @@ class Placement:
     def _try(parent: str, knob: str) -> bool:
         if not os.access(parent, os.W_OK):
             return False
-        _rmdir_stale(parent)
+        sweep_stale(parent)
         d = os.path.join(parent, f"spoolparse-{os.getpid()}-0")
         try:
             os.mkdir(d)
@@ -135,8 +308,12 @@ class ChildCgroup:
     def __init__(self, where: Placement, *, memory_limit: int | None, pids_max: int | None) -> None:
         assert where.memory_parent is not None
         self.kind = where.kind or "v1"
+        self.memory_limit = memory_limit
+        self.pids_max = pids_max
         name = f"spoolparse-{os.getpid()}-{next(_seq)}"
         self.dirs: list[str] = []
+        self.pids_dir: str | None = None
+        self._fds: list[int] = []
         try:
             self.mem = os.path.join(where.memory_parent, name)
             os.mkdir(self.mem)
@@ -145,11 +322,14 @@ class ChildCgroup:
                 if memory_limit is not None:
                     _write(os.path.join(self.mem, "memory.max"), str(memory_limit))
                     _write(os.path.join(self.mem, "memory.high"), str(memory_limit * 3 // 4))
-                    with contextlib.suppress(OSError):
+                    with contextlib.suppress(OSError):  # absent without swap accounting
                         _write(os.path.join(self.mem, "memory.swap.max"), "0")
-                if pids_max is not None:
+                    # the kernel's kill at the line ends the whole task, not one of its processes
                     with contextlib.suppress(OSError):
-                        _write(os.path.join(self.mem, "pids.max"), str(pids_max))
+                        _write(os.path.join(self.mem, "memory.oom.group"), "1")
+                if pids_max is not None and os.path.isfile(os.path.join(self.mem, "pids.max")):
+                    _write(os.path.join(self.mem, "pids.max"), str(pids_max))
+                    self.pids_dir = self.mem
             else:
                 if memory_limit is not None:
                     _write(os.path.join(self.mem, "memory.limit_in_bytes"), str(memory_limit))
@@ -161,10 +341,15 @@ class ChildCgroup:
                     os.mkdir(pids)
                     self.dirs.append(pids)
                     _write(os.path.join(pids, "pids.max"), str(pids_max))
+                    self.pids_dir = pids
         except OSError:
             self.remove()
             raise
-        self._fds: list[int] = []
+
+    @property
+    def enforcement(self) -> str:
+        """``cgroup2`` or ``cgroup1``."""
+        return CGROUP2 if self.kind == "v2" else CGROUP1
 
     # -- joining -----------------------------------------------------------
 
@@ -197,26 +382,52 @@ class ChildCgroup:
         name = "memory.max_usage_in_bytes" if self.kind == "v1" else "memory.peak"
         return read_int(os.path.join(self.mem, name))
 
+    def memory_events(self) -> dict[str, int]:
+        """v2 ``memory.events`` (``high``, ``max``, ``oom``, ``oom_kill``...); v1: ``oom_kill`` only."""
+        if self.kind == "v1":
+            return {k: v for k, v in _counters(os.path.join(self.mem, "memory.oom_control")).items() if k == "oom_kill"}
+        return _counters(os.path.join(self.mem, "memory.events"))
+
     def oom_killed(self) -> bool:
         """Whether the kernel killed something here for exceeding the cap."""
-        name = "memory.oom_control" if self.kind == "v1" else "memory.events"
-        try:
-            with open(os.path.join(self.mem, name), "rb") as f:
-                for line in f:
-                    key, _, value = line.partition(b" ")
-                    if key == b"oom_kill" and int(value) > 0:
-                        return True
-        except (OSError, ValueError):
-            return False
-        return False
+        return self.memory_events().get("oom_kill", 0) > 0
+
+    def pids_refused(self) -> int:
+        """Forks refused because the task was at ``pids.max``."""
+        if self.pids_dir is None:
+            return 0
+        return _counters(os.path.join(self.pids_dir, "pids.events")).get("max", 0)
+
+    def memory_note(self) -> str:
+        """What the kernel did about memory: the peak, throttling at ``memory.high`` and OOM kills."""
+        peak_name = "memory.max_usage_in_bytes" if self.kind == "v1" else "memory.peak"
+        events = self.memory_events()
+        parts = [f"{peak_name} {self.peak()}"]
+        if self.kind == "v2" and self.memory_limit is not None:
+            parts.append(f"memory.high {self.memory_limit * 3 // 4} reached {events.get('high', 0)} times")
+        if events.get("oom_kill", 0):
+            parts.append(f"the kernel's OOM killer ended {events['oom_kill']} processes")
+        return ", ".join(parts)
+
+    def pids_note(self) -> str | None:
+        """A sentence when forks were refused at ``pids.max``, else ``None``."""
+        refused = self.pids_refused()
+        if not refused:
+            return None
+        return f"pids.max {self.pids_max} reached: {refused} forks refused ({self.enforcement})"
 
     def procs(self) -> list[int]:
-        return _procs(self.mem)
+        """The processes in this cgroup and in any cgroup below it."""
+        return [pid for d in _subtree(self.mem) for pid in _procs(d)]
 
     # -- ending ------------------------------------------------------------
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Signal every process in the cgroup, also those that left the process group."""
+        """Signal every process in the cgroup, also those that left the process group.
+
+        v2's ``cgroup.kill`` (SIGKILL only) reaches processes forked while it
+        runs, which walking ``cgroup.procs`` can miss.
+        """
         if self.kind == "v2" and sig == signal.SIGKILL:
             try:
                 _write(os.path.join(self.mem, "cgroup.kill"), "1")
@@ -229,23 +440,10 @@ class ChildCgroup:
 
     def remove(self) -> bool:
         """Remove the directories (kill what is left first); ``True`` when all are gone."""
-        if getattr(self, "_fds", None):
+        if self._fds:
             self.attached()
         gone = True
         for d in reversed(self.dirs):
-            for attempt in range(50):
-                try:
-                    os.rmdir(d)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as e:
-                    if e.errno != errno.EBUSY or attempt == 49:
-                        gone = False
-                        break
-                    for pid in _procs(d):
-                        with contextlib.suppress(OSError):
-                            os.kill(pid, signal.SIGKILL)
-                    time.sleep(0.01)
+            gone = destroy(d, wait=0.5) and gone
         self.dirs = [] if gone else self.dirs
         return gone

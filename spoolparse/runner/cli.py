@@ -134,6 +134,8 @@ def register(sub: Any) -> None:
     b.add_argument("--ordered", action="store_true", help="print outcomes in input order")
     b.add_argument("--halt", choices=("soon", "now"), help="stop after the first task that is not ok")
     b.add_argument("--enforce", choices=ENFORCE_MODES, default="auto", help="how --memory-limit is enforced")
+    b.add_argument("--pids-max", type=_positive, default=_limits.PIDS_MAX, metavar="N",
+                   help=f"processes one task's cgroup may hold, pids.max (default: {_limits.PIDS_MAX})")
     b.add_argument("--spool-dir", metavar="DIR", help="where spools go (default: $PDD_AGENT_SPOOL_DIR or temp)")
     b.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
                    help="run on a Ray cluster: ADDRESS (auto, ray://host:10001), $RAY_ADDRESS, or a new local one; "
@@ -264,6 +266,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             joblog=args.joblog,
             resume=args.resume,
             enforce=args.enforce,
+            pids_max=args.pids_max,
             spool_dir=args.spool_dir,
             backend="local" if args.ray is None else "ray",
             address=args.ray or None,
@@ -275,7 +278,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             a = batch.admission
             sys.stderr.write(
                 f"spoolparse: batch: -j {batch.max_concurrent}, memory {_gib(a.probe.total())} GiB, "
-                f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, cgroups: {batch.placement.kind or 'none'}\n"
+                f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, cgroups: {batch.placement.enforcement or 'none'}\n"
             )
             batch.on_tick = progress
         for outcome in batch:

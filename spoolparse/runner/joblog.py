@@ -14,6 +14,7 @@ from typing import IO, Any
 
 import orjson
 
+from .._json import dumps
 from .tasks import Outcome
 
 __all__ = ["JobLog", "finished_ok"]
@@ -48,7 +49,7 @@ class JobLog:
             "error": outcome.error,
             "cmd": argv,
         }
-        self._f.write(orjson.dumps(rec) + b"\n")
+        self._f.write(dumps(rec) + b"\n")
         self._f.flush()
 
     def close(self) -> None:

@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import _limits
+from .._spawn import mark_long_lived
 from ..errors import Error, UsageError
 from ..process import Child, group_alive
 from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
-from .cgroup import ChildCgroup, Placement
+from .cgroup import ChildCgroup, Placement, enforcement_of
 from .joblog import JobLog, finished_ok
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .tasks import Outcome, Task, TaskLike, as_task
@@ -61,7 +62,7 @@ PUMP_PER_TICK = 4 * _limits.MiB
 #: Threads that fork+exec children (at most ``max_concurrent``).
 SPAWN_THREADS = 8
 #: Default pids.max of a child cgroup.
-PIDS_MAX = 4096
+PIDS_MAX = _limits.PIDS_MAX
 
 
 @dataclass
@@ -401,11 +402,14 @@ class Batch(Iterator[Outcome]):
             except OSError as e:
                 log.warning("cannot make a cgroup (%s); falling back to RSS sampling", e)
                 cg = None
-        enforcement = f"cgroup_{cg.kind}" if cg is not None else ("watchdog" if limit is not None else "none")
+        enforcement = enforcement_of(cg, limit)
         p = _Pending(seq, task, attempt, estimate, limit, cg, enforcement, time.time())
         if self._spawner is None:
             # fork+exec waits for the exec: spawning from a few threads overlaps that wait
-            self._spawner = ThreadPoolExecutor(min(SPAWN_THREADS, self.max_concurrent), "spoolparse-spawn")
+            # its threads outlive every child they fork (shut down last): PR_SET_PDEATHSIG is safe there
+            self._spawner = ThreadPoolExecutor(
+                min(SPAWN_THREADS, self.max_concurrent), "spoolparse-spawn", initializer=mark_long_lived
+            )
         p.future = self._spawner.submit(self._spawn, p)
         p.future.add_done_callback(self._wake)
         self._starting.append(p)
@@ -646,11 +650,13 @@ class Batch(Iterator[Outcome]):
         peak: int | None = s.peak if s.sampled else None
         source = "sampled" if s.sampled else None
         oom = False
+        cg_notes: tuple[str, str | None] | None = None
         if s.cg is not None:
             cg_peak = s.cg.peak()
             if cg_peak is not None:
                 peak, source = cg_peak, "cgroup"
             oom = s.cg.oom_killed()
+            cg_notes = s.cg.memory_note(), s.cg.pids_note()
             s.cg.remove()
         if cancelled or s.forced == "cancelled":
             verdict = "cancelled"
@@ -662,12 +668,17 @@ class Batch(Iterator[Outcome]):
             verdict = "failed"
         else:
             verdict = "ok" if res_ok else "failed"
-        if verdict == "killed_memory" and error is None:
+        if verdict == "killed_memory" and (error is None or error.startswith("the process was killed")):
+            # the run's verdict names the signal; the runner knows why it sent it
             error = (
                 "killed: host memory above kill_at"
                 if s.forced == "requeue"
                 else f"killed: process tree over its memory limit {s.limit} ({s.enforcement})"
             )
+            if cg_notes is not None and s.forced != "requeue":
+                error += f"; {cg_notes[0]}"
+        if cg_notes is not None and cg_notes[1] is not None and verdict != "ok":
+            error = f"{error}; {cg_notes[1]}" if error else cg_notes[1]
         rc = s.rc
         out = Outcome(
             id=str(s.task.id),

@@ -115,8 +115,8 @@ class Outcome:
     before it could be read). ``peak_memory`` is the process tree's peak in
     bytes (from the cgroup's peak counter or from RSS sampling, see
     ``peak_source``; ``None`` when the task ended before it was sampled).
-    ``enforcement`` names what capped its memory: ``cgroup_v2``,
-    ``cgroup_v1``, ``watchdog`` or ``none``.
+    ``enforcement`` names what capped its memory: ``cgroup2``,
+    ``cgroup1``, ``watchdog`` or ``none`` (:data:`spoolparse.runner.cgroup.ENFORCEMENTS`).
 
     .. seealso:: :class:`spoolparse.Result`
     """

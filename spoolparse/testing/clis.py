@@ -72,6 +72,7 @@ PINNED: Mapping[str, CliPackage] = {
     "claude": CliPackage("claude", "@anthropic-ai/claude-code", "2.1.197", "claude"),
     "gemini": CliPackage("gemini", "@google/gemini-cli", "0.61.0", "gemini", min_node=20),
     "opencode": CliPackage("opencode", "opencode-ai", "1.18.33", "opencode"),
+    "qwen": CliPackage("qwen", "@qwen-code/qwen-code", "0.24.4", "qwen", min_node=20),
 }
 
 VERSIONS_ENV = "SPOOLPARSE_CLI_VERSIONS"

@@ -36,7 +36,7 @@ from .mockserver import SCENARIOS, MockModelServer, prompt
 
 __all__ = ["CLIS", "Recipe", "OfflineRun", "recipe", "network_isolation", "run_offline", "main"]
 
-CLIS = ("codex", "claude", "gemini", "opencode")
+CLIS = ("codex", "claude", "gemini", "opencode", "qwen")
 #: Stands for ``http://127.0.0.1:PORT`` in a recipe until the mock has its port.
 URL = "@MOCK_URL@"
 API_KEY = "mock-key-not-secret"
@@ -152,7 +152,32 @@ def _recipe(cli: str, scenario: str, home: Path, failing: bool, text: str) -> Re
         }
         files = {"home/opencode.json": json.dumps(opencode_config, indent=2)}
         return Recipe(["run", "--format", "json", "--auto", text], env, files)
+    more = _more_recipe(cli, home, failing, text)
+    if more is not None:
+        return more
     raise ValueError(f"unknown CLI {cli!r}; choose one of {', '.join(CLIS)}")
+
+
+def _more_recipe(cli: str, home: Path, failing: bool, text: str) -> Recipe | None:
+    """The CLIs added after the first four (OpenAI-compatible chat clients of the mock)."""
+    if cli == "qwen":
+        generation: dict[str, Any] = {"maxRetries": 0} if failing else {}
+        settings = {
+            "security": {"auth": {"selectedType": "openai"}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"disableAutoUpdate": True},
+            "model": {"generationConfig": generation},
+        }
+        env = {
+            "OPENAI_API_KEY": API_KEY,
+            "OPENAI_BASE_URL": f"{URL}/v1",
+            "OPENAI_MODEL": "mock-model",
+            "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+        }
+        files = {"home/.qwen/settings.json": json.dumps(settings, indent=2)}
+        return Recipe(["-p", text, "--output-format", "stream-json", "--yolo"], env, files)
+    return None
 
 
 @functools.cache

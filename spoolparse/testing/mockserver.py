@@ -8,7 +8,8 @@ It speaks just enough of four wire APIs for one agent turn:
   used by ``gemini``, whose model-routing classifier call is answered with
   ``complexity_score`` 10),
 * OpenAI chat completions (``POST …/chat/completions``, used by ``opencode``,
-  whose title request is answered with a short title).
+  whose title request is answered with a short title, by Kilo, and by Qwen Code,
+  whose shell tool ``run_shell_command`` it calls instead of ``bash``).
 
 Every answer is decided from the request alone (no state between requests),
 so auxiliary calls such as titles and routing never disturb a turn. The
@@ -534,11 +535,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_sse([chunk({"role": "assistant", "content": ""}), _sse(None, error)], answer="stream_error")
             return
         elif _has_tool_result("chat", turn.body):
-            content = {"content": final_text("opencode")}
+            content = {"content": final_text(_chat_cli(turn.body)[0])}
             finish, answer = "stop", "final"
         else:
             args = {"command": turn.command, "description": "Run the requested command"}
-            function = {"name": "bash", "arguments": json.dumps(args)}
+            function = {"name": _chat_cli(turn.body)[1], "arguments": json.dumps(args)}
             content = {"tool_calls": [{"index": 0, "id": f"call_{cid}", "type": "function", "function": function}]}
             finish, answer = "tool_calls", "tool_call"
         if not stream:
@@ -560,6 +561,23 @@ class _Handler(BaseHTTPRequestHandler):
             answer=answer,
         )
         return
+
+
+#: The chat-completions CLIs, told apart by their shell tool: (answer label, tool name).
+_CHAT_SHELLS = (("qwen", "run_shell_command"),)
+
+
+def _chat_cli(body: dict[str, Any]) -> tuple[str, str]:
+    """Which CLI sent a chat request, by the shell tool it offers (opencode's ``bash`` by default)."""
+    names = {
+        t["function"].get("name")
+        for t in body.get("tools") or ()
+        if isinstance(t, dict) and isinstance(t.get("function"), dict)
+    }
+    for cli, tool in _CHAT_SHELLS:
+        if tool in names:
+            return cli, tool
+    return "opencode", "bash"
 
 
 #: opencode honours ``retry-after-ms`` on API errors: its silent retries of B

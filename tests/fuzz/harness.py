@@ -10,6 +10,7 @@ runs, so every registered provider is covered without naming it here.
 
 from __future__ import annotations
 
+import decimal
 import io
 import json
 import random
@@ -20,6 +21,7 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
+from spoolparse._json import dumps
 from spoolparse._limits import READ_CHUNK
 from spoolparse.lines import KEEP, Dropped, Event, LineScanner, Noted, Record, iter_lines
 from spoolparse.parser import StreamParser, parse
@@ -77,8 +79,8 @@ def _fix_surrogates(value: Any) -> Any:
     return value
 
 
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+def _exact_int(text: str) -> int:
+    return int(decimal.Decimal(text))
 
 
 class _Dupes:
@@ -105,7 +107,8 @@ def ref_loads(line: bytes) -> tuple[dict[str, Any] | None, bool]:
         data = data[3:].strip(_LEAD)
     dupes = _Dupes()
     try:
-        obj = json.loads(data.decode("utf-8", "replace"), parse_constant=_not_json, object_pairs_hook=dupes)
+        # NaN and the infinities are read as floats, integers exactly whatever their size
+        obj = json.loads(data.decode("utf-8", "replace"), parse_int=_exact_int, object_pairs_hook=dupes)
     except (ValueError, RecursionError):
         return None, False
     return (_fix_surrogates(obj), dupes.seen) if isinstance(obj, dict) else (None, False)
@@ -413,7 +416,7 @@ def check_reader(data: bytes, read_size: int, name: str, *, max_line: int = MAX_
 
 
 def _json_safe(obj: Any) -> None:
-    orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS, default=str)
+    orjson.loads(dumps(obj))
 
 
 def check_parser(data: bytes, cuts: Sequence[int], name: str, *, max_line: int = MAX_LINE,

@@ -42,6 +42,7 @@ def test_failure_scenarios_cut_retries_and_success_keeps_defaults(tmp_path: Path
         "claude": "CLAUDE_CODE_MAX_RETRIES",
         "gemini": "maxAttempts",
         "opencode": None,  # no setting: the mock's retry-after-ms header does it
+        "qwen": "maxRetries",  # the client's own retries; its outer loop still tries 7 times
     }[cli]
     if marks is None:
         assert retry_settings("B") == retry_settings("A").replace("scenario: A", "scenario: B")
@@ -67,6 +68,7 @@ def test_versions_are_pinned_once_and_overridable(monkeypatch: pytest.MonkeyPatc
         "claude": "@anthropic-ai/claude-code@2.1.197",
         "gemini": "@google/gemini-cli@0.61.0",
         "opencode": "opencode-ai@1.18.33",
+        "qwen": "@qwen-code/qwen-code@0.24.4",
     }
     monkeypatch.setenv(clis.VERSIONS_ENV, "codex=0.170.0, gemini=0.62.0")
     chosen = clis.versions({"gemini": "0.63.0"})

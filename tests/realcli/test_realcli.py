@@ -1,4 +1,4 @@
-"""Conformance: the real codex, claude, gemini and opencode, run offline against the mock model server
+"""Conformance: the real codex, claude, gemini, opencode and Qwen Code, run offline against the mock model server
 through ``spoolparse run``; the summary must say exactly what the mock told each CLI."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ CLIS = harness.CLIS
 #: Model responses each CLI folds into the usage it prints for scenario A:
 #: codex and claude sum the turn's two requests, gemini adds its routing call,
 #: opencode prints each step and spoolparse sums the two steps.
-RESPONSES_COUNTED = {"codex": 2, "claude": 2, "gemini": 3, "opencode": 2}
+RESPONSES_COUNTED = {"codex": 2, "claude": 2, "gemini": 3, "opencode": 2, "qwen": 2}
 
 #: What the mock answered, in order, for a successful turn. opencode's title
 #: request runs beside the turn (it may come at any point, or not at all when
@@ -27,6 +27,7 @@ EXPECTED_REQUESTS = {
     "claude": ["head", "tool_call", "final"],
     "gemini": ["route", "tool_call", "final"],
     "opencode": ["tool_call", "final"],
+    "qwen": ["tool_call", "final"],
 }
 UNORDERED = {"title"}
 
@@ -36,13 +37,14 @@ SESSION_ID = {
     "claude": re.compile(_UUID.replace("{v}", "4")),
     "gemini": re.compile(_UUID.replace("{v}", "[1-8]")),
     "opencode": re.compile(r"ses_[0-9A-Za-z]{20,}"),
+    "qwen": re.compile(_UUID.replace("{v}", "4")),
 }
 
 #: The smallest stdout a CLI writes for Abig: codex inlines 1 MiB of the output,
 #: gemini all 2,000,000 bytes; claude and opencode persist it and inline a 30 KB
 #: preview (opencode adds a tail whose size depends on how the output was chunked:
 #: 17 KB to 51 KB were seen).
-ABIG_MIN_STDOUT = {"codex": 1_000_000, "claude": 30_000, "gemini": BIG_BYTES, "opencode": 30_000}
+ABIG_MIN_STDOUT = {"codex": 1_000_000, "claude": 30_000, "gemini": BIG_BYTES, "opencode": 30_000, "qwen": 30_000}
 
 #: The child's exit code in the failure scenarios (gemini exits 0 on a stream error).
 FAILURE_RETURNCODE = {
@@ -54,6 +56,8 @@ FAILURE_RETURNCODE = {
     ("gemini", "Bevent"): 0,
     ("opencode", "B"): 1,
     ("opencode", "Bevent"): 1,
+    ("qwen", "B"): 1,
+    ("qwen", "Bevent"): 1,
 }
 
 #: What the reported error must contain: the mock's message where the CLI passes it on.
@@ -66,12 +70,14 @@ FAILURE_MESSAGE = {
     ("gemini", "Bevent"): "Model stream ended without a finish reason.",
     ("opencode", "B"): mockserver.HTTP_ERROR_MESSAGE,
     ("opencode", "Bevent"): mockserver.STREAM_ERROR_MESSAGE,
+    ("qwen", "B"): mockserver.HTTP_ERROR_MESSAGE,
+    ("qwen", "Bevent"): mockserver.STREAM_ERROR_MESSAGE,
 }
 
 CODEX_METADATA_WARNING = "Model metadata for `mock-model` not found"
 
 #: stdout lines of a successful turn (every one a complete JSON object).
-LINES = {"codex": 7, "claude": 5, "gemini": 6, "opencode": 6}
+LINES = {"codex": 7, "claude": 5, "gemini": 6, "opencode": 6, "qwen": 6}
 
 
 def _context(run: harness.OfflineRun) -> str:

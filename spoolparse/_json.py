@@ -1,0 +1,62 @@
+"""JSON out: every value a parse can produce, written without fail.
+
+orjson writes the summaries, events and job-log lines, fast; it refuses two
+things a transcript can legally hold once decoded: integers beyond 64 bits
+(kept exactly when read, so they must be written exactly) and nesting deeper
+than 254 levels. For those (rare) values the object is copied once with big
+integers as marker strings and over-deep parts cut, written by orjson, and the
+markers replaced by the digits. NaN and the infinities are written as
+``null`` (JSON has no spelling for them).
+"""
+
+from __future__ import annotations
+
+import decimal
+import os
+import re
+from typing import Any
+
+import orjson
+
+__all__ = ["dumps", "MAX_DEPTH"]
+
+#: Deepest nesting written; deeper values become a short note (orjson's own limit is 254).
+MAX_DEPTH = 250
+_I64 = (-(1 << 63), (1 << 64) - 1)  # what orjson writes itself (i64 and u64)
+
+
+def dumps(obj: Any, *, pretty: bool = False, non_str_keys: bool = True) -> bytes:
+    """``obj`` as JSON bytes (no trailing newline); never raises for decoded JSON values."""
+    opts = (orjson.OPT_NON_STR_KEYS if non_str_keys else 0) | (orjson.OPT_INDENT_2 if pretty else 0)
+    try:
+        return orjson.dumps(obj, option=opts, default=str)
+    except (orjson.JSONEncodeError, TypeError, RecursionError):
+        pass
+    tag = "\x00int" + os.urandom(4).hex() + ":"
+    safe = _safe(obj, tag, 0)
+    out = orjson.dumps(safe, option=opts | orjson.OPT_NON_STR_KEYS, default=str)
+    marker = re.compile(rb'"\\u0000int' + tag[4:].encode() + rb'(-?[0-9]+)"')
+    return marker.sub(lambda m: m.group(1), out)
+
+
+def _int_text(n: int) -> str:
+    # str(n) refuses more than sys.get_int_max_str_digits() digits; Decimal has no such limit
+    try:
+        return str(n)
+    except ValueError:
+        return str(decimal.Decimal(n))
+
+
+def _safe(value: Any, tag: str, depth: int) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
+        return value
+    if isinstance(value, int):
+        return value if _I64[0] <= value <= _I64[1] else tag + _int_text(value)
+    if depth >= MAX_DEPTH:
+        return f"[nested deeper than {MAX_DEPTH} levels, not written]"
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else _int_text(k) if isinstance(k, int) else str(k): _safe(v, tag, depth + 1)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_safe(v, tag, depth + 1) for v in value]
+    return str(value)

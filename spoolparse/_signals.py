@@ -1,0 +1,94 @@
+"""Signals that end spoolparse: turned into an exception, and held back while a child is being tied to us.
+
+:func:`deferred` holds SIGINT, SIGTERM, SIGHUP and SIGQUIT back (in the main
+thread, where Python runs signal handlers) across a stretch that must not be
+cut: between ``fork`` and the moment the child is registered for cleanup, and
+during the cleanup itself. A signal that came meanwhile is raised again at the
+end, with the handlers as they were, so its usual effect follows. Ctrl-C at
+any instant so never leaves a child nobody will end.
+
+:func:`interrupts` is for the command line: the four signals raise
+:class:`Interrupted` (a :class:`KeyboardInterrupt`), so every ``except
+BaseException`` cleanup runs (TERM, grace, KILL of the children) and the
+command exits with ``128 + signum``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+__all__ = ["ENDING", "Interrupted", "deferred", "interrupts"]
+
+#: The signals that end spoolparse in an orderly way.
+ENDING: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name)
+)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal asked spoolparse to stop; ``signum`` says which (exit status ``128 + signum``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return f"interrupted by {signal.Signals(self.signum).name}"
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold the ending signals back for the block (a no-op outside the main thread)."""
+    if not _in_main_thread():
+        yield
+        return
+    got: list[int] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        got.append(signum)
+
+    saved: dict[int, Any] = {}
+    try:
+        for sig in map(int, ENDING):
+            old = signal.getsignal(sig)
+            # an ignored signal stays ignored (children inherit that); a handler not set from Python is left
+            if old is signal.SIG_IGN or old is None:
+                continue
+            saved[sig] = signal.signal(sig, note)
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+        if got:
+            signal.raise_signal(got[0])
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def interrupts() -> Iterator[None]:
+    """For the command line: the ending signals raise :class:`Interrupted` inside the block."""
+    if not _in_main_thread():
+        yield
+        return
+    saved: dict[int, Any] = {}
+    try:
+        for sig in map(int, ENDING):
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # under nohup, or in the background of a script: what we were told to ignore stays so
+            saved[sig] = signal.signal(sig, _raise)
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)

@@ -1,0 +1,141 @@
+"""GitHub Copilot CLI ``copilot -p PROMPT --output-format json --allow-all-tools``.
+
+Facts (published reports of the stream, not the closed-source CLI itself:
+github/copilot-cli#4107, harbor-framework/harbor#1985, the session-event log
+the CLI also writes): JSON lines of Copilot's session events, namespaced
+``type`` values with the payload in ``data`` — ``user.message``,
+``assistant.turn_start``, ``assistant.message`` (``data.content``,
+``data.toolRequests``, ``data.outputTokens``), ``assistant.message_delta``,
+``tool.execution_start`` (``data.toolCallId``, ``data.toolName``),
+``tool.execution_complete`` (the tool's result: the big lines, never
+decoded), ``assistant.turn_end``, ``session.*`` — and a terminal ``result``
+carrying ``sessionId``, ``exitCode`` and ``usage`` with only
+``premiumRequests``, ``totalApiDurationMs``, ``sessionDurationMs`` and
+``codeChanges`` (no prompt tokens).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..lines import Event, Noted
+from .base import Answer, LiveEvent, Provider, as_int, clip, message_of
+
+__all__ = ["CopilotProvider"]
+
+_PREFIXES = ("assistant.", "tool.", "session.", "user.")
+
+
+class CopilotProvider(Provider):
+    name: ClassVar[str] = "copilot"
+    keep: ClassVar[frozenset[str]] = frozenset(
+        {"assistant.message", "tool.execution_start", "session.start", "session.error", "result"}
+    )
+    note: ClassVar[frozenset[str]] = frozenset({"tool.execution_complete"})
+    known: ClassVar[frozenset[str]] = (
+        keep
+        | note
+        | frozenset(
+            {
+                "user.message",
+                "assistant.turn_start",
+                "assistant.turn_end",
+                "assistant.message_delta",
+                "assistant.reasoning",
+                "assistant.reasoning_delta",
+                "tool.execution_partial_result",
+                "session.info",
+                "session.shutdown",
+            }
+        )
+    )
+
+    terminal: ClassVar[tuple[str, ...]] = ("result",)
+    answer_types: ClassVar[frozenset[str]] = frozenset({"assistant.message"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: str | None = None
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.output_tokens = 0
+        self.counted = False
+        self.raw: dict[str, Any] = {}
+        self.result_seen = False
+        self.exit_code: int | None = None
+        self.error: str | None = None
+
+    @classmethod
+    def detect(cls, rec: Event | Noted) -> bool:
+        if rec.type.startswith(_PREFIXES):
+            return not isinstance(rec, Event) or isinstance(rec.data.get("data"), dict)
+        if isinstance(rec, Event) and rec.type == "result":
+            return "sessionId" in rec.data and "subtype" not in rec.data
+        return False
+
+    def _session(self, sid: Any, n: int, t: str, live: list[LiveEvent]) -> None:
+        if isinstance(sid, str) and sid and sid != self.session_id:
+            self.session_id = sid
+            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.model}))
+
+    def event(self, ev: Event) -> list[LiveEvent]:
+        d, t, n = ev.data, ev.type, ev.lineno
+        live: list[LiveEvent] = []
+        data = d.get("data")
+        data = data if isinstance(data, dict) else {}
+        if t == "assistant.message":
+            content = data.get("content")
+            if isinstance(content, str) and content:
+                self.answer_from = n
+                self.text = content[: self.max_text]
+                if len(content) > self.max_text:
+                    self.warn(f"assistant text at line {n} cut to {self.max_text} characters")
+                live.append(LiveEvent("text", n, t, {"text": self.text}))
+            tokens = as_int(data.get("outputTokens"))
+            if tokens is not None:
+                self.output_tokens += tokens
+                self.counted = True
+                live.append(LiveEvent("usage", n, t, {"usage": {"output_tokens": self.output_tokens}}))
+        elif t == "tool.execution_start":
+            live.append(LiveEvent("tool_start", n, t, {"tool": data.get("toolName"), "id": data.get("toolCallId")}))
+        elif t == "session.start":
+            model = data.get("selectedModel") or data.get("model")
+            if isinstance(model, str) and model:
+                self.model = model
+            self._session(data.get("sessionId"), n, t, live)
+        elif t == "session.error":
+            self.error = clip(message_of(data) or "session error")
+            live.append(LiveEvent("error", n, t, {"message": self.error}))
+        elif t == "result":
+            self.result_seen = True
+            self._session(d.get("sessionId"), n, t, live)
+            usage = d.get("usage")
+            if isinstance(usage, dict):
+                self.raw = dict(usage)
+            self.exit_code = as_int(d.get("exitCode"))
+            failed = self.exit_code not in (None, 0) or self.error is not None
+            if failed and self.error is None:
+                self.error = f"copilot reported exit code {self.exit_code}"
+                live.append(LiveEvent("error", n, t, {"message": self.error}))
+            live.append(LiveEvent("result", n, t, {"ok": not failed, "exit_code": self.exit_code}))
+        return live
+
+    def noted(self, rec: Noted) -> list[LiveEvent]:
+        if rec.type == "tool.execution_complete":
+            return [LiveEvent("tool_end", rec.lineno, rec.type, {"bytes": rec.size})]
+        return []
+
+    def answer(self) -> Answer:
+        usage: dict[str, Any] = {"output_tokens": self.output_tokens} if self.counted else {}
+        raw: dict[str, Any] | None = dict(self.raw) if self.raw else None
+        if self.counted:
+            raw = {**(raw or {}), "outputTokens": self.output_tokens}
+        return Answer(
+            text=self.text,
+            usage=usage,
+            raw_usage=raw,
+            model=self.model,
+            session_id=self.session_id,
+            error=self.error,
+            warnings=self.notes.as_list(),
+        )

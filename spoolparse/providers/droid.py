@@ -1,0 +1,130 @@
+"""Factory Droid ``droid exec --output-format stream-json PROMPT``.
+
+Facts (Factory's Droid Exec docs; BloopAI/vibe-kanban's typed reader of this
+stream): ``system`` (``subtype: "init"``, ``session_id``, ``cwd``, ``tools``,
+``model``) first; ``message`` lines (``role`` user/assistant, ``id``,
+``text``, ``timestamp`` in epoch ms, ``session_id``); ``tool_call``
+(``toolId``, ``toolName``, ``parameters``, ``messageId``); ``tool_result``
+(``toolId``, ``isError``, ``value`` or ``error``: the big lines, never
+decoded); ``error`` (``source``, ``message``); a terminal ``completion``
+(``finalText``, ``numTurns``, ``durationMs``, ``session_id``). No token usage
+is printed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..lines import Event, Noted
+from .base import Answer, LiveEvent, Provider, clip, message_of
+
+__all__ = ["DroidProvider"]
+
+
+class DroidProvider(Provider):
+    name: ClassVar[str] = "droid"
+    keep: ClassVar[frozenset[str]] = frozenset({"system", "message", "tool_call", "error", "completion"})
+    note: ClassVar[frozenset[str]] = frozenset({"tool_result"})
+    known: ClassVar[frozenset[str]] = keep | note
+    terminal: ClassVar[tuple[str, ...]] = ("completion",)
+    answer_types: ClassVar[frozenset[str]] = frozenset({"completion"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.last_text: str | None = None
+        self.final_text: str | None = None
+        self.completed = False
+        self.error: str | None = None
+        self.raw_usage: Any = None
+
+    @classmethod
+    def detect(cls, rec: Event | Noted) -> bool:
+        if not isinstance(rec, Event):
+            return False
+        d, t = rec.data, rec.type
+        if t == "system":
+            # Claude's init always has its key source, permission mode and MCP servers; Droid's has none.
+            return "tools" in d and "model" in d and not {"apiKeySource", "permissionMode", "mcp_servers"} & d.keys()
+        if t == "message":
+            return isinstance(d.get("text"), str) and "session_id" in d and "content" not in d
+        if t == "tool_call":
+            return "toolName" in d
+        if t == "completion":
+            return "finalText" in d
+        return False
+
+    def event(self, ev: Event) -> list[LiveEvent]:
+        d, t, n = ev.data, ev.type, ev.lineno
+        live: list[LiveEvent] = []
+        sid = d.get("session_id")
+        if isinstance(sid, str) and sid and sid != self.session_id:
+            self.session_id = sid
+            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.model}))
+        if t == "system":
+            model = d.get("model")
+            if isinstance(model, str) and model:
+                self.model = model
+                live.append(LiveEvent("session", n, t, {"session_id": self.session_id, "model": model}))
+        elif t == "message":
+            text = d.get("text")
+            if d.get("role") == "assistant" and isinstance(text, str):
+                if len(text) > self.max_text:
+                    text = text[: self.max_text]
+                    self.warn(f"assistant text at line {n} cut to {self.max_text} characters")
+                self.last_text = text
+                live.append(LiveEvent("text", n, t, {"text": text}))
+        elif t == "tool_call":
+            data: dict[str, Any] = {"tool": d.get("toolName"), "id": d.get("toolId")}
+            live.append(LiveEvent("tool_start", n, t, data))
+        elif t == "error":
+            msg = message_of(d.get("message")) or message_of(d) or "error"
+            self.error = clip(msg)
+            live.append(LiveEvent("error", n, t, {"message": self.error}))
+        elif t == "completion":
+            self.completed = True
+            self.answer_from = n
+            text = d.get("finalText")
+            if isinstance(text, str):
+                self.final_text = text[: self.max_text]
+                if len(text) > self.max_text:
+                    self.warn(f"the answer text passed {self.max_text} characters and was cut")
+                live.append(LiveEvent("text", n, t, {"text": self.final_text}))
+            usage = d.get("usage")
+            if isinstance(usage, dict):
+                self.raw_usage = usage
+            live.append(LiveEvent("result", n, t, {"ok": True, "turns": d.get("numTurns")}))
+        return live
+
+    def noted(self, rec: Noted) -> list[LiveEvent]:
+        if rec.type == "tool_result":
+            return [LiveEvent("tool_end", rec.lineno, rec.type, {"bytes": rec.size})]
+        return []
+
+    def answer(self) -> Answer:
+        text = self.final_text or None
+        extra: list[str] = []
+        if text is None and self.last_text is not None:
+            text = self.last_text
+            why = "the completion event has no text" if self.completed else "there is no completion event"
+            extra.append(f"{why}; the text is taken from the last assistant message")
+        elif text is None and not self.completed:
+            r = self.last_lost("completion", "message")
+            if r is not None:
+                extra.append(f"the answer may be in the {r.type!r} event dropped at line {r.line} ({r.reason})")
+        # An error the run recovered from (a completion followed) is a warning, not the outcome;
+        # a stream that ends without a completion is judged by the verdict ("stream ended before completion").
+        error = None if self.completed else self.error
+        warnings = self.notes.as_list()
+        if self.completed and self.error is not None:
+            warnings.append(f"error before completion: {self.error}")
+        return Answer(
+            text=text,
+            usage={},
+            raw_usage=self.raw_usage,
+            model=self.model,
+            session_id=self.session_id,
+            error=error,
+            warnings=warnings + extra,
+        )

@@ -1,0 +1,120 @@
+"""Kimi Code CLI ``kimi --print -p PROMPT --output-format stream-json``.
+
+Facts (MoonshotAI/kimi-cli: ``ui/print/visualize.py`` ``JsonPrinter`` and the
+print-mode docs): every line is one chat message, with no ``type`` key —
+``{"role": "assistant", "content": …, "tool_calls": [...]}`` (content a
+string or a list of parts ``{"type": "text", "text"}``/``{"type": "think",
+"think"}``) and ``{"role": "tool", "tool_call_id", "content"}`` with the tool's
+output (the big lines). There is no session id, model, usage or terminal
+event: the run is over at the last assistant message without ``tool_calls``.
+Errors are printed as plain text (not JSON) and the process exits non-zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..lines import Dropped, Event, Noted
+from .base import Answer, LiveEvent, Provider
+
+__all__ = ["KimiProvider"]
+
+_ROLES = ("assistant", "tool", "user")
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    parts = [
+        p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+    ]
+    return "".join(parts) if parts else None
+
+
+class KimiProvider(Provider):
+    name: ClassVar[str] = "kimi"
+    # Untyped lines: every message is "" to the line reader, tool outputs included.
+    keep: ClassVar[frozenset[str]] = frozenset({""})
+    known: ClassVar[frozenset[str]] = keep
+    # The run is over at an assistant message without tool calls (is_terminal); a dropped
+    # line after the last decoded message may have been that answer (answer_from).
+    terminal: ClassVar[tuple[str, ...]] = ("",)
+    answer_types: ClassVar[frozenset[str]] = frozenset({""})
+    AWAITED: ClassVar[str] = "an assistant message without tool calls"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.final_text: str | None = None
+        self.last_text: str | None = None
+
+    @classmethod
+    def detect(cls, rec: Event | Noted) -> bool:
+        if not isinstance(rec, Event) or rec.type != "":
+            return False
+        d = rec.data
+        return d.get("role") in _ROLES and ("content" in d or "tool_calls" in d) and "type" not in d
+
+    def is_terminal(self, ev: Event) -> bool:
+        return ev.data.get("role") == "assistant" and not ev.data.get("tool_calls")
+
+    def event(self, ev: Event) -> list[LiveEvent]:
+        d, t, n = ev.data, ev.type, ev.lineno
+        live: list[LiveEvent] = []
+        role = d.get("role")
+        # Lines are untyped: only a dropped line after the last decoded one may have been the answer.
+        self.answer_from = n + 1
+        if role == "assistant":
+            calls = d.get("tool_calls")
+            calls = calls if isinstance(calls, list) else []
+            text = _text(d.get("content"))
+            if text is not None:
+                if len(text) > self.max_text:
+                    text = text[: self.max_text]
+                    self.warn(f"assistant text at line {n} cut to {self.max_text} characters")
+                self.last_text = text
+                live.append(LiveEvent("text", n, t, {"text": text}))
+            for call in calls:
+                if isinstance(call, dict):
+                    fn = call.get("function")
+                    name = fn.get("name") if isinstance(fn, dict) else None
+                    live.append(LiveEvent("tool_start", n, t, {"tool": name, "id": call.get("id")}))
+            if calls:
+                self.ended_at = None  # the turn goes on
+            else:
+                self.final_text = text
+                live.append(LiveEvent("result", n, t, {"ok": True}))
+        elif role == "tool":
+            self.ended_at = None
+            content = d.get("content")
+            size = len(content) if isinstance(content, str) else None
+            live.append(LiveEvent("tool_end", n, t, {"id": d.get("tool_call_id"), "bytes": size}))
+        return live
+
+    def dropped(self, rec: Dropped) -> list[LiveEvent]:
+        # An untyped line may be a tool's output or the answer: no warning here; the verdict
+        # says the answer was lost when no decoded message follows it.
+        self._lost[rec.type] = rec
+        return [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
+
+    def conclude(self) -> Answer:
+        ans = super().conclude()
+        ans.awaited = self.AWAITED
+        return ans
+
+    def answer(self) -> Answer:
+        text = self.final_text if self.ended_at is not None else None
+        extra: list[str] = []
+        if text is None and self.last_text is not None:
+            text = self.last_text
+            extra.append("the text is taken from the last assistant message")
+        return Answer(
+            text=text,
+            usage={},
+            raw_usage=None,
+            model=None,
+            session_id=None,
+            error=None,
+            warnings=self.notes.as_list() + extra,
+        )

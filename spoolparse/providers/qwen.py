@@ -1,0 +1,74 @@
+"""Qwen Code ``qwen -p … --output-format stream-json`` (and ``--output-format json``).
+
+Facts (from the published ``@qwen-code/qwen-code`` bundle, its
+``nonInteractive`` output adapters): the stream copies Claude Code's —
+``system``/``init`` first (``session_id``, ``model``, ``tools``,
+``permission_mode`` and a ``qwen_code_version`` no other CLI prints),
+``assistant`` messages with ``message.content[]`` blocks, tool results as
+``user`` lines, ``system`` ``retry``/``task_*`` notices, optional
+``stream_event`` lines, and a last ``result``. A failed ``result`` has
+``is_error: true``, ``subtype`` ``error_*`` and the reason in
+``error.message`` (no ``result`` text). Usage is counted the Gemini way:
+``input_tokens`` is every prompt token (cached ones included),
+``cache_read_input_tokens`` the cached part, ``output_tokens`` the
+candidates (thinking not included), ``total_tokens`` the sum the CLI keeps.
+``--output-format json`` prints the same messages as one JSON array.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..lines import Event, Noted
+from ._claudelike import ClaudeShaped
+from .base import LiveEvent, as_int
+
+__all__ = ["QwenProvider", "normalize_qwen_usage"]
+
+
+def normalize_qwen_usage(raw: Any) -> dict[str, Any]:
+    """Qwen Code usage → normalized names (its ``input_tokens`` already counts cached tokens)."""
+    out: dict[str, Any] = {}
+    if not isinstance(raw, dict):
+        return out
+    for src, dst in (
+        ("input_tokens", "input_tokens"),
+        ("output_tokens", "output_tokens"),
+        ("cache_read_input_tokens", "cached_input_tokens"),
+        ("total_tokens", "total_tokens"),
+    ):
+        n = as_int(raw.get(src))
+        if n is not None:
+            out[dst] = n
+    return out
+
+
+class QwenProvider(ClaudeShaped):
+    name: ClassVar[str] = "qwen"
+
+    @staticmethod
+    def normalize_usage(raw: Any) -> dict[str, Any]:
+        return normalize_qwen_usage(raw)
+
+    @classmethod
+    def detect(cls, rec: Event | Noted) -> bool:
+        return isinstance(rec, Event) and rec.type == "system" and "qwen_code_version" in rec.data
+
+    def _result(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
+        super()._result(d, n, t, live)
+        stats = d.get("stats")
+        if isinstance(stats, dict) and isinstance(self.raw_usage, dict):
+            self.raw_usage["stats"] = stats
+
+    def _system(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
+        super()._system(d, n, t, live)
+        if d.get("subtype") == "retry":
+            data = d.get("data")
+            data = data if isinstance(data, dict) else {}
+            attempt, most = data.get("attempt"), data.get("maxRetries")
+            text = self.warn(
+                f"model request retried ({data.get('reason', 'retry')}"
+                + (f", attempt {attempt}/{most}" if attempt is not None else "")
+                + ")"
+            )
+            live.append(LiveEvent("warning", n, t, {"message": text}))

@@ -1,0 +1,88 @@
+"""What ``ok`` means, written once: :func:`judge` gives the reason a run (or a parse) is not ok.
+
+``ok`` is true only when the provider's terminal event was seen, the agent
+reported no terminal error, the answer (where the provider has one) is
+complete in hand, the spool holds everything the child wrote, and — for a
+run — the process exited 0 within its timeout. Otherwise ``error`` is a
+sentence naming every reason found, most telling first. ``parse``, ``run``,
+``arun`` and the batch runner all build their results through
+:meth:`spoolparse.StreamParser.finish`, which calls this function; nothing
+else decides ``ok``.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+from .providers.base import Answer, size_text
+
+__all__ = ["StreamFacts", "judge", "spool_integrity", "exit_reason"]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFacts:
+    """What the stream and the process showed, besides the provider's answer."""
+
+    lines: int = 0
+    invalid_lines: int = 0
+    returncode: int | None = None
+    timed_out: bool = False
+    timeout: float | None = None
+    #: Why the spool is not the child's whole output (cut at a cap, truncated by the child), or ``None``.
+    spool: str | None = None
+
+
+def spool_integrity(
+    *, read: int, size: int | None, smallest: int | None, cap: int | None, shrunk: str = ""
+) -> str | None:
+    """Whether the spool still holds what was parsed and everything the child wrote.
+
+    ``read``: bytes parsed; ``size``: the spool's size at the end; ``smallest``:
+    the smallest size seen below ``read`` while following (a child that reopened
+    its stdout with ``O_TRUNC``, e.g. ``> /dev/stdout``); ``cap``: ``max_spool_bytes``;
+    ``shrunk``: how a shrink is named (default: the child truncated its spool).
+    """
+    low = min((s for s in (smallest, size) if s is not None), default=None)
+    if low is not None and low < read:
+        return f"{shrunk or 'spool truncated by the child'} (size went from {read} to {low} bytes)"
+    if cap is not None and size is not None and size > read and read >= cap:
+        return f"output cut at --max-spool-bytes ({size_text(cap)}): {size - read} bytes written past it were not read"
+    return None
+
+
+def exit_reason(rc: int) -> str:
+    """The reason given for a bare non-zero exit (or a signal)."""
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"the process was killed by {name}"
+    return f"the process exited with status {rc}"
+
+
+def judge(ans: Answer, facts: StreamFacts) -> str | None:
+    """The reason the run is not ok (one sentence, reasons joined by "; "), or ``None`` when it is."""
+    reasons: list[str] = []
+    if facts.spool is not None:
+        reasons.append(facts.spool)
+    if facts.timed_out:
+        reasons.append(f"timed out after {facts.timeout:g} s" if facts.timeout is not None else "timed out")
+    if ans.error is not None:
+        reasons.append(ans.error)
+    if ans.lost is not None:
+        reasons.append(ans.lost)
+    if ans.events == 0 and facts.lines > 0:
+        reasons.append(
+            f"no JSON event: not a recognised format ({facts.lines} lines, {facts.invalid_lines} not JSON objects)"
+        )
+    elif ans.events == 0 and facts.returncode is None:
+        # a parse has nothing else to go on; a run of a child that printed nothing has its exit status
+        reasons.append("no JSON event: the transcript is empty")
+    elif not ans.finished:
+        reasons.append(f"stream ended before {ans.awaited}")
+    rc = facts.returncode
+    if rc is not None and rc != 0 and not reasons:
+        reasons.append(exit_reason(rc))
+    return "; ".join(r for r in reasons if r) or None

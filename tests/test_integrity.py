@@ -1,0 +1,589 @@
+"""Answer integrity: ``ok`` only when the agent finished and its whole answer is in hand.
+
+Each case is checked on the library and through the CLI (exit status and JSON summary).
+"""
+
+from __future__ import annotations
+
+import decimal
+import gzip
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import spoolparse
+from spoolparse import StreamParser
+from spoolparse._json import dumps
+from spoolparse._topkeys import TopKeys
+from spoolparse.cli import main
+from spoolparse.lines import Dropped, Event, LineScanner
+
+from .helpers import jl
+
+KIB = 1024
+MIB = 1024 * 1024
+
+
+def summary(data: bytes, **kw: Any) -> dict[str, Any]:
+    sp = StreamParser(kw.pop("provider", "auto"), **kw)
+    sp.feed(data)
+    return sp.finish(args=None).summary()
+
+
+def chunked(data: bytes, step: int, **kw: Any) -> dict[str, Any]:
+    sp = StreamParser(kw.pop("provider", "auto"), **kw)
+    for i in range(0, len(data), step):
+        sp.feed(data[i : i + step])
+    return sp.finish(args=None).summary()
+
+
+def cli(capsysbinary: pytest.CaptureFixture[bytes], *argv: str) -> tuple[int, dict[str, Any], str]:
+    rc = main(list(argv))
+    out, err = capsysbinary.readouterr()
+    return rc, loads(out), err.decode()  # integers of any size stay exact
+
+
+def write(tmp_path: Path, data: bytes, name: str = "t.jsonl") -> str:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return str(p)
+
+
+def sorted_line(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+
+
+THREAD = {"type": "thread.started", "thread_id": "t-1"}
+TURN_DONE = {"type": "turn.completed", "usage": {"input_tokens": 10, "output_tokens": 2}}
+
+
+def agent(text: str, i: int = 0) -> dict[str, Any]:
+    return {"type": "item.completed", "item": {"id": f"item_{i}", "type": "agent_message", "text": text}}
+
+
+def claude_result(text: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "result", "subtype": "success", "is_error": False, "result": text, "session_id": "s", **extra}
+
+
+CLAUDE_INIT = {"type": "system", "subtype": "init", "session_id": "s", "model": "claude-x"}
+GEMINI_INIT = {"type": "init", "timestamp": "t", "session_id": "g", "model": "auto"}
+
+
+def gemini_delta(text: str) -> dict[str, Any]:
+    return {"type": "message", "timestamp": "t", "role": "assistant", "content": text, "delta": True}
+
+
+GEMINI_RESULT = {"type": "result", "timestamp": "t", "status": "success", "stats": {}}
+
+
+# -- 1. key order ---------------------------------------------------------------------------------
+
+
+def test_codex_item_with_type_last_past_the_probe_window(tmp_path: Path, capsysbinary: Any) -> None:
+    big = "A" * (100 * KIB)
+    data = jl(THREAD) + sorted_line(agent(big)) + jl(TURN_DONE)
+    s = summary(data)
+    assert s["provider"] == "codex" and s["text"] == big and s["ok"] is True
+    for step in (1000, 64 * KIB + 7):
+        assert chunked(data, step)["text"] == big
+    rc, out, _ = cli(capsysbinary, "parse", write(tmp_path, data))
+    assert rc == 0 and out["text"] == big and out["ok"] is True
+
+
+def test_item_type_nested_past_the_probe_window() -> None:
+    # the top-level type comes first, the item's own type after a long field
+    line = b'{"type":"item.completed","item":{"id":"i","text":"' + b"B" * (80 * KIB) + b'","type":"agent_message"}}\n'
+    s = summary(jl(THREAD) + line + jl(TURN_DONE))
+    assert s["text"] == "B" * (80 * KIB) and s["ok"] is True
+
+
+def test_claude_result_with_type_last(tmp_path: Path, capsysbinary: Any) -> None:
+    big = "C" * (100 * KIB)
+    data = jl(CLAUDE_INIT) + sorted_line(claude_result(big))
+    s = summary(data)
+    assert s["provider"] == "claude" and s["text"] == big and s["ok"] is True
+    rc, out, _ = cli(capsysbinary, "parse", write(tmp_path, data))
+    assert rc == 0 and out["text"] == big
+
+
+def test_type_last_on_a_line_longer_than_max_line_is_found_by_the_key_scan() -> None:
+    big = "D" * (300 * KIB)
+    data = jl(THREAD) + sorted_line(agent(big)) + jl(TURN_DONE)
+    for step in (4 * KIB, 100 * KIB, len(data)):
+        s = chunked(data, step, max_line=64 * KIB, max_retained=1 * MIB)
+        assert s["text"] == big and s["ok"] is True and s["dropped"] == []
+
+
+def test_skipped_type_last_on_a_long_line_is_reported_not_kept() -> None:
+    tool = {"type": "item.completed",
+            "item": {"id": "x", "type": "command_execution", "aggregated_output": "o" * 200_000}}
+    data = jl(THREAD, agent("fine")) + sorted_line(tool) + jl(TURN_DONE)
+    s = chunked(data, 8 * KIB, max_line=64 * KIB, max_retained=128 * KIB)
+    assert s["text"] == "fine" and s["ok"] is True
+    assert s["dropped"] and s["dropped"][0]["type"] == "item.completed/command_execution"
+    assert s["dropped"][0]["reason"] == "oversize"
+
+
+def test_top_keys_scan() -> None:
+    def key(data: bytes, step: int = 3) -> tuple[str | None, str | None, str | None]:
+        k = TopKeys()
+        for i in range(0, len(data), step):
+            k.feed(data, i, min(len(data), i + step))
+        return k.top, k.sub, k.msg
+
+    assert key(b'{"a":"x\\"type\\":\\"no\\"","b":[{"type":"deep"}],"type":"yes"}') == ("yes", None, None)
+    assert key(b'{"item":{"text":"t","type":"agent_message"},"type":"item.completed"}') == (
+        "item.completed", "agent_message", None)
+    assert key(b'{"id":"0","msg":{"a":{"type":"no"},"type":"token_count"}}') == (None, None, "token_count")
+    assert key(b'{"t\\u0079pe":"escaped"}') == ("escaped", None, None)
+    assert key(b'{"x":"' + b"\\\\" * 5000 + b'","type":"after"}', 7) == ("after", None, None)
+    assert key(b'{"x":1,"type":7}') == (None, None, None)
+
+
+# -- 2. over-ceiling final answer -------------------------------------------------------------------
+
+
+def test_codex_final_answer_over_max_retained_is_not_replaced_by_an_earlier_one(
+    tmp_path: Path, capsysbinary: Any
+) -> None:
+    data = jl(THREAD, agent("early progress note", 0), agent("E" * (300 * KIB), 1), TURN_DONE)
+    s = summary(data, max_line=64 * KIB, max_retained=128 * KIB)
+    assert s["ok"] is False and s["text"] is None
+    assert "final answer (300 KiB at line 3) exceeded max_retained (128 KiB) and was dropped" in s["error"]
+    rc, out, _ = cli(capsysbinary, "parse", "--max-line", "64K", "--max-retained", "128K", write(tmp_path, data))
+    assert rc == 1 and out["ok"] is False and out["text"] is None and "max_retained" in out["error"]
+
+
+def test_an_earlier_dropped_message_does_not_cost_the_final_answer() -> None:
+    data = jl(THREAD, agent("E" * (300 * KIB), 0), agent("final", 1), TURN_DONE)
+    s = summary(data, max_line=64 * KIB, max_retained=128 * KIB)
+    assert s["ok"] is True and s["text"] == "final" and s["dropped_count"] == 1
+
+
+def test_claude_result_over_max_retained() -> None:
+    data = jl(CLAUDE_INIT, {"type": "assistant", "session_id": "s", "message": {
+        "model": "m", "content": [{"type": "text", "text": "earlier"}]}}, claude_result("R" * (200 * KIB)))
+    s = summary(data, max_line=64 * KIB, max_retained=128 * KIB)
+    assert s["ok"] is False and s["text"] is None and "exceeded max_retained (128 KiB)" in s["error"]
+
+
+def test_gemini_delta_over_max_retained_loses_the_joined_answer() -> None:
+    data = jl(GEMINI_INIT, gemini_delta("part one "), gemini_delta("G" * (200 * KIB)), gemini_delta("end"),
+              GEMINI_RESULT)
+    s = summary(data, max_line=64 * KIB, max_retained=128 * KIB)
+    assert s["provider"] == "gemini" and s["ok"] is False and s["text"] is None
+    assert "exceeded max_retained" in s["error"]
+
+
+def test_opencode_text_over_max_retained() -> None:
+    def oc(t: str, **part: Any) -> dict[str, Any]:
+        return {"type": t, "timestamp": 1, "sessionID": "ses_1", "part": part}
+
+    data = jl(oc("step_start", id="p0"), oc("text", messageID="m1", text="O" * (200 * KIB)),
+              oc("step_finish", reason="stop", tokens={"input": 1, "output": 1}))
+    s = summary(data, max_line=64 * KIB, max_retained=128 * KIB)
+    assert s["provider"] == "opencode" and s["ok"] is False and "exceeded max_retained" in s["error"]
+
+
+# -- 3. unfinished runs -----------------------------------------------------------------------------
+
+OC_START = {"type": "step_start", "timestamp": 1, "sessionID": "ses_1", "part": {"id": "p"}}
+UNFINISHED = {
+    "codex": (jl(THREAD, {"type": "turn.started"}), "stream ended before turn.completed"),
+    "claude": (jl(CLAUDE_INIT, {"type": "assistant", "session_id": "s", "message": {
+        "model": "m", "content": [{"type": "text", "text": "half"}]}}), "stream ended before result"),
+    "gemini": (jl(GEMINI_INIT, gemini_delta("half")), "stream ended before result"),
+    "opencode": (jl(OC_START), "stream ended before step_finish"),
+    "opencode-tool-step": (jl(OC_START, {"type": "step_finish", "timestamp": 1, "sessionID": "ses_1",
+                                         "part": {"reason": "tool-calls"}}), "stream ended before step_finish"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNFINISHED))
+def test_unfinished_runs_are_not_ok(case: str, tmp_path: Path, capsysbinary: Any) -> None:
+    data, error = UNFINISHED[case]
+    s = summary(data)
+    assert s["provider"] == case.split("-")[0] and s["ok"] is False and s["error"] == error
+    rc, out, _ = cli(capsysbinary, "parse", write(tmp_path, data))
+    assert rc == 1 and out["ok"] is False and out["error"] == error
+
+
+def test_opencode_finished_runs() -> None:
+    step = {"type": "step_finish", "timestamp": 1, "sessionID": "ses_1", "part": {"reason": "stop"}}
+    text = {"type": "text", "timestamp": 1, "sessionID": "ses_1", "part": {"messageID": "m", "text": "hi"}}
+    assert summary(jl(OC_START, text, step))["ok"] is True
+    old = {"type": "step_finish", "timestamp": 1, "sessionID": "ses_1", "part": {"tokens": {"input": 1}}}
+    assert summary(jl(OC_START, text, old))["ok"] is True  # versions without a reason
+
+
+NOT_TRANSCRIPTS = {
+    "empty": (b"", "no JSON event: the transcript is empty"),
+    "gzip": (gzip.compress(jl(THREAD, agent("x"), TURN_DONE)), "no JSON event: not a recognised format"),
+    "readme": (b"# spoolparse\n\nA README is not a transcript.\n", "no JSON event: not a recognised format"),
+    "arrays": (b"[1]\n[2]\n", "no JSON event: not a recognised format"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_TRANSCRIPTS))
+def test_not_a_transcript_is_not_ok(case: str, tmp_path: Path, capsysbinary: Any) -> None:
+    data, error = NOT_TRANSCRIPTS[case]
+    s = spoolparse.parse(write(tmp_path, data)).summary()
+    assert s["ok"] is False and s["error"].startswith(error)
+    rc, out, _ = cli(capsysbinary, "parse", write(tmp_path, data))
+    assert rc == 1 and out["error"].startswith(error)
+
+
+def test_a_run_that_prints_nothing_is_judged_by_its_exit_status() -> None:
+    assert spoolparse.run(["true"]).ok
+    r = spoolparse.run(["false"])
+    assert not r.ok and r.error == "the process exited with status 1"
+    r = spoolparse.run([sys.executable, "-c", "print('not json')"])
+    assert not r.ok and r.error is not None and r.error.startswith("no JSON event: not a recognised format")
+    r = spoolparse.run(["true"], provider="codex")
+    assert not r.ok and r.error == "stream ended before turn.completed"
+
+
+def test_error_is_always_a_sentence_when_not_ok() -> None:
+    r = spoolparse.run(["sleep", "5"], timeout=0.2, grace=0.2)
+    assert r.timed_out and not r.ok and r.error == "timed out after 0.2 s"
+    r = spoolparse.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    assert not r.ok and r.error == "the process was killed by SIGKILL"
+
+
+def test_ok_is_the_same_verdict_for_run_arun_and_parse(tmp_path: Path) -> None:
+    data = jl(THREAD, {"type": "turn.started"})
+    path = write(tmp_path, data)
+    cmd = ["cat", path]
+    res = [spoolparse.run(cmd), spoolparse.parse(path)]
+    import asyncio
+
+    async def arun() -> spoolparse.Result:
+        return await spoolparse.arun(cmd)
+
+    res.append(asyncio.run(arun()))
+    assert [(r.ok, r.error) for r in res] == [(False, "stream ended before turn.completed")] * 3
+
+
+# -- 4. numbers and depth ---------------------------------------------------------------------------
+
+
+def test_nan_and_infinity_are_accepted(tmp_path: Path, capsysbinary: Any) -> None:
+    data = (b'{"type":"thread.started","thread_id":"t","x":NaN}\n'
+            b'{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"ans","w":-Infinity}}\n'
+            b'{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":2,"z":Infinity}}\n')
+    s = summary(data)
+    assert s["ok"] is True and s["text"] == "ans" and s["invalid_lines"] == 0
+    assert math.isinf(s["raw_usage"]["z"])
+    rc, out, _ = cli(capsysbinary, "parse", write(tmp_path, data))
+    assert rc == 0 and out["text"] == "ans" and out["raw_usage"]["z"] is None  # JSON has no Infinity
+
+
+BIG = 2**64 + 7
+HUGE = 10**5000 - 1  # past str(int)'s 4300-digit limit
+HUGE_TEXT = b"9" * 5000
+
+
+def loads(data: bytes | str) -> Any:
+    return json.loads(data, parse_int=lambda t: int(decimal.Decimal(t)))
+
+
+def test_integers_of_any_size_are_kept_exactly(tmp_path: Path, capsysbinary: Any) -> None:
+    usage = b'{"input_tokens":%d,"output_tokens":%s,"cached_input_tokens":-%d}' % (BIG, HUGE_TEXT, BIG)
+    data = jl(THREAD, agent("ans")) + b'{"type":"turn.completed","usage":' + usage + b"}\n"
+    s = summary(data)
+    assert s["usage"] == {"input_tokens": BIG, "output_tokens": HUGE, "cached_input_tokens": -BIG}
+    rc, out, _ = cli(capsysbinary, "parse", write(tmp_path, data))
+    assert rc == 0 and out["usage"]["input_tokens"] == BIG and out["usage"]["output_tokens"] == HUGE
+    assert loads(dumps({"n": [BIG, -BIG, HUGE, 1.5]})) == {"n": [BIG, -BIG, HUGE, 1.5]}
+
+
+def test_big_integers_in_a_batch_keep_the_outcome_and_its_job_log_line(tmp_path: Path) -> None:
+    data = jl(THREAD, agent("ans")) + b'{"type":"turn.completed","usage":{"input_tokens":%d}}\n' % BIG
+    src = write(tmp_path, data)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "big", "cmd": ["cat", src]}) + "\n")
+    log = tmp_path / "jobs.ndjson"
+    p = subprocess.run([sys.executable, "-m", "spoolparse", "batch", str(tasks), "--joblog", str(log)],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.splitlines()[0])
+    assert out["verdict"] == "ok" and out["summary"]["usage"]["input_tokens"] == BIG
+    assert json.loads(log.read_text().splitlines()[0])["verdict"] == "ok"
+
+
+def test_nesting_too_deep_is_counted_invalid_with_a_warning(tmp_path: Path, capsysbinary: Any) -> None:
+    deep = b'{"type":"item.completed","item":{"id":"d","type":"agent_message","text":"x","n":'
+    deep += b"[" * 3000 + b"]" * 3000
+    data = jl(THREAD, agent("ans")) + deep + b"}}\n" + jl(TURN_DONE)
+    s = summary(data)
+    assert s["ok"] is True and s["text"] == "ans" and s["invalid_lines"] == 1
+    assert any("nested deeper" in w for w in s["warnings"])
+    # deep enough for orjson's writer (254), not for its reader (1024): kept, and written without a crash
+    mid = b'{"type":"turn.completed","usage":{"input_tokens":1,"x":' + b"[" * 400 + b"]" * 400 + b"}}\n"
+    rc, out, _ = cli(capsysbinary, "parse", write(tmp_path, jl(THREAD, agent("ans")) + mid))
+    assert rc == 0 and out["ok"] is True and out["usage"] == {"input_tokens": 1}
+    rc, out, _ = cli(capsysbinary, "parse", write(tmp_path, data))
+    assert rc == 0 and out["invalid_lines"] == 1
+
+
+def test_nothing_exits_70(tmp_path: Path) -> None:
+    weird = (b'{"type":"turn.completed","usage":{"input_tokens":%s,"x":NaN,"y":' % HUGE_TEXT
+             + b"[" * 600 + b"]" * 600 + b"}}\n")
+    src = write(tmp_path, jl(THREAD, agent("a")) + weird)
+    for argv in (["parse", src], ["run", "--", "cat", src]):
+        p = subprocess.run([sys.executable, "-m", "spoolparse", *argv], capture_output=True, timeout=60)
+        assert p.returncode == 0, (argv, p.stderr)
+        assert loads(p.stdout)["usage"]["input_tokens"] == HUGE
+
+
+# -- 5. spool integrity -----------------------------------------------------------------------------
+
+
+def test_output_cut_at_max_spool_bytes_by_a_child_that_exits_first(capsysbinary: Any) -> None:
+    script = ("import sys\nw=sys.stdout.write\nw('{\"type\":\"thread.started\",\"thread_id\":\"t\"}\\n')\n"
+              "w('{\"type\":\"item.updated\",\"item\":{\"id\":\"x\",\"type\":\"todo_list\",\"p\":\"'"
+              " + 'x'*300000 + '\"}}\\n')\n"
+              "w('{\"type\":\"item.completed\",\"item\":{\"id\":\"a\",\"type\":\"agent_message\",\"text\":\"ans\"}}\\n')\n"
+              "w('{\"type\":\"turn.completed\",\"usage\":{}}\\n')\n")
+    # whether the follower sees the cap before or after the exit, the run is not ok
+    try:
+        r = spoolparse.run([sys.executable, "-c", script], max_spool_bytes=64 * KIB)
+    except spoolparse.SpoolFullError as e:
+        assert e.result is not None
+        r = e.result
+    assert not r.ok and r.error is not None and "max-spool-bytes" in r.error.replace("_", "-")
+    rc, out, _ = cli(capsysbinary, "run", "--max-spool-bytes", "64K", "--", sys.executable, "-c", script)
+    assert rc != 0 and out["ok"] is False and "max-spool-bytes" in out["error"].replace("_", "-")
+
+
+def test_the_verdict_on_a_spool_cut_at_its_cap_or_shrunk() -> None:
+    data = jl(THREAD, agent("ans"), TURN_DONE)
+    sp = StreamParser("auto")
+    sp.feed(data)
+    r = sp.finish(args=["x"], returncode=0, spool_size=len(data) + 5000, spool_cap=len(data))
+    assert not r.ok and r.error == (
+        f"output cut at --max-spool-bytes ({len(data)} bytes): 5000 bytes written past it were not read")
+    sp = StreamParser("auto")
+    sp.feed(data)
+    sp.spool_size(10)  # seen while following
+    r = sp.finish(args=["x"], returncode=0, spool_size=len(data) + 10)
+    assert not r.ok and r.error == f"spool truncated by the child (size went from {len(data)} to 10 bytes)"
+
+
+def test_child_truncating_its_own_spool(capsysbinary: Any) -> None:
+    # reopening stdout with O_TRUNC (what `> /dev/stdout` does) cuts the spool under the reader
+    script = ("import sys, time\nsys.stdout.write('{\"type\":\"thread.started\",\"thread_id\":\"t\"}\\n'"
+              " + '{\"type\":\"item.completed\",\"item\":{\"id\":\"a\",\"type\":\"agent_message\","
+              "\"text\":\"ANSWER\"}}\\n'"
+              " + '{\"type\":\"turn.completed\",\"usage\":{}}\\n')\nsys.stdout.flush()\ntime.sleep(0.5)\n"
+              "open('/dev/stdout', 'w').write('{\"type\":\"x\"}\\n')\n")
+    r = spoolparse.run([sys.executable, "-c", script])
+    assert not r.ok and r.error is not None and "spool truncated by the child (size went from" in r.error
+    rc, out, _ = cli(capsysbinary, "run", "--", "sh", "-c", "printf '%s\\n' '{\"type\":\"turn.completed\"}'; "
+                     "sleep 0.3; echo '{}' > /dev/stdout")
+    assert rc != 0 and "spool truncated by the child" in out["error"]
+
+
+# -- 6. parse of anything readable ------------------------------------------------------------------
+
+GOOD = jl(THREAD, agent("piped"), TURN_DONE)
+
+
+def test_parse_reads_stdin_pipes_and_fifos(tmp_path: Path) -> None:
+    for argv, kw in ((["parse", "/dev/stdin"], {"input": GOOD}), (["parse", "-"], {"input": GOOD})):
+        p = subprocess.run([sys.executable, "-m", "spoolparse", *argv], capture_output=True, timeout=60, **kw)
+        assert p.returncode == 0 and json.loads(p.stdout)["text"] == "piped", p.stderr
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-m", "spoolparse", "parse", str(fifo)], stdout=subprocess.PIPE)
+    with open(fifo, "wb") as w:
+        w.write(GOOD)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and json.loads(out)["text"] == "piped"
+    src = write(tmp_path, GOOD)
+    p = subprocess.run(["bash", "-c", f'{sys.executable} -m spoolparse parse <(cat {src})'], capture_output=True,
+                       timeout=60)
+    assert p.returncode == 0 and json.loads(p.stdout)["text"] == "piped", p.stderr
+
+
+def test_parse_of_a_directory_or_a_missing_file_is_a_usage_error(tmp_path: Path, capsysbinary: Any) -> None:
+    assert main(["parse", str(tmp_path)]) == 2
+    assert main(["parse", str(tmp_path / "nope")]) == 2
+    assert "no such file" in capsysbinary.readouterr().err.decode()
+
+
+def test_a_file_truncated_while_parse_maps_it_is_an_error_not_sigbus(tmp_path: Path) -> None:
+    src = tmp_path / "big.jsonl"
+    line = b'{"type":"item.started","item":{"id":"x","type":"command_execution","command":"' + b"c" * 4000 + b'"}}\n'
+    with open(src, "wb") as f:
+        f.write(jl(THREAD))
+        for _ in range(64):
+            f.write(line * 1024)  # 256 MiB of skipped lines
+        f.write(jl(agent("ans"), TURN_DONE))
+    script = (
+        "import subprocess, sys, spoolparse\n"
+        "started = []\n"
+        "def on_event(ev):\n"
+        "    if not started:\n"
+        "        cut = 'import os, sys; os.truncate(sys.argv[1], 4096)'\n"
+        "        started.append(subprocess.Popen([sys.executable, '-c', cut, sys.argv[1]]))\n"
+        "r = spoolparse.parse(sys.argv[1], on_event=on_event)\n"
+        "started[0].wait()\n"
+        "print(r.ok, r.error)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", script, str(src)], capture_output=True, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])  # -7 would be SIGBUS
+    ok, _, error = p.stdout.decode().strip().partition(" ")
+    assert ok == "False" and "the file shrank while it was read (size went from" in error
+    assert os.path.getsize(src) == 4096
+
+
+# -- 7. usage per model -----------------------------------------------------------------------------
+
+
+def test_claude_usage_counts_every_model_and_matches_the_cost() -> None:
+    model_usage = {
+        "claude-opus-4-8[1m]": {"inputTokens": 2468, "outputTokens": 112, "cacheReadInputTokens": 100,
+                                "cacheCreationInputTokens": 10, "costUSD": 0.015, "contextWindow": 1000000},
+        "claude-haiku-4-5": {"inputTokens": 300, "outputTokens": 20, "costUSD": 0.001, "webSearchRequests": 0},
+    }
+    data = jl(CLAUDE_INIT, claude_result("ok", usage={"input_tokens": 2468, "output_tokens": 112},
+                                         modelUsage=model_usage, total_cost_usd=0.016))
+    s = summary(data)
+    assert s["usage_by_model"] == {
+        "claude-opus-4-8[1m]": {"input_tokens": 2578, "cached_input_tokens": 100, "cache_write_input_tokens": 10,
+                                "output_tokens": 112, "cost_usd": 0.015},
+        "claude-haiku-4-5": {"input_tokens": 300, "output_tokens": 20, "cost_usd": 0.001},
+    }
+    assert s["usage"] == {"input_tokens": 2878, "cached_input_tokens": 100, "cache_write_input_tokens": 10,
+                          "output_tokens": 132, "cost_usd": 0.016}
+    assert s["raw_usage"]["usage"] == {"input_tokens": 2468, "output_tokens": 112}  # main loop only
+
+
+def test_gemini_stream_json_and_output_json_agree() -> None:
+    per = {"gemini-3.5-flash-lite": (1234, 56, 10, 0, 0), "gemini-3.8-flash": (2468, 112, 40, 200, 5)}
+
+    def stream_model(p: int, c: int, th: int, cached: int, tool: int) -> dict[str, int]:
+        return {"total_tokens": p + c + th + tool, "input_tokens": p, "output_tokens": c, "cached": cached,
+                "input": p - cached}
+
+    stats = {"total_tokens": 0, "input_tokens": 0, "output_tokens": 0, "cached": 0, "input": 0,
+             "models": {m: stream_model(*v) for m, v in per.items()}}
+    for m in stats["models"].values():  # type: ignore[union-attr]
+        for k in ("total_tokens", "input_tokens", "output_tokens", "cached", "input"):
+            stats[k] += m[k]  # type: ignore[operator]
+    stream = summary(jl(GEMINI_INIT, gemini_delta("x"), {**GEMINI_RESULT, "stats": stats}))
+    doc = {"session_id": "g", "response": "x", "stats": {"models": {
+        m: {"tokens": {"prompt": p, "candidates": c, "total": p + c + th + tool, "cached": cached, "thoughts": th,
+                       "tool": tool}} for m, (p, c, th, cached, tool) in per.items()}}}
+    whole = summary(json.dumps(doc, indent=2).encode())
+    assert stream["ok"] and whole["ok"]
+    keys = ("input_tokens", "output_tokens", "cached_input_tokens", "total_tokens")
+    assert {k: stream["usage"][k] for k in keys} == {k: whole["usage"][k] for k in keys}
+    assert stream["usage"]["output_tokens"] == 56 + 10 + 112 + 40 + 5  # thoughts included, not just candidates
+    for m in per:
+        assert {k: stream["usage_by_model"][m][k] for k in keys} == {k: whole["usage_by_model"][m][k] for k in keys}
+    assert whole["usage"]["reasoning_output_tokens"] == 50
+
+
+def test_opencode_reasoning_is_not_counted_twice() -> None:
+    # opencode's step usage is output = outputTokens - reasoningTokens: the normalized output adds it back once
+    step = {"type": "step_finish", "timestamp": 1, "sessionID": "ses_1", "part": {"reason": "stop", "tokens": {
+        "total": 1300, "input": 1000, "output": 200, "reasoning": 100, "cache": {"read": 0, "write": 0}}}}
+    s = summary(jl(OC_START, step))
+    assert s["usage"]["output_tokens"] == 300 and s["usage"]["reasoning_output_tokens"] == 100
+    assert s["usage"]["input_tokens"] + s["usage"]["output_tokens"] == s["usage"]["total_tokens"]
+
+
+# -- scanner-level checks ---------------------------------------------------------------------------
+
+
+def test_scanner_decodes_an_unsure_line_once() -> None:
+    calls = []
+
+    def loads(data: bytes | str) -> Any:
+        calls.append(len(data))
+        return json.loads(data)
+
+    sc = LineScanner(loads=loads)
+    recs = sc.feed(sorted_line(agent("Z" * (70 * KIB))))
+    assert len(calls) == 1 and isinstance(recs[0], Event) and recs[0].type == "item.completed/agent_message"
+
+
+def test_scanner_drops_an_unsure_line_over_the_ceiling_by_its_real_type() -> None:
+    sc = LineScanner(max_line=64 * KIB, max_retained=96 * KIB)
+    line = sorted_line(agent("Z" * (200 * KIB)))
+    recs = [r for i in range(0, len(line), 10 * KIB) for r in sc.feed(line[i : i + 10 * KIB])]
+    assert len(recs) == 1 and isinstance(recs[0], Dropped)
+    want = ("item.completed/agent_message", "over_ceiling", len(line) - 1)
+    assert (recs[0].type, recs[0].reason, recs[0].bytes) == want
+    assert len(sc._pend) == 0
+
+
+# -- the key-order property -------------------------------------------------------------------------
+
+PROP_LINE = 4 * KIB  # max_line; fields grow to 2 x max_line
+PROP_RETAINED = 6 * KIB
+
+
+def _transcript(provider: str, pad: str, text: str) -> tuple[list[dict[str, Any]], int]:
+    """A finished transcript; the index of the kept event that carries ``pad`` (and the answer)."""
+    if provider == "codex":
+        item = {"id": "item_1", "type": "agent_message", "text": text, "pad": pad}
+        return [THREAD, {"type": "item.completed", "item": item}, TURN_DONE], 1
+    if provider == "claude":
+        return [CLAUDE_INIT, {**claude_result(text), "pad": pad}], 1
+    if provider == "gemini":
+        return [GEMINI_INIT, {**gemini_delta(text), "pad": pad}, GEMINI_RESULT], 1
+    part = {"id": "p1", "messageID": "m1", "type": "text", "text": text, "pad": pad}
+    return [OC_START, {"type": "text", "timestamp": 1, "sessionID": "ses_1", "part": part},
+            {"type": "step_finish", "timestamp": 1, "sessionID": "ses_1", "part": {"reason": "stop"}}], 1
+
+
+def _reorder(obj: dict[str, Any], order: list[int], inner: list[int]) -> dict[str, Any]:
+    """``obj`` with its keys (and those of its ``item``/``part``) in the order of two permutations."""
+    keys = list(obj)
+    out = {}
+    for i in (j for j in order if j < len(keys)):
+        k = keys[i]
+        v = obj[k]
+        if isinstance(v, dict) and k in ("item", "part"):
+            sub = list(v)
+            v = {sub[j]: v[sub[j]] for j in inner if j < len(sub)}
+        out[k] = v
+    return out
+
+
+@given(
+    provider=st.sampled_from(["codex", "claude", "gemini", "opencode"]),
+    pad_size=st.integers(0, 2 * PROP_LINE),
+    text_size=st.integers(1, 2 * PROP_LINE),
+    order=st.permutations(range(8)),
+    inner=st.permutations(range(8)),
+    step=st.integers(1, 3 * PROP_LINE),
+)
+def test_key_order_does_not_change_the_summary(
+    provider: str, pad_size: int, text_size: int, order: list[int], inner: list[int], step: int
+) -> None:
+    events, i = _transcript(provider, "p" * pad_size, "t" * text_size)
+    first = jl(*events)
+    shuffled = jl(*events[:i], _reorder(events[i], order, inner), *events[i + 1 :])
+    kw = {"max_line": PROP_LINE, "max_retained": PROP_RETAINED}
+    want = chunked(first, step, **kw)
+    got = chunked(shuffled, step, **kw)
+    for s in (want, got):
+        s.pop("duration_s")
+    assert got == want
+    line = len(jl(events[i])) - 1
+    if line > PROP_RETAINED:
+        assert got["ok"] is False and "exceeded max_retained" in got["error"] and got["text"] is None
+    else:
+        assert got["ok"] is True and got["text"] == "t" * text_size

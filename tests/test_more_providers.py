@@ -1,0 +1,274 @@
+"""The readers of Qwen Code, Amp, Cursor Agent, Factory Droid, Kimi Code, Copilot CLI and Kilo,
+on fixtures made from each CLI's published format (fixtures/<cli>/SOURCES.md)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from spoolparse import LiveEvent, parse
+
+from .helpers import FIXTURES, jl
+
+
+def events(name: str, **kw: Any) -> tuple[Any, list[LiveEvent]]:
+    seen: list[LiveEvent] = []
+    r = parse(FIXTURES / name, on_event=seen.append, **kw)
+    return r, seen
+
+
+def kinds(seen: list[LiveEvent]) -> list[str]:
+    return [e.kind for e in seen]
+
+
+# ---------------------------------------------------------------- Qwen Code
+
+
+def test_qwen_success() -> None:
+    r, seen = events("qwen/success.jsonl")
+    assert r.provider == "qwen" and r.ok and r.error is None
+    assert r.text == "FINAL-ANSWER-qwen"
+    assert r.model == "qwen3-coder-plus"
+    assert r.session_id == "7c2f3a4e-5b6d-4e8f-9a0b-1c2d3e4f5a6b"
+    # Qwen's input_tokens already count the cached ones (Claude's do not): never added twice.
+    assert r.usage == {"input_tokens": 2468, "output_tokens": 112, "cached_input_tokens": 1000, "total_tokens": 2580}
+    assert r.raw_usage["usage"]["cache_read_input_tokens"] == 1000
+    assert [e.data["tool"] for e in seen if e.kind == "tool_start"] == ["run_shell_command"]
+    assert kinds(seen).count("tool_end") == 1
+    assert seen[-1].kind == "result" and seen[-1].data["ok"] is True
+    assert [e.data["usage"] for e in seen if e.kind == "usage"] == [r.usage]
+
+
+def test_qwen_read_as_claude_would_double_count_the_cache() -> None:
+    claude = parse(FIXTURES / "qwen/success.jsonl", provider="claude")
+    assert claude.usage["input_tokens"] == 3468  # why Qwen needs its own provider
+
+
+def test_qwen_failure_names_the_error() -> None:
+    r, seen = events("qwen/api_error.jsonl")
+    assert r.provider == "qwen" and not r.ok
+    assert r.error == "[API Error: 500 mock: simulated 500 failure]"
+    assert r.text is None
+    assert r.warnings == ["model request retried (retry, attempt 1/3)"]
+    assert [e.data["message"] for e in seen if e.kind == "error"] == [r.error]
+    assert seen[-1].kind == "result" and seen[-1].data["ok"] is False
+
+
+def test_qwen_json_array_equals_the_stream() -> None:
+    stream = parse(FIXTURES / "qwen/success.jsonl").summary()
+    doc = parse(FIXTURES / "qwen/output_json.json").summary()
+    for s in (stream, doc):
+        s.pop("duration_s")
+        s.pop("stdout_bytes")
+    assert doc == stream
+
+
+# ---------------------------------------------------------------- Amp
+
+
+def test_amp_success() -> None:
+    r = parse(FIXTURES / "amp/success.jsonl")
+    assert r.provider == "amp" and r.ok
+    assert r.text == "FINAL-ANSWER-amp"
+    assert r.session_id == "T-019b9d03-62e3-772f-9780-3e637f90eaec"
+    assert r.model == "claude-sonnet-4-5-20250929"  # from the messages: Amp's init names none
+    assert r.usage == {
+        "input_tokens": 2468,
+        "cached_input_tokens": 1200,
+        "cache_write_input_tokens": 0,
+        "output_tokens": 112,
+    }
+
+
+def test_amp_error_is_the_error_field() -> None:
+    r = parse(FIXTURES / "amp/error.jsonl")
+    assert r.provider == "amp" and not r.ok
+    assert r.error == "Anthropic API error: 500 Internal Server Error"
+    # read as Claude, only the subtype would be left
+    assert parse(FIXTURES / "amp/error.jsonl", provider="claude").error == "error_during_execution"
+
+
+# ---------------------------------------------------------------- Cursor Agent
+
+
+def test_cursor_success_and_tool_calls() -> None:
+    r, seen = events("cursor/success.jsonl")
+    assert r.provider == "cursor" and r.ok
+    # Cursor's result is every assistant text delta joined: that is its answer.
+    assert r.text == "I'll run the command.FINAL-ANSWER-cursor"
+    assert r.model == "Claude 4 Sonnet"
+    assert r.session_id == "c6b62c6f-7ead-4fd6-9922-e952131177ff"
+    assert r.usage == {} and r.raw_usage is None
+    tools = [(e.kind, e.data["tool"], e.data["id"], e.data.get("title")) for e in seen if e.kind.startswith("tool")]
+    assert tools == [
+        ("tool_start", "shell", "toolu_vrtx_01", "echo hello"),
+        ("tool_end", "shell", "toolu_vrtx_01", "echo hello"),
+    ]
+
+
+def test_cursor_without_result() -> None:
+    r = parse(FIXTURES / "cursor/no_result.jsonl")
+    assert r.provider == "cursor"
+    assert r.text == "I'll run the command."
+    assert any("no result event" in w for w in r.warnings)
+
+
+def test_cursor_json_object() -> None:
+    r = parse(FIXTURES / "cursor/output_json.json")
+    assert r.provider == "cursor" and r.ok and r.text == "FINAL-ANSWER-cursor"
+
+
+def test_cursor_huge_tool_result_is_dropped_without_a_warning() -> None:
+    init = {"type": "system", "subtype": "init", "apiKeySource": "env", "session_id": "s", "model": "GPT-5"}
+    big = {"type": "tool_call", "subtype": "completed", "call_id": "c", "tool_call": {"readToolCall": {
+        "args": {"path": "a"}, "result": {"success": {"content": "x" * 5000}}}}, "session_id": "s"}
+    res = {"type": "result", "subtype": "success", "is_error": False, "result": "done", "session_id": "s"}
+    r = parse(io.BytesIO(jl(init, big, res)), max_line=1000, max_retained=1000)
+    assert r.provider == "cursor" and r.ok and r.text == "done"
+    assert r.dropped_count == 1 and r.warnings == []
+
+
+# ---------------------------------------------------------------- Factory Droid
+
+
+def test_droid_success() -> None:
+    r, seen = events("droid/success.jsonl")
+    assert r.provider == "droid" and r.ok
+    assert r.text == "FINAL-ANSWER-droid"
+    assert r.model == "claude-sonnet-4-5-20250929"
+    assert r.session_id == "b7f0b4a2-2c1e-4a8e-9c55-3d9f1f0e6a11"
+    assert r.usage == {}
+    assert [(e.kind, e.data.get("tool")) for e in seen if e.kind.startswith("tool")] == [
+        ("tool_start", "Execute"),
+        ("tool_end", None),
+    ]
+    assert seen[-1].kind == "result"
+
+
+def test_droid_error_without_completion() -> None:
+    r = parse(FIXTURES / "droid/error.jsonl")
+    assert r.provider == "droid" and not r.ok
+    assert r.error == "Request failed with status code 500; stream ended before completion"
+
+
+def test_droid_ends_without_completion() -> None:
+    lines = (FIXTURES / "droid/success.jsonl").read_bytes().splitlines(keepends=True)[:-1]
+    r = parse(io.BytesIO(b"".join(lines)))
+    assert r.provider == "droid" and not r.ok
+    assert r.error == "stream ended before completion"
+    assert r.text == "FINAL-ANSWER-droid"  # the last assistant message, with a warning
+    assert any("no completion event" in w for w in r.warnings)
+
+
+def test_droid_error_then_completion_is_a_warning() -> None:
+    lines = (FIXTURES / "droid/success.jsonl").read_bytes().splitlines(keepends=True)
+    err = jl({"type": "error", "source": "tool", "message": "transient", "timestamp": 1})
+    r = parse(io.BytesIO(b"".join(lines[:-1]) + err + lines[-1]))
+    assert r.ok and r.error is None and "error before completion: transient" in r.warnings
+
+
+# ---------------------------------------------------------------- Kimi Code
+
+
+def test_kimi_success() -> None:
+    r, seen = events("kimi/success.jsonl")
+    assert r.provider == "kimi" and r.ok
+    assert r.text == "FINAL-ANSWER-kimi"
+    assert (r.session_id, r.model, r.usage) == (None, None, {})
+    assert [(e.kind, e.data.get("tool"), e.data.get("id")) for e in seen if e.kind.startswith("tool")] == [
+        ("tool_start", "Shell", "Shell:0"),
+        ("tool_end", None, "Shell:0"),
+    ]
+
+
+def test_kimi_unfinished_turn_is_not_ok() -> None:
+    r = parse(FIXTURES / "kimi/provider_error.jsonl")
+    assert r.provider == "kimi" and not r.ok
+    assert r.error == "stream ended before an assistant message without tool calls"
+    assert r.invalid_lines == 1  # the plain-text error line
+
+
+def test_kimi_dropped_tool_output_is_not_an_error_but_a_dropped_answer_is() -> None:
+    call = {"role": "assistant", "content": "run", "tool_calls": [
+        {"type": "function", "id": "t", "function": {"name": "Shell", "arguments": "{}"}}]}
+    tool = {"role": "tool", "tool_call_id": "t", "content": "x" * 5000}
+    final = {"role": "assistant", "content": "done"}
+    r = parse(io.BytesIO(jl(call, tool, final)), max_line=1000, max_retained=1000)
+    assert r.ok and r.text == "done" and r.dropped_count == 1
+    lost = {"role": "assistant", "content": "y" * 5000}
+    r = parse(io.BytesIO(jl(call, {**tool, "content": "ok"}, lost)), max_line=1000, max_retained=1000)
+    assert not r.ok and r.error is not None and "dropped" in r.error
+
+
+# ---------------------------------------------------------------- Copilot CLI
+
+
+def test_copilot_success() -> None:
+    r, seen = events("copilot/success.jsonl")
+    assert r.provider == "copilot" and r.ok
+    assert r.text == "FINAL-ANSWER-copilot"
+    assert r.model == "gpt-5"
+    assert r.session_id == "0f3c1c9e-7d0a-4b3b-8f51-6e2a9b4c7d10"
+    assert r.usage == {"output_tokens": 112}  # the stream has no prompt tokens
+    assert r.raw_usage["premiumRequests"] == 1 and r.raw_usage["outputTokens"] == 112
+    assert [(e.kind, e.data.get("tool")) for e in seen if e.kind.startswith("tool")] == [
+        ("tool_start", "bash"),
+        ("tool_end", None),
+    ]
+
+
+def test_copilot_failure() -> None:
+    r = parse(FIXTURES / "copilot/api_error.jsonl")
+    assert r.provider == "copilot" and not r.ok
+    assert r.error == "Failed to get response from the AI model: 500 mock: simulated 500 failure"
+
+
+def test_copilot_exit_code_or_missing_result() -> None:
+    lines = (FIXTURES / "copilot/success.jsonl").read_bytes().splitlines(keepends=True)
+    r = parse(io.BytesIO(b"".join(lines[:-1])))
+    assert not r.ok and r.error == "stream ended before result"
+    failed = lines[-1].replace(b'"exitCode":0', b'"exitCode":2')
+    r = parse(io.BytesIO(b"".join(lines[:-1]) + failed))
+    assert not r.ok and r.error == "copilot reported exit code 2"
+
+
+# ---------------------------------------------------------------- Kilo
+
+
+@pytest.mark.parametrize("name", ["kilo/success.jsonl", "kilo/api_error.jsonl"])
+def test_kilo_reads_as_opencode_and_by_name(name: str) -> None:
+    auto = parse(FIXTURES / name)
+    named = parse(FIXTURES / name, provider="kilo")
+    assert auto.provider == "opencode" and named.provider == "kilo"
+    assert (named.text, named.error, named.usage, named.session_id) == (
+        auto.text,
+        auto.error,
+        auto.usage,
+        auto.session_id,
+    )
+
+
+def test_kilo_success() -> None:
+    r = parse(FIXTURES / "kilo/success.jsonl", provider="kilo")
+    assert r.ok and r.text == "FINAL-ANSWER-kilo"
+    assert r.usage["input_tokens"] == 2478 and r.usage["output_tokens"] == 112
+
+
+# ---------------------------------------------------------------- recorded from the real Qwen Code 0.24.4
+
+
+def test_qwen_recorded_answer() -> None:
+    r = parse(FIXTURES / "qwen/real_A.jsonl")
+    assert r.provider == "qwen" and r.ok and r.text == "FINAL-ANSWER-qwen"
+    assert r.usage == {"input_tokens": 2468, "output_tokens": 112, "cached_input_tokens": 0, "total_tokens": 2580}
+    assert r.model == "mock-model" and r.lines == 6 and r.dropped_count == 0
+
+
+def test_qwen_recorded_stream_error_is_not_an_answer() -> None:
+    """Qwen repeats the error as an assistant message before its failed result: that text is no answer."""
+    r = parse(FIXTURES / "qwen/real_Bevent.jsonl")
+    assert r.provider == "qwen" and not r.ok
+    assert r.error == "[API Error: mock: simulated stream failure]"
+    assert r.text is None and r.warnings == []
