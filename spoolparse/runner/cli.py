@@ -29,6 +29,7 @@ from .tasks import Task
 
 if TYPE_CHECKING:
     from ..providers.base import LiveEvent
+    from .ray_backend import RayBatch
 
 __all__ = ["register", "parse_fraction"]
 
@@ -38,6 +39,7 @@ examples:
   spoolparse batch tasks.jsonl --memory-per-task 2G --memory-limit 3G --timeout 1800 --soft-timeout 1500
   spoolparse batch tasks.jsonl --joblog jobs.ndjson --resume      # rerun what did not end ok
   python make_tasks.py | spoolparse batch - -j 4
+  spoolparse batch tasks.jsonl --ray auto -j 16 --joblog jobs.ndjson   # on every node of a Ray cluster
 
 each input line: {"id": "t1", "cmd": ["codex", "exec", "--json", "..."], "input": "...", "timeout": 600,
                   "cwd": "...", "env": {"K": "V"}, "memory": "2G", "memory_limit": "3G"}
@@ -139,6 +141,9 @@ def register(sub: Any) -> None:
     b.add_argument("--pids-max", type=_positive, default=_limits.PIDS_MAX, metavar="N",
                    help=f"processes one task's cgroup may hold, pids.max (default: {_limits.PIDS_MAX})")
     b.add_argument("--spool-dir", metavar="DIR", help="where spools go (default: $PDD_AGENT_SPOOL_DIR or temp)")
+    b.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run on a Ray cluster: ADDRESS (auto, ray://host:10001), $RAY_ADDRESS, or a new local one; "
+                   "every option applies per node (needs spoolparse[ray])")
     b.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a status line on stderr (default: when stderr is a terminal)")
     b.set_defaults(func=_cmd_batch)
@@ -223,11 +228,15 @@ class _Progress:
     def on_event(self, task: Task, ev: LiveEvent) -> None:
         self.tasks.on_event(str(task.id), ev)
 
-    def __call__(self, batch: Batch, *, force: bool = False) -> None:
+    def __call__(self, batch: Batch | RayBatch, *, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now < self.next:
             return
         self.next = now + 0.2
+        if not isinstance(batch, Batch):
+            self.out.write(f"\r\x1b[K{batch.status()}")
+            self.out.flush()
+            return
         a = batch.admission
         totals = (
             f"done {batch.done} | running {batch.running} | queued {batch.queued} | failed {batch.failed}"
@@ -269,7 +278,10 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     progress = _Progress(sys.stderr) if show else None
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-    batch: Batch | None = None
+    out, saved_stdout = sys.stdout.buffer, sys.stdout
+    if args.ray is not None:
+        sys.stdout = sys.stderr  # Ray prints cluster errors (a node died) on sys.stdout: it carries outcomes only
+    batch: Batch | RayBatch | None = None
     status = 0
     try:
         batch = run_many(
@@ -292,8 +304,13 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             enforce=args.enforce,
             pids_max=args.pids_max,
             spool_dir=args.spool_dir,
+            backend="local" if args.ray is None else "ray",
+            address=args.ray or None,
         )
-        if progress is not None:
+        if progress is not None and not isinstance(batch, Batch):
+            sys.stderr.write(f"spoolparse: batch on Ray: {len(batch.nodes)} nodes\n")
+            batch.on_tick = progress
+        elif progress is not None and isinstance(batch, Batch):
             a = batch.admission
             sys.stderr.write(
                 f"spoolparse: batch: -j {batch.max_concurrent}, memory {_gib(a.probe.total())} GiB, "
@@ -305,7 +322,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             if progress is not None:
                 progress.clear()
                 progress.finished(outcome.id)
-            emit_json(outcome.to_dict())
+            emit_json(outcome.to_dict(), out=out)
             if not outcome.ok:
                 status = 1
         if progress is not None:
@@ -315,7 +332,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         if batch is not None:
             for outcome in batch.close():
                 with contextlib.suppress(OSError):
-                    emit_json(outcome.to_dict())
+                    emit_json(outcome.to_dict(), out=out)
         if progress is not None:
             progress.clear()
         fail("interrupted")
@@ -324,6 +341,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         if batch is not None:
             batch.close()
         signal.signal(signal.SIGTERM, old_term)
+        sys.stdout = saved_stdout
         if stream is not sys.stdin.buffer:
             stream.close()
     return status

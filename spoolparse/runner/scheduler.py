@@ -26,7 +26,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, I
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _limits
 from .._spawn import mark_long_lived
@@ -39,6 +39,9 @@ from .cgroup import ChildCgroup, Placement, enforcement_of
 from .joblog import JobLog, finished_ok
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .tasks import Outcome, Task, TaskLike, as_task
+
+if TYPE_CHECKING:
+    from .ray_backend import RayBatch
 
 __all__ = ["run_many", "arun_many", "Batch", "InvalidTask", "ENFORCE_MODES", "HALT_MODES"]
 
@@ -892,7 +895,9 @@ def run_many(
     spool_dir: str | os.PathLike[str] | None = None,
     max_spool_bytes: int | None = None,
     sample_interval: float = SAMPLE_INTERVAL,
-) -> Batch:
+    backend: str = "local",
+    address: str | None = None,
+) -> Batch | RayBatch:
     """Run many commands, at most ``max_concurrent`` at once, and yield one :class:`Outcome` per task.
 
     ``tasks`` is any iterable of argv lists or :class:`Task` objects, pulled
@@ -927,16 +932,24 @@ def run_many(
     job log) and the exception propagates. ``memory_probe`` replaces the
     host's memory readings (tests, or a custom budget).
 
+    ``backend="ray"`` runs the batch on a Ray cluster (``address``: ``None``
+    starts or finds a local one as ``ray.init`` does, ``"auto"``,
+    ``"ray://host:10001"``): every option then applies per node, the job log
+    stays on this host, and a :class:`~spoolparse.runner.ray_backend.RayBatch`
+    is returned (see the README's "Running on a Ray cluster").
+
     .. seealso:: :func:`spoolparse.run`, :func:`arun_many`, GNU parallel's ``--memfree`` and ``--halt``
     """
-    return Batch(
-        tasks,
-        **_options(
-            max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, retries, retry_backoff,
-            timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
-            memory_probe, spool_dir, max_spool_bytes, sample_interval,
-        ),
+    opts = _options(
+        max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, retries, retry_backoff,
+        timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
+        memory_probe, spool_dir, max_spool_bytes, sample_interval,
     )
+    if backend != "local" or address is not None:
+        from .ray_backend import run_many_ray  # Ray is an optional extra: imported only when asked for
+
+        return run_many_ray(tasks, backend=backend, address=address, options=opts)
+    return Batch(tasks, **opts)
 
 
 class _Failed:
@@ -1012,6 +1025,8 @@ async def arun_many(
     spool_dir: str | os.PathLike[str] | None = None,
     max_spool_bytes: int | None = None,
     sample_interval: float = SAMPLE_INTERVAL,
+    backend: str = "local",
+    address: str | None = None,
 ) -> AsyncIterator[Outcome]:
     """:func:`run_many` for asyncio: ``async for outcome in arun_many(tasks, ...)``.
 
@@ -1029,6 +1044,12 @@ async def arun_many(
         timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
         memory_probe, spool_dir, max_spool_bytes, sample_interval,
     )
+    if backend != "local" or address is not None:
+        from .ray_backend import arun_many_ray  # Ray is an optional extra: imported only when asked for
+
+        async for out in arun_many_ray(tasks, backend=backend, address=address, options=opts):
+            yield out
+        return
     source: Any = tasks
     if isinstance(tasks, AsyncIterable):
         source, feed = _async_source(tasks, max(1, max_concurrent or 16))

@@ -1,0 +1,597 @@
+"""``run_many(tasks, backend="ray")``: the same batch, spread over the nodes of a Ray cluster.
+
+The driver (this module) keeps the ledger (:mod:`.ray_ledger`) and the one job
+log; each node runs a :class:`~.ray_node.NodeRunner` actor that runs the
+local runner for its share. The driver pulls tasks from the input only when
+some node has room (by the memory its admission reports free, never more than
+a window ahead), sends their descriptions, and receives outcomes. A node that
+dies, or stays unreachable for :data:`NODE_GRACE` seconds, loses its tasks to
+the others (each loss is a job-log attempt, up to ``retries`` requeues); a
+late outcome from it is dropped. Interrupting the driver cancels every node
+and ends every agent.
+
+Ray is imported only when this backend is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
+from typing import Any
+
+from ..errors import Error, UsageError
+from .admission import Admission
+from .joblog import JobLog, finished_ok
+from .memory import HostMemory
+from .ray_ledger import Ledger, Record
+from .ray_node import NodeRunner
+from .ray_wire import dumps, loads
+from .scheduler import _END, _LATER, HALT_MODES, InvalidTask, _async_source
+from .tasks import Outcome, Task, TaskLike, as_task
+
+__all__ = ["RayBatch", "run_many_ray", "arun_many_ray", "BACKENDS", "NODE_GRACE", "RAY_MISSING"]
+
+#: ``local``: this host only; ``ray``: every node of a Ray cluster.
+BACKENDS = ("local", "ray")
+RAY_MISSING = "backend='ray' needs Ray: pip install 'spoolparse[ray]'"
+#: Seconds a node may stay unreachable (``ActorUnavailableError``) before its tasks go elsewhere.
+NODE_GRACE = 10.0
+#: Longest wait of the driver for replies before it looks at its input and nodes again.
+TICK = 0.1
+#: Seconds a node runner may hold an exchange open while it has nothing to report.
+POLL = 0.5
+#: Most task descriptions in one exchange.
+MAX_SEND = 256
+#: Seconds between looks for nodes that joined the cluster.
+NODE_REFRESH = 5.0
+#: Seconds given to the node runners to cancel their agents before their actors are killed.
+CANCEL_WAIT = 10.0
+#: Custom resource that marks agent nodes; when no node has it, every live node runs agents.
+AGENT_RESOURCE = "spoolparse"
+
+
+class _Stop(Exception):
+    """Raised inside the loop when another thread asked the batch to stop."""
+
+
+def _import_ray() -> Any:
+    try:
+        return importlib.import_module("ray")
+    except ImportError:
+        raise UsageError(RAY_MISSING) from None
+
+
+def _connect(ray: Any, address: str | None) -> bool:
+    """Join (or start) Ray; ``True`` when this call did, so that closing the batch undoes it."""
+    if ray.is_initialized():
+        return False
+    # nothing leaves the machine on our account, and Ray's memory monitor must not kill the
+    # actor that supervises agents (their admission is spoolparse's): see the README
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+        ray.init(include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address=address, log_to_driver=False)
+    return True
+
+
+class RayBatch(Iterator[Outcome]):
+    """A batch running on a Ray cluster: iterate it for outcomes; :meth:`close` cancels every node.
+
+    Made by ``run_many(..., backend="ray")``. As with :class:`Batch`, after an
+    interrupt (or :meth:`close`) :attr:`cancelled` holds every final outcome
+    not yet handed out. :attr:`nodes` counts tasks per node for progress
+    displays; :attr:`wire_bytes` counts the task descriptions sent and the
+    replies received.
+
+    .. seealso:: :func:`spoolparse.run_many`
+    """
+
+    def __init__(
+        self,
+        tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any],
+        *,
+        address: str | None,
+        options: dict[str, Any],
+    ) -> None:
+        _check(options)
+        self.options = options
+        self.ordered: bool = options["ordered"]
+        self.halt: str | None = options["halt"]
+        joblog = options["joblog"]
+        self.skip: set[str] = finished_ok(joblog) if options["resume"] else set()
+        self._ray = _import_ray()
+        self._own_ray = _connect(self._ray, address)
+        self.joblog = JobLog(joblog) if joblog is not None else None
+        self.ledger = Ledger(retries=options["retries"], memory_per_task=options["memory_per_task"])
+        self._pull = _puller(tasks)
+        self._held: tuple[int, Task | InvalidTask] | None = None
+        self._exhausted = False
+        self._halted = False
+        self._seq = 0
+        self._pulled = 0
+        self._emit_next = 0
+        self._reorder: dict[int, Outcome] = {}
+        self._out: deque[Outcome] = deque()
+        self._actors: dict[str, Any] = {}
+        self._addresses: dict[str, str] = {}
+        self._calls: dict[Any, str] = {}  # outstanding exchange -> node
+        self._unreachable: dict[str, float] = {}
+        self._retry_at: dict[str, float] = {}
+        self._next_refresh = 0.0
+        self._stop = threading.Event()
+        self._closed = False
+        self._nodes_stopped = False
+        self.cancelled: list[Outcome] = []
+        #: Counters for progress displays.
+        self.done = 0
+        self.failed = 0
+        self.skipped = 0
+        self.wire_bytes = [0, 0]  # sent, received
+        self.on_tick: Callable[[RayBatch], None] | None = None
+        try:
+            self._refresh_nodes()
+            if not self._actors:
+                raise UsageError("the Ray cluster has no live node to run agents on")
+        except BaseException:
+            self._finish_cleanup()
+            raise
+        self._gen = self._loop()
+
+    # -- the public face ---------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        return self.ledger.in_flight()
+
+    @property
+    def queued(self) -> int:
+        return len(self.ledger.requeue) + (self._held is not None)
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        """Per node: ``name``, ``address``, ``running`` (sent, not settled), ``done``, ``lost`` (reason or None)."""
+        return [
+            {"name": n.name, "address": self._addresses.get(n.name), "running": len(n.inflight), "done": n.done,
+             "lost": n.lost, "used": n.used, "total": n.total}
+            for n in self.ledger.nodes.values()
+        ]
+
+    def status(self) -> str:
+        """A status line: ``done 120 | running 24 | queued 0 | failed 1 | 3f2a91c0 12/40 | 9bd04e11 lost``
+        (each node: running/done)."""
+        parts = [f"done {self.done}", f"running {self.running}", f"queued {self.queued}", f"failed {self.failed}"]
+        for n in self.nodes:
+            name = n["name"][:8]
+            parts.append(f"{name} lost" if n["lost"] else f"{name} {n['running']}/{n['done']}")
+        return " | ".join(parts)
+
+    def __iter__(self) -> RayBatch:
+        return self
+
+    def __next__(self) -> Outcome:
+        return next(self._gen)
+
+    def request_stop(self) -> None:
+        """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
+        self._stop.set()
+
+    def close(self) -> list[Outcome]:
+        """Cancel every node's agents, kill the node runners, leave Ray if we joined it; idempotent."""
+        self._gen.close()
+        self._finish_cleanup()
+        return self.cancelled
+
+    def __enter__(self) -> RayBatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            if not getattr(self, "_closed", True):
+                self.close()
+
+    # -- nodes ---------------------------------------------------------------------
+
+    def _refresh_nodes(self) -> None:
+        """Place a node runner on every live node that has none (agent nodes only, when any is marked)."""
+        self._next_refresh = time.monotonic() + NODE_REFRESH
+        ray = self._ray
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        marked = [n for n in alive if n.get("Resources", {}).get(AGENT_RESOURCE)]
+        affinity = importlib.import_module("ray.util.scheduling_strategies").NodeAffinitySchedulingStrategy
+        remote = ray.remote(NodeRunner)
+        for n in marked or alive:
+            name = str(n["NodeID"])[:12]
+            if name in self.ledger.nodes:
+                continue
+            actor = remote.options(
+                num_cpus=0,
+                max_restarts=0,
+                max_task_retries=0,
+                scheduling_strategy=affinity(node_id=n["NodeID"], soft=False),
+            ).remote(self.options)
+            self._actors[name] = actor
+            self._addresses[name] = str(n.get("NodeManagerAddress", ""))
+            self.ledger.add_node(name)
+            self._call(name, b"", 0.0)  # the first reply reports its memory and concurrency
+
+    def _call(self, name: str, payload: bytes, wait: float) -> None:
+        self.wire_bytes[0] += len(payload)
+        self._calls[self._actors[name].exchange.remote(payload, wait)] = name
+
+    def _lose(self, name: str, reason: str) -> None:
+        for rec in self.ledger.lose(name, reason):
+            self._record(rec)
+        self._unreachable.pop(name, None)
+        actor = self._actors.pop(name, None)
+        if actor is not None:
+            with contextlib.suppress(Exception):
+                self._ray.kill(actor, no_restart=True)  # its watcher then kills whatever it left
+
+    # -- the input -------------------------------------------------------------------
+
+    def _candidate(self) -> tuple[int, Task | InvalidTask, int] | None:
+        """(seq, task, attempts so far) of what to send next, without consuming it."""
+        if self.ledger.requeue:
+            r = self.ledger.requeue[0]
+            return r.seq, r.task, r.before
+        if self._held is None and not self._exhausted and not self._halted:
+            if self.ordered and self._seq - self._emit_next >= sum(n.window for n in self.ledger.live()):
+                return None
+            while True:
+                item = self._pull()
+                if item is _END:
+                    self._exhausted = True
+                    return None
+                if item is _LATER:
+                    return None
+                index = self._pulled
+                self._pulled += 1
+                task: Task | InvalidTask
+                if isinstance(item, InvalidTask):
+                    task = item
+                else:
+                    try:
+                        task = as_task(item, index)
+                    except Error as e:
+                        task = InvalidTask(str(index), str(e))
+                if task.id in self.skip:
+                    self.skipped += 1
+                    continue
+                self._held = (self._seq, task)
+                self._seq += 1
+                break
+        if self._held is None:
+            return None
+        return self._held[0], self._held[1], 0
+
+    def _consume(self, seq: int) -> None:
+        if self.ledger.requeue and self.ledger.requeue[0].seq == seq:
+            self.ledger.requeue.popleft()
+        else:
+            self._held = None
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _loop(self) -> Generator[Outcome, None, None]:
+        try:
+            while True:
+                if self._stop.is_set():
+                    raise _Stop
+                while self._out:
+                    yield self._out.popleft()
+                self._send()
+                while self._out:
+                    yield self._out.popleft()
+                if self._finished():
+                    break
+                self._receive()
+                if self.on_tick is not None:
+                    self.on_tick(self)
+            while self._out:
+                yield self._out.popleft()
+        except _Stop:
+            self._cancel_all()
+        except BaseException:
+            self._cancel_all()
+            raise
+        finally:
+            self._finish_cleanup()
+
+    def _finished(self) -> bool:
+        return (
+            (self._exhausted or self._halted)
+            and self._held is None
+            and not self.ledger.requeue
+            and not self.ledger.in_flight()
+        )
+
+    def _send(self) -> None:
+        if self._nodes_stopped:
+            return
+        if time.monotonic() >= self._next_refresh or not self.ledger.live():
+            self._refresh_nodes()
+        busy = set(self._calls.values())
+        now = time.monotonic()
+        for node in self.ledger.live():
+            name = node.name
+            if name in busy or self._retry_at.get(name, 0.0) > now:
+                continue
+            batch: list[dict[str, Any]] = []
+            while len(batch) < MAX_SEND:
+                cand = self._candidate()
+                if cand is None:
+                    break
+                seq, task, before = cand
+                if isinstance(task, InvalidTask):
+                    self._consume(seq)
+                    out = Outcome(id=task.id, verdict="spawn_error", attempts=0, error=task.error)
+                    self._record(Record(out, Task(argv=[], id=task.id), True, time.time(), seq), argv=False)
+                    continue
+                if not self.ledger.fits(name, self.ledger.estimate(task)):
+                    break
+                self._consume(seq)
+                batch.append(self.ledger.dispatch(name, seq, task, before))
+            more = not self._exhausted or bool(self.ledger.requeue) or self._held is not None
+            if batch or node.inflight or more:
+                self._call(name, dumps(batch) if batch else b"", POLL)
+        if not self.ledger.live():
+            self._no_nodes()
+
+    def _no_nodes(self) -> None:
+        """Every node is lost and none joined: what is left fails, each with its own outcome (a bounded
+        number per turn of the loop, so that the outcomes are handed out as they are made)."""
+        for _ in range(MAX_SEND):
+            cand = self._candidate()
+            if cand is None:
+                return
+            seq, task, before = cand
+            self._consume(seq)
+            out = Outcome(id=str(task.id), verdict="failed", attempts=before, error="no live Ray node left to run it")
+            is_task = isinstance(task, Task)
+            record_task = task if isinstance(task, Task) else Task(argv=[], id=task.id)
+            self._record(Record(out, record_task, True, time.time(), seq), argv=is_task)
+
+    def _receive(self) -> None:
+        ray = self._ray
+        if not self._calls:
+            time.sleep(TICK)
+            return
+        refs = list(self._calls)
+        ready, rest = ray.wait(refs, num_returns=1, timeout=TICK)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        for ref in ready:
+            name = self._calls.pop(ref)
+            try:
+                data = ray.get(ref)
+            except ray.exceptions.ActorUnavailableError as e:
+                first = self._unreachable.setdefault(name, time.monotonic())
+                if time.monotonic() - first > NODE_GRACE:
+                    self._lose(name, f"unreachable for {NODE_GRACE:g} s: {_first_line(e)}")
+                else:
+                    self._retry_at[name] = time.monotonic() + POLL
+                continue
+            except ray.exceptions.RayActorError as e:
+                self._lose(name, _first_line(e))
+                continue
+            except Exception as e:
+                self._lose(name, f"{type(e).__name__}: {_first_line(e)}")
+                continue
+            self._unreachable.pop(name, None)
+            if name not in self._actors:
+                self.ledger.dropped += len(loads(data)["out"])  # from a node already given up
+                continue
+            self.wire_bytes[1] += len(data)
+            reply = loads(data)
+            self.ledger.report(name, reply)
+            for wire in reply["log"]:
+                rec = self.ledger.attempt(name, wire)
+                if rec is not None:
+                    self._record(rec)
+            for wire in reply["out"]:
+                rec = self.ledger.settle(name, wire)
+                if rec is not None:
+                    self._record(rec)
+
+    def _record(self, rec: Record, *, argv: bool = True) -> None:
+        if self.joblog is not None:
+            self.joblog.write(rec.outcome, argv=list(rec.task.argv) if argv else None, final=rec.final,
+                              started=rec.started)
+        if rec.final:
+            self._final(rec.outcome, rec.seq)
+
+    def _final(self, out: Outcome, seq: int) -> None:
+        self.done += 1
+        if not out.ok:
+            self.failed += 1
+            if self.halt is not None and not self._halted:
+                self._halted = True
+                self._held = None
+                if self.halt == "now":
+                    self._stop_nodes()
+                    for rec in self.ledger.cancel_all("cancelled: the batch halted"):
+                        self._record(rec)
+        if not self.ordered:
+            self._out.append(out)
+            return
+        self._reorder[seq] = out
+        while self._emit_next in self._reorder:
+            self._out.append(self._reorder.pop(self._emit_next))
+            self._emit_next += 1
+        if self._finished() or (self._halted and not self.ledger.in_flight()):
+            for k in sorted(self._reorder):
+                self._out.append(self._reorder.pop(k))
+
+    # -- cancelling --------------------------------------------------------------------------
+
+    def _stop_nodes(self) -> None:
+        """Every node runner cancels its agents (bounded wait), then its actor is killed."""
+        ray = self._ray
+        refs = []
+        for actor in self._actors.values():
+            with contextlib.suppress(Exception):
+                refs.append(actor.cancel.remote())
+        if refs:
+            with contextlib.suppress(Exception):
+                ray.wait(refs, num_returns=len(refs), timeout=CANCEL_WAIT)
+        for actor in self._actors.values():
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+        self._nodes_stopped = True
+        self._actors.clear()
+        self._calls.clear()
+        for node in self.ledger.live():
+            node.lost = "stopped"
+
+    def _cancel_all(self) -> None:
+        saved: dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(OSError, ValueError):
+                    saved[sig] = signal.signal(sig, signal.SIG_IGN)
+        try:
+            self._stop_nodes()
+            undelivered = list(self._out) + [self._reorder.pop(k) for k in sorted(self._reorder)]
+            self._out.clear()
+            records = self.ledger.cancel_all("cancelled")
+            for rec in records:
+                if self.joblog is not None:
+                    self.joblog.write(rec.outcome, argv=list(rec.task.argv), final=True, started=rec.started)
+            self.cancelled[:0] = undelivered + [r.outcome for r in records]
+        finally:
+            for sig, handler in saved.items():
+                with contextlib.suppress(OSError, ValueError, TypeError):
+                    signal.signal(sig, handler)
+
+    def _finish_cleanup(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for actor in self._actors.values():
+            with contextlib.suppress(Exception):
+                self._ray.kill(actor, no_restart=True)
+        self._actors.clear()
+        if self.joblog is not None:
+            self.joblog.close()
+        if self._own_ray:
+            with contextlib.suppress(Exception):
+                self._ray.shutdown()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _puller(tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any]) -> Callable[[], Any]:
+    if callable(tasks) and not isinstance(tasks, Iterable):
+        return tasks
+    it = iter(tasks)
+
+    def pull() -> Any:
+        return next(it, _END)
+
+    return pull
+
+
+def _check(options: dict[str, Any]) -> None:
+    """The option errors a node would find, found on the driver before anything starts."""
+    if options["halt"] not in HALT_MODES:
+        raise UsageError(f"halt must be None, 'soon' or 'now', not {options['halt']!r}")
+    if options["retries"] < 0:
+        raise UsageError(f"retries must not be negative, not {options['retries']}")
+    if options["memory_per_task"] <= 0:
+        raise UsageError(f"memory_per_task must be positive, not {options['memory_per_task']}")
+    if options["resume"] and options["joblog"] is None:
+        raise UsageError("resume needs a joblog to read")
+    if options["max_concurrent"] is not None and options["max_concurrent"] < 1:
+        raise UsageError(f"max_concurrent must be at least 1, not {options['max_concurrent']}")
+    probe = options["memory_probe"] if options["memory_probe"] is not None else HostMemory()
+    Admission(probe, stop_at=options["stop_at"], kill_at=options["kill_at"])  # raises on bad fractions
+
+
+def _backend(backend: str, address: str | None) -> None:
+    if backend not in BACKENDS:
+        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if backend == "local" and address is not None:
+        raise UsageError("address is for backend='ray'")
+
+
+def run_many_ray(
+    tasks: Iterable[TaskLike | InvalidTask], *, backend: str, address: str | None, options: dict[str, Any]
+) -> RayBatch:
+    """:func:`run_many` on Ray (the hook ``run_many`` calls for ``backend="ray"``)."""
+    _backend(backend, address)
+    return RayBatch(tasks, address=address, options=options)
+
+
+class _Failed:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_DONE = object()
+
+
+async def arun_many_ray(
+    tasks: Iterable[TaskLike | InvalidTask] | AsyncIterable[TaskLike | InvalidTask],
+    *,
+    backend: str,
+    address: str | None,
+    options: dict[str, Any],
+) -> AsyncIterator[Outcome]:
+    """:func:`arun_many` on Ray: the driver loop runs in a thread, outcomes come to the event loop."""
+    _backend(backend, address)
+    loop = asyncio.get_running_loop()
+    source: Any = tasks
+    feed = None
+    if isinstance(tasks, AsyncIterable):
+        source, feed = _async_source(tasks, MAX_SEND)
+    batch = await asyncio.to_thread(RayBatch, source, address=address, options=options)
+    feeder = loop.create_task(feed()) if feed is not None else None
+    outq: asyncio.Queue[Any] = asyncio.Queue()
+    credits = threading.Semaphore(MAX_SEND)
+
+    def drive() -> None:
+        try:
+            for out in batch:
+                while not credits.acquire(timeout=TICK):
+                    if batch._stop.is_set():
+                        break
+                loop.call_soon_threadsafe(outq.put_nowait, out)
+        except BaseException as e:
+            loop.call_soon_threadsafe(outq.put_nowait, _Failed(e))
+        else:
+            loop.call_soon_threadsafe(outq.put_nowait, _DONE)
+
+    thread = threading.Thread(target=drive, name="spoolparse-ray-driver", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = await outq.get()
+            if item is _DONE:
+                break
+            if isinstance(item, _Failed):
+                raise item.exc
+            credits.release()
+            yield item
+    finally:
+        batch.request_stop()
+        credits.release()
+        await asyncio.shield(asyncio.to_thread(thread.join))
+        await asyncio.to_thread(batch.close)
+        if feeder is not None:
+            feeder.cancel()

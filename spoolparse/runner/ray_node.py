@@ -1,0 +1,191 @@
+"""The node runner: one long-lived Ray actor per node, running :func:`arun_many` for that node's share of tasks.
+
+Everything that touches an agent happens here, on the agent's node: spools on
+its disk, process groups and cgroups, memory admission with ``stop_at`` and
+``kill_at`` against its own memory. The driver talks to it with one call,
+:meth:`NodeRunner.exchange`: task descriptions in, outcomes (summaries) and
+a status report out. The actor is asynchronous, so an exchange waiting for
+outcomes never holds up the next one.
+
+When the actor process dies — ``ray.kill``, its node removed, Ray's memory
+monitor — a watcher (:mod:`spoolparse.runner.reaper`) kills its agents.
+
+This module does not import Ray: the driver wraps the class with
+``ray.remote`` when it places the actors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import tempfile
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from . import reaper
+from .admission import Admission, auto_concurrency, default_reserve
+from .memory import HostMemory, MemoryProbe
+from .ray_wire import decode_task, dumps, encode_outcome, loads
+from .scheduler import arun_many
+from .tasks import Task
+
+__all__ = ["NodeRunner", "NODE_OPTIONS"]
+
+#: The :func:`run_many` options a node runner takes; the driver keeps the job log, resume, order and halt.
+NODE_OPTIONS = (
+    "max_concurrent", "memory_per_task", "memory_limit", "reserve", "stop_at", "kill_at", "retries",
+    "retry_backoff", "timeout", "soft_timeout", "soft_signal", "grace", "enforce", "pids_max", "memory_probe",
+    "spool_dir", "max_spool_bytes", "sample_interval",
+)
+#: Seconds an exchange that found outcomes waits for more, so that a burst travels in one reply.
+LINGER = 0.01
+
+
+class NodeRunner:
+    """The per-node half of a Ray batch (see the module docstring)."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        opts = {k: options[k] for k in NODE_OPTIONS}
+        probe: MemoryProbe = opts["memory_probe"] if opts["memory_probe"] is not None else HostMemory()
+        opts["memory_probe"] = probe
+        self.stop_at = float(opts["stop_at"])
+        self.admission = Admission(probe, stop_at=self.stop_at, kill_at=opts["kill_at"])
+        if opts["max_concurrent"] is None:
+            total = probe.total()
+            reserve = default_reserve(total) if opts["reserve"] is None else opts["reserve"]
+            opts["max_concurrent"] = auto_concurrency(total, opts["memory_per_task"], reserve=reserve)
+        self.capacity: int = opts["max_concurrent"]
+        self.memory_per_task: int = opts["memory_per_task"]
+        # attempts that end in a local requeue (memory pressure) are read back from a node-local job log
+        fd, self.log_path = tempfile.mkstemp(prefix="spoolparse-node-", suffix=".ndjson")
+        os.close(fd)
+        self._log_offset = 0
+        self._log_tail = b""
+        opts.update(joblog=self.log_path, resume=False, ordered=False, halt=None)
+        self.opts = opts
+        self.token = uuid.uuid4().hex
+        os.environ[reaper.MARK_VAR] = self.token  # every agent started from here inherits it
+        self.reaper: subprocess.Popen[bytes] = reaper.start(self.token, self.log_path)
+        self.inbox: deque[Task] = deque()
+        self.waiting_est = 0
+        self.outbox: list[dict[str, Any]] = []
+        self.handed = 0
+        self.ended = 0
+        self.failure: str | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._out_ready: asyncio.Event | None = None
+        self._feed_ready: asyncio.Event | None = None
+
+    # -- the driver's calls ----------------------------------------------------
+
+    async def exchange(self, payload: bytes, wait: float) -> bytes:
+        """Take these tasks; return, within ``wait`` seconds, the outcomes so far and a status report."""
+        out_ready, feed_ready = self._start()
+        if payload:
+            for d in loads(payload):
+                task = decode_task(d)
+                self.inbox.append(task)
+                self.waiting_est += task.memory or self.memory_per_task
+            feed_ready.set()
+        if not self.outbox and self.failure is None and wait > 0:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(out_ready.wait(), wait)
+            if self.outbox:
+                await asyncio.sleep(LINGER)
+        out_ready.clear()
+        if self.failure is not None:
+            raise RuntimeError(f"the node runner failed: {self.failure}")
+        outcomes, self.outbox = self.outbox, []
+        used, total = self.admission.sample(fresh=True)
+        return dumps({
+            "out": outcomes,
+            "log": self._attempts(),
+            "used": used,
+            "total": total,
+            "stop_at": self.stop_at,
+            "capacity": self.capacity,
+            "waiting": len(self.inbox),
+            "waiting_est": self.waiting_est,
+            "running": self.handed - self.ended,
+        })
+
+    async def cancel(self) -> int:
+        """Kill every agent (TERM, short grace, KILL), stop the watcher; returns how many marked processes remain."""
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._runner
+        left = len(reaper.marked(self.token, exclude=frozenset({os.getpid()})))
+        await asyncio.to_thread(reaper.finished, self.reaper, reaper.SWEEP_FOR + 3)  # it sweeps once more
+        with contextlib.suppress(OSError):
+            os.unlink(self.log_path)
+        return left
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    # -- inside ------------------------------------------------------------------
+
+    def _start(self) -> tuple[asyncio.Event, asyncio.Event]:
+        if self._out_ready is None or self._feed_ready is None:
+            self._out_ready, self._feed_ready = asyncio.Event(), asyncio.Event()
+            self._runner = asyncio.get_running_loop().create_task(self._run())
+        return self._out_ready, self._feed_ready
+
+    async def _run(self) -> None:
+        out_ready, feed_ready = self._start()
+        try:
+            async for out in arun_many(self._feed(), **self.opts):
+                self.ended += 1
+                self.outbox.append(encode_outcome(out))
+                out_ready.set()
+                feed_ready.set()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:
+            self.failure = f"{type(e).__name__}: {e}"
+            out_ready.set()
+
+    async def _feed(self) -> AsyncIterator[Task]:
+        """Tasks for the runner, handed over only while it has a free slot (the rest wait in the inbox)."""
+        _, feed_ready = self._start()
+        while True:
+            while not self.inbox or self.handed - self.ended >= self.capacity:
+                feed_ready.clear()
+                await feed_ready.wait()
+            task = self.inbox.popleft()
+            self.waiting_est -= task.memory or self.memory_per_task
+            self.handed += 1
+            yield task
+
+    def _attempts(self) -> list[dict[str, Any]]:
+        """Non-final attempts the local runner logged since the last call, in the outcome's wire shape."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_offset)
+                data = f.read()
+        except OSError:
+            return []
+        self._log_offset += len(data)
+        data = self._log_tail + data
+        lines = data.split(b"\n")
+        self._log_tail = lines.pop()
+        found: list[dict[str, Any]] = []
+        for line in lines:
+            if b'"final":false' not in line:
+                continue
+            with contextlib.suppress(orjson.JSONDecodeError, KeyError, ValueError):
+                rec = orjson.loads(line)
+                found.append({
+                    "id": int(rec["id"]), "verdict": rec["verdict"], "attempts": rec["attempt"],
+                    "wall_s": rec["wall_s"], "cpu_s": rec["cpu_s"], "peak_memory": rec["peak_memory"],
+                    "peak_source": None, "returncode": rec["returncode"], "signal": rec["signal"],
+                    "enforcement": rec["enforcement"], "error": rec["error"], "summary": None,
+                })
+        return found

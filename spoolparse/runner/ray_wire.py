@@ -1,0 +1,94 @@
+"""What crosses the network between the Ray driver and its node runners: task descriptions out, outcomes back.
+
+Both directions are compact JSON objects (bytes, via orjson), so their size
+is what the wire carries and can be measured. A task goes out as its argv,
+input and options, keyed by the driver's sequence number (its id stays with
+the driver); an outcome comes back as :meth:`Outcome.to_dict` with that
+number in place of the id. Transcripts never leave the node: an outcome holds
+the run's bounded :meth:`Result.summary`, nothing more.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+
+from .tasks import Outcome, Task
+
+__all__ = ["encode_task", "decode_task", "encode_outcome", "decode_outcome", "dumps", "loads"]
+
+
+def dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def loads(data: bytes) -> Any:
+    return orjson.loads(data)
+
+
+def encode_task(seq: int, task: Task) -> dict[str, Any]:
+    """A task as the node needs it: only the fields that are set."""
+    d: dict[str, Any] = {"s": seq, "a": list(task.argv)}
+    if isinstance(task.input, bytes):
+        d["ib"] = base64.b64encode(task.input).decode("ascii")
+    elif task.input is not None:
+        d["i"] = task.input
+    for key, value in (
+        ("c", task.cwd),
+        ("e", dict(task.env) if task.env is not None else None),
+        ("t", task.timeout),
+        ("st", task.soft_timeout),
+        ("m", task.memory),
+        ("ml", task.memory_limit),
+    ):
+        if value is not None:
+            d[key] = value
+    if task.provider != "auto":
+        d["p"] = task.provider
+    return d
+
+
+def decode_task(d: dict[str, Any]) -> Task:
+    """The node's copy of a task; its id is the driver's sequence number."""
+    data: bytes | str | None = d.get("i")
+    if "ib" in d:
+        data = base64.b64decode(d["ib"])
+    return Task(
+        argv=d["a"],
+        id=str(d["s"]),
+        input=data,
+        cwd=d.get("c"),
+        env=d.get("e"),
+        timeout=d.get("t"),
+        soft_timeout=d.get("st"),
+        memory=d.get("m"),
+        memory_limit=d.get("ml"),
+        provider=d.get("p", "auto"),
+    )
+
+
+def encode_outcome(out: Outcome) -> dict[str, Any]:
+    """An outcome for the wire: the id (the driver's sequence number) as an int."""
+    d = out.to_dict()
+    d["id"] = int(out.id)
+    return d
+
+
+def decode_outcome(d: dict[str, Any], *, task_id: str, attempts_before: int) -> Outcome:
+    """The driver's outcome: its own id back, attempts counted across nodes."""
+    return Outcome(
+        id=task_id,
+        verdict=d["verdict"],
+        attempts=attempts_before + int(d["attempts"]),
+        wall_s=float(d["wall_s"]),
+        cpu_s=float(d["cpu_s"]),
+        peak_memory=d["peak_memory"],
+        peak_source=d["peak_source"],
+        returncode=d["returncode"],
+        signal=d["signal"],
+        enforcement=d["enforcement"],
+        error=d["error"],
+        summary=d["summary"],
+    )
