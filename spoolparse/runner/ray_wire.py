@@ -71,7 +71,7 @@ def decode_task(d: dict[str, Any]) -> Task:
 
 def encode_outcome(out: Outcome) -> dict[str, Any]:
     """An outcome for the wire: the id (the driver's sequence number) as an int."""
-    d = out.to_dict()
+    d: dict[str, Any] = dict(out.to_dict())
     d["id"] = int(out.id)
     return d
 
