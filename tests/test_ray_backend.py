@@ -38,12 +38,12 @@ SMALL = ["--size", "8K"]
 
 inside = pytest.mark.skipif(
     not loopback_only(),
-    reason="runs only in a loopback-only network namespace (test_ray_cases_in_a_loopback_namespace starts it)",
+    reason="needs a loopback-only network namespace; run test_ray_cases_in_a_loopback_namespace, which starts one",
 )
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.skipif(loopback_only() or INSIDE in os.environ, reason="already inside the namespace")
+@pytest.mark.skipif(loopback_only() or INSIDE in os.environ, reason="needs to start outside the namespace it makes (already inside it)")
 def test_ray_cases_in_a_loopback_namespace() -> None:
     why = cannot_unshare()
     if why:
