@@ -43,7 +43,9 @@ inside = pytest.mark.skipif(
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.skipif(loopback_only() or INSIDE in os.environ, reason="needs to start outside the namespace it makes (already inside it)")
+@pytest.mark.skipif(
+    loopback_only() or INSIDE in os.environ, reason="needs to start outside the namespace it makes (already inside it)"
+)
 def test_ray_cases_in_a_loopback_namespace() -> None:
     why = cannot_unshare()
     if why:
