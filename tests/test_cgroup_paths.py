@@ -118,3 +118,19 @@ def test_the_vm_initramfs_is_a_newc_archive_cpio_reads(tmp_path: Path) -> None:
     assert (out / "bin" / "hello").read_text() == "#!/bin/sh\necho hi\n"
     assert os.readlink(out / "bin" / "sh") == "hello"
     assert vm.marked_files() == ["tests/test_cgroup2.py"]
+
+
+def test_the_vm_shares_again_a_checkout_and_venv_the_guests_tmp_would_hide(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    vm = _vm_script()
+    venv = tmp_path / "clone" / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    monkeypatch.setattr(vm, "COVERED", (tmp_path,))
+    monkeypatch.setattr(vm, "CHECKOUT", tmp_path / "clone")
+    # the venv lies inside the checkout: one share covers both
+    assert vm.covered_folders(str(venv / "bin" / "python")) == [tmp_path / "clone"]
+    monkeypatch.setattr(vm, "CHECKOUT", Path("/work/elsewhere"))
+    assert vm.covered_folders(str(venv / "bin" / "python")) == [venv]
+    assert f"/mnt{venv}" in vm.reshare_lines([venv]) and "keep0" in vm.reshare_lines([venv])

@@ -65,7 +65,7 @@ $B mount -t sysfs sys /mnt/sys
 $B mount -t devtmpfs dev /mnt/dev
 $B mount -t tmpfs -o mode=1777 tmp /mnt/tmp
 $B mount -t tmpfs -o mode=755 run /mnt/run
-$B mkdir -p /mnt/tmp/vmout
+{reshared}$B mkdir -p /mnt/tmp/vmout
 $B mount -t 9p -o rw,trans=virtio,version=9p2000.L,msize=524288 vmout /mnt/tmp/vmout \\
   || echo "SPOOLPARSE-VM-ERROR cannot mount the results share"
 $B mount -t cgroup2 none /mnt/sys/fs/cgroup || echo "SPOOLPARSE-VM-ERROR cannot mount cgroup2"
@@ -175,7 +175,38 @@ def _cpio_entry(name: str, mode: int, data: bytes = b"", ino: int = 1) -> bytes:
     return head + data + b"\0" * (-len(data) % 4)
 
 
-def build_initramfs(ver: str, dest: Path) -> None:
+#: Host folders the guest's own tmpfs mounts cover (/tmp and /run are the guest's, not the host's).
+COVERED = (Path("/tmp"), Path("/run"))
+
+
+def covered_folders(python: str) -> list[Path]:
+    """The checkout and the interpreter's virtual environment, where they lie under a covered folder.
+
+    A checkout cloned into /tmp (as CI machines often do) would be hidden by the guest's tmpfs on /tmp:
+    each such folder gets a read-only 9p share of its own, mounted back at the same path.
+    """
+    wanted = [CHECKOUT]
+    venv = Path(python).absolute().parent.parent
+    if (venv / "pyvenv.cfg").exists():
+        wanted.append(venv)
+    found: list[Path] = []
+    for folder in wanted:
+        if any(folder.is_relative_to(c) for c in COVERED) and not any(folder.is_relative_to(f) for f in found):
+            found = [f for f in found if not f.is_relative_to(folder)] + [folder]
+    return found
+
+
+def reshare_lines(folders: list[Path]) -> str:
+    """The guest's /init lines that mount each covered folder's share back at its host path."""
+    return "".join(
+        f"$B mkdir -p /mnt{shlex.quote(str(f))}\n"
+        f"$B mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=524288,cache=loose keep{i} "
+        f"/mnt{shlex.quote(str(f))} || echo \"SPOOLPARSE-VM-ERROR cannot mount {f}\"\n"
+        for i, f in enumerate(folders)
+    )
+
+
+def build_initramfs(ver: str, dest: Path, reshared: str = "") -> None:
     entries: list[tuple[str, int, bytes]] = []
     for d in ("bin", "dev", "proc", "sys", "mnt", "mods"):
         entries.append((d, stat.S_IFDIR | 0o755, b""))
@@ -183,7 +214,7 @@ def build_initramfs(ver: str, dest: Path) -> None:
     entries.append(("bin/sh", stat.S_IFLNK | 0o777, b"busybox"))
     for m in MODULES:
         entries.append((f"mods/{m}.ko", stat.S_IFREG | 0o644, _read_module(_module_file(ver, m))))
-    entries.append(("init", stat.S_IFREG | 0o755, INIT.format(modules=" ".join(MODULES)).encode()))
+    entries.append(("init", stat.S_IFREG | 0o755, INIT.format(modules=" ".join(MODULES), reshared=reshared).encode()))
     blob = b"".join(_cpio_entry(n, mode, data, i + 1) for i, (n, mode, data) in enumerate(entries))
     blob += _cpio_entry("TRAILER!!!", 0, b"", 0)
     with gzip.open(dest, "wb", compresslevel=1) as f:
@@ -230,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         out = work / "out"
         out.mkdir()
         initrd = work / "initrd.gz"
-        build_initramfs(ver, initrd)
+        covered = covered_folders(args.python)
+        build_initramfs(ver, initrd, reshare_lines(covered))
         guest_args = " ".join(shlex.quote(a) for a in [*files, *args.pytest_args])
         (out / "guest.sh").write_text(
             GUEST.format(checkout=shlex.quote(str(CHECKOUT)), python=shlex.quote(args.python), args=guest_args)
@@ -246,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
             "-fsdev", f"local,id=o,path={out},security_model=passthrough",
             "-device", "virtio-9p-pci,fsdev=o,mount_tag=vmout",
         ]
+        for i, folder in enumerate(covered):
+            cmd += ["-fsdev", f"local,id=k{i},path={folder},security_model=passthrough,readonly=on,multidevs=remap",
+                    "-device", f"virtio-9p-pci,fsdev=k{i},mount_tag=keep{i}"]
         print(f"booting {vmlinuz} under qemu (TCG) to run {' '.join(files)} -m cgroup2", flush=True)
         seen: list[int] = []
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
