@@ -1,5 +1,8 @@
 """``python -m spoolparse`` is the ``spoolparse`` command."""
 
-from .cli import main
+try:
+    from .cli import main
+except KeyboardInterrupt:  # Ctrl-C while the command loads: nothing was started, so nothing to end
+    raise SystemExit(130) from None
 
 raise SystemExit(main())

@@ -8,6 +8,7 @@ the command's start-up time is paid on every call.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import re
 import sys
@@ -159,12 +160,15 @@ def emit_json(obj: Any, *, pretty: bool = False, out: IO[bytes] | None = None) -
 def _message(kind: str, message: str, prog: str) -> None:
     if _events_stream is not None:
         # the shape of the agents' events (kind, line, type), the text under "message"
-        sys.stderr.flush()
+        if sys.stderr is not None:
+            sys.stderr.flush()
         event = {"kind": kind, "line": None, "type": None, "source": prog, "message": message}
         emit_json(event, out=_events_stream)
         return
-    sys.stderr.write(f"{prog}: {kind}: {message}\n")
-    sys.stderr.flush()
+    # started with stderr closed (2>&-), or on a descriptor not open for writing: the message is lost, not us
+    with contextlib.suppress(OSError, AttributeError):
+        sys.stderr.write(f"{prog}: {kind}: {message}\n")
+        sys.stderr.flush()
 
 
 def fail(message: str, *, prog: str = "spoolparse") -> None:

@@ -14,6 +14,9 @@ GiB = 1 << 30
 MAX_LINE = 16 * MiB
 #: Longest *retained* line kept in memory; past it even a retained line is drained.
 MAX_RETAINED = 64 * MiB
+#: Longest task line ``batch`` reads (a task with its prompt in its argv); a longer one is
+#: drained in steps of this size and becomes that task's error outcome.
+MAX_TASK_LINE = 8 * MiB
 #: How much of a line's start the type probe may look at.
 PROBE_BYTES = 64 * KiB
 #: How much of a line's start the fast type match looks at.

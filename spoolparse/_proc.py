@@ -1,11 +1,11 @@
-"""Reading ``/proc``: the one place that walks every process's ``stat`` line."""
+"""This process's standing with the kernel: the one walker of every ``/proc/*/stat``, and the open-files limit."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 
-__all__ = ["proc_stats"]
+__all__ = ["proc_stats", "raise_open_files_limit"]
 
 
 def proc_stats() -> Iterator[tuple[int, list[bytes]]]:
@@ -29,3 +29,27 @@ def proc_stats() -> Iterator[tuple[int, list[bytes]]]:
             continue
         # the command name may hold spaces and parentheses: split after the last ')'
         yield int(name), data[data.rfind(b")") + 2 :].split()
+
+
+def raise_open_files_limit() -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard one; returns the soft limit now in force.
+
+    Each running child holds two spools, a pidfd and an eventfd here: a
+    thousand agents need several thousand descriptors, and the soft limit is
+    often 1,024 while the hard one is far higher. Children inherit the
+    raised limit (descriptor numbers only matter to programs that use
+    ``select``, and theirs start low).
+    """
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return -1
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft
+

@@ -36,6 +36,8 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+        #: What the interrupted run had come to (a :class:`~spoolparse.Result`), where there was one.
+        self.result: Any = None
 
     def __str__(self) -> str:
         return f"interrupted by {signal.Signals(self.signum).name}"

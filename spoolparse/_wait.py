@@ -5,7 +5,9 @@ inotify can watch it for the child's writes (``IN_MODIFY``). Together with a
 pidfd for the child's exit this lets a follower sleep while the child is
 silent and wake within microseconds of a write. Where inotify is missing (not
 Linux, ``ctypes`` unavailable, the per-user instance limit reached) callers
-fall back to polling with a backoff capped at :data:`POLL_IDLE`.
+fall back to polling with a backoff capped at :data:`POLL_IDLE`. Synchronous
+followers share one instance per process (:class:`SpoolWaiter`); an asyncio
+event loop has one of its own (:mod:`spoolparse.aio`).
 
 A watch holds a reference to its inode (a deleted spool keeps its blocks
 while watched), so every watch is removed before its spool is closed.
@@ -15,9 +17,11 @@ while watched), so every watch is removed before its spool is closed.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
+import math
 import os
 import select
 import struct
@@ -63,7 +67,7 @@ def _load_libc() -> ctypes.CDLL | None:
 class Inotify:
     """One inotify instance watching files, by descriptor, for writes.
 
-    :meth:`drain` never blocks: wait on :meth:`fileno` first (``select``, or
+    :meth:`drain` never blocks: wait on :meth:`fileno` first (``poll``, or
     an event loop's ``add_reader``).
     """
 
@@ -130,8 +134,10 @@ class Inotify:
             self._fd = -1
 
     def __del__(self) -> None:
-        # a thread's kept instance goes with the thread's locals
-        self.close()
+        # an instance dropped unclosed (an event loop's, at exit) frees its descriptor; quietly, even when
+        # __init__ never finished (an interrupt or EMFILE before _fd was set)
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
 
 
 def open_inotify() -> Inotify | None:
@@ -151,48 +157,130 @@ def next_interval(previous: float | None, *, event_driven: bool) -> float:
     return min(previous * 2, POLL_IDLE)
 
 
-_per_thread = threading.local()
+class _Dispatcher:
+    """The process's one inotify instance, shared by every synchronous follower of every thread.
 
-
-def _thread_inotify() -> Inotify | None:
-    """This thread's inotify instance, made on first use and kept.
-
-    Closing an instance that has held a watch makes the kernel wait for a
-    grace period (about 8 ms here), which would cap ``run`` near 100 calls a
-    second; adding and removing watches on a kept instance costs 0.1 ms. The
-    instance closes with its thread.
+    A thread of its own sleeps on the instance and, for each watch that saw a
+    write, signals the eventfd of the follower that holds it: followers never
+    read the instance themselves, so a write wakes exactly its own follower
+    (no herd) and no wake-up is lost between two threads. One instance per
+    process keeps far below the per-user limit (128 by default) however many
+    threads run children; closing an instance that held watches costs a
+    kernel grace period (about 8 ms), so it is kept for the process's life.
     """
-    ino: Inotify | None = getattr(_per_thread, "ino", None)
-    if ino is None or ino.closed:
-        ino = open_inotify()
-        _per_thread.ino = ino
-    return ino
+
+    def __init__(self) -> None:
+        self.ino = Inotify()
+        self.lock = threading.Lock()
+        self.owners: dict[int, set[int]] = {}  # watch descriptor -> eventfds of the followers holding it
+        threading.Thread(target=self._loop, name="spoolparse-inotify", daemon=True).start()
+
+    def watch(self, fds: tuple[int, ...], efd: int) -> list[int]:
+        wds: list[int] = []
+        with self.lock:
+            try:
+                for fd in fds:
+                    wd = self.ino.watch(fd)
+                    self.owners.setdefault(wd, set()).add(efd)
+                    wds.append(wd)
+            except OSError:
+                self._drop(wds, efd)
+                raise
+        return wds
+
+    def unwatch(self, wds: list[int], efd: int) -> None:
+        # under the lock: once this returns, the eventfd is never written again and may be closed
+        with self.lock:
+            self._drop(wds, efd)
+
+    def _drop(self, wds: list[int], efd: int) -> None:
+        for wd in wds:
+            holders = self.owners.get(wd)
+            if holders is None:
+                continue
+            holders.discard(efd)
+            if not holders:
+                del self.owners[wd]
+                self.ino.unwatch(wd)
+
+    def _loop(self) -> None:
+        p = select.poll()
+        p.register(self.ino.fileno(), select.POLLIN)
+        while True:
+            p.poll()
+            with self.lock:
+                fired = self.ino.drain()
+                if self.ino.overflowed:  # events were lost: wake everyone, each looks for itself
+                    self.ino.overflowed = False
+                    fired = set(self.owners)
+                targets = {efd for wd in fired for efd in self.owners.get(wd, ())}
+                for efd in targets:
+                    with contextlib.suppress(OSError):
+                        os.eventfd_write(efd, 1)
+
+
+_dispatcher: _Dispatcher | None = None
+_dispatcher_failed = False
+_dispatcher_lock = threading.Lock()
+
+
+def _shared_dispatcher() -> _Dispatcher | None:
+    """The process's dispatcher, started on first use; ``None`` where inotify cannot be had."""
+    global _dispatcher, _dispatcher_failed
+    if _dispatcher is not None or _dispatcher_failed:
+        return _dispatcher
+    with _dispatcher_lock:
+        if _dispatcher is None and not _dispatcher_failed:
+            try:
+                if not hasattr(os, "eventfd"):
+                    raise OSError(errno.ENOSYS, "no eventfd")
+                _dispatcher = _Dispatcher()
+            except OSError:
+                # ENOSYS, or EMFILE at the per-user instance limit: followers poll (and we try no more)
+                _dispatcher_failed = True
+    return _dispatcher
+
+
+def _forget_after_fork() -> None:
+    # a forked child has no dispatcher thread: it makes its own if it ever follows a spool
+    global _dispatcher, _dispatcher_failed, _dispatcher_lock
+    _dispatcher, _dispatcher_failed, _dispatcher_lock = None, False, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class SpoolWaiter:
     """Blocks a synchronous follower until a spool grows, the child exits, or time passes.
 
-    Uses the calling thread's inotify instance (one descriptor per thread,
-    kept between runs); the pidfd is the caller's. ``wakeups`` counts the
-    returns from :meth:`wait`.
+    Watches go to the process's one inotify instance; this waiter is woken
+    through an eventfd of its own. Sleeps in :func:`select.poll` (descriptor
+    numbers past 1024 are fine). The pidfd is the caller's. ``wakeups``
+    counts the returns from :meth:`wait`.
     """
 
     def __init__(self, spool_fds: tuple[int, ...], pidfd: int) -> None:
         self.pidfd = pidfd
         self.wakeups = 0
         self._wds: list[int] = []
-        self._ino = _thread_inotify()
-        if self._ino is not None:
+        self._efd = -1
+        self._dispatcher = _shared_dispatcher()
+        if self._dispatcher is not None:
             try:
-                for fd in spool_fds:
-                    self._wds.append(self._ino.watch(fd))
+                self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+                self._wds = self._dispatcher.watch(spool_fds, self._efd)
             except OSError:
                 self.close()
+        self._poll = select.poll()
+        for fd in (self._efd, pidfd):
+            if fd >= 0:
+                self._poll.register(fd, select.POLLIN)
 
     @property
     def event_driven(self) -> bool:
         """Whether writes and exit both wake the waiter (else it must poll)."""
-        return self._ino is not None and self.pidfd >= 0
+        return self._efd >= 0 and self.pidfd >= 0
 
     def next_interval(self, previous: float | None) -> float:
         """How long to sleep next: ``previous`` is the last idle sleep, ``None`` after new output."""
@@ -200,17 +288,17 @@ class SpoolWaiter:
 
     def wait(self, timeout: float) -> None:
         """Sleep up to ``timeout`` seconds, less when the child writes or exits."""
-        fds = [fd for fd in (self._ino.fileno() if self._ino is not None else -1, self.pidfd) if fd >= 0]
-        select.select(fds, [], [], max(0.0, timeout))
+        self._poll.poll(math.ceil(max(0.0, timeout) * 1000))
         self.wakeups += 1
-        if self._ino is not None:
-            self._ino.drain()
+        if self._efd >= 0:
+            with contextlib.suppress(BlockingIOError):
+                os.eventfd_read(self._efd)
 
     def close(self) -> None:
-        """Remove this waiter's watches (the instance stays for the thread's next run)."""
-        if self._ino is not None:
-            for wd in self._wds:
-                self._ino.unwatch(wd)
-            self._ino.drain()
+        """Remove this waiter's watches before its spools close (a watch pins the inode); idempotent."""
+        if self._efd >= 0:
+            if self._dispatcher is not None:
+                self._dispatcher.unwatch(self._wds, self._efd)
             self._wds.clear()
-            self._ino = None
+            os.close(self._efd)
+            self._efd = -1

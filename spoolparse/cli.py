@@ -34,6 +34,7 @@ from ._cli_common import (
     positive_size,
     warn,
 )
+from ._signals import Interrupted, interrupts
 from .errors import Error, SpawnError, SpoolDirError, SpoolFullError, TimeoutExpired, UsageError
 
 if TYPE_CHECKING:
@@ -238,7 +239,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from pathlib import Path  # a path, not bytes: run() hands a real file to the child as its stdin
 
         inp = Path(args.input)
-    with follow(events=args.events, events_file=args.events_file, progress=progress) as (on_event, on_start):
+    with (
+        interrupts(),  # SIGINT/TERM/HUP/QUIT: the child is ended, its summary printed, exit 128+N
+        follow(events=args.events, events_file=args.events_file, progress=progress) as (on_event, on_start),
+    ):
         res = run(
             command[0] if args.shell else command,
             input=inp,
@@ -293,14 +297,34 @@ def _events_to_stderr(argv: Sequence[str]) -> bool:
     return "--events" in ours and not named
 
 
+def _hold_standard_descriptors() -> None:
+    """Put /dev/null on descriptors 0-2 that were closed when we started (``2>&-``).
+
+    Else the next file opened takes the free number: a spool would become our
+    "stderr", and a child handed fd 2 would write into our spool.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``spoolparse`` command; returns the exit status."""
     args_in = list(sys.argv[1:] if argv is None else argv)
+    _hold_standard_descriptors()
+    if sys.stderr is None:  # started with stderr closed: our messages go to the /dev/null now on fd 2
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the process's own stream
     warnings.showwarning = _show_warning
     # before parsing: even a usage error must not put a plain line into the event stream
     events_on_stderr(_events_to_stderr(args_in))
     try:
         return _main(args_in)
+    except KeyboardInterrupt:  # Ctrl-C before a command started anything (while parsing its options)
+        fail("interrupted")
+        return EXIT_INTERRUPTED
     finally:
         events_on_stderr(False)
 
@@ -309,6 +333,9 @@ def _main(argv: list[str]) -> int:
     if argv == ["--version"]:  # without building (and importing) every subcommand
         sys.stdout.write(f"spoolparse {__version__}\n")
         return 0
+    if sys.stdout is None:  # started with stdout closed (>&-): no outcome could be printed, so start nothing
+        fail("standard output is closed: there is nowhere to print the result")
+        return EXIT_USAGE
     parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
@@ -333,6 +360,11 @@ def _main(argv: list[str]) -> int:
     except Error as e:
         fail(str(e))
         return EXIT_FAILURE
+    except Interrupted as e:
+        if e.result is not None:
+            emit_json(e.result.summary(), pretty=getattr(args, "pretty", False))
+        fail(str(e))
+        return EXIT_SIGNAL_BASE + e.signum
     except KeyboardInterrupt:
         fail("interrupted")
         return EXIT_INTERRUPTED

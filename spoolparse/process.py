@@ -30,7 +30,7 @@ from . import _limits
 from ._guardian import guardian
 from ._lifecycle import Check, Deadlines, Done, Lifecycle, Reap, Send, Wait
 from ._proc import proc_stats
-from ._signals import deferred
+from ._signals import Interrupted, deferred
 from ._spawn import deathsig_preexec, spawn
 from ._wait import SpoolWaiter
 from .errors import SpawnError, SpoolFullError, UsageError
@@ -534,6 +534,19 @@ def _poll_ms(seconds: float) -> int:
     return max(0, math.ceil(seconds * 1000))
 
 
+def _summarize_interrupted(child: Child, exc: Interrupted, *, running: bool, timeout: float | None) -> None:
+    """Hand the command line what an interrupted run had come to: its result, on ``exc.result``.
+
+    A child still running when the signal came did not finish: the result says so (never ``ok``).
+    One that had exited keeps the verdict it earned. A second signal meanwhile leaves ``exc.result`` unset.
+    """
+    with contextlib.suppress(Interrupted, OSError), deferred():
+        res, _ = child.result(keep_output=False, timeout=timeout)
+        if running:
+            res.error = str(exc) if res.error is None else f"{exc}; {res.error}"
+        exc.result = res
+
+
 def _emit(on_event: OnEvent | None, live: list[LiveEvent]) -> None:
     if on_event is not None:
         for ev in live:
@@ -635,10 +648,13 @@ def run(
         waiter.close()  # the watches pin the spools' inodes: gone before the spools may close
         child.settle()  # reaped, and what it left behind ended
         res, _ = child.result(keep_output=keep_output, timeout=timeout, emit=lambda live: _emit(on_event, live))
-    except BaseException:
+    except BaseException as exc:
         if waiter is not None:
             waiter.close()
+        running = not child.life.leader_exited
         child.kill_now()
+        if isinstance(exc, Interrupted):
+            _summarize_interrupted(child, exc, running=running, timeout=timeout)
         child.close()
         raise
     if res.spool_full:

@@ -7,7 +7,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import psutil
@@ -97,6 +97,16 @@ def marked_pids(token: str) -> list[int]:
         if needle in env.split(b"\0") and stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X"):
             found.append(int(name))
     return found
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 30.0) -> bool:
+    """Whether ``cond()`` came true within ``timeout`` seconds (looked at every 50 ms)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def wait_gone(token: str, timeout: float = 3.0) -> list[int]:

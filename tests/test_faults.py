@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import psutil
 import pytest
 
@@ -53,7 +54,7 @@ def _gone(tag: str, within: float = 5.0) -> bool:
 
 @pytest.fixture(autouse=True, scope="module")
 def _warm() -> None:
-    """One run first: the thread's kept inotify descriptor is state, not a leak (``spoolparse/_wait.py``)."""
+    """One run first: the process's kept inotify descriptor and its thread are state, not a leak (``_wait.py``)."""
     spoolparse.run(["true"]).close()
 
 
@@ -316,7 +317,9 @@ def test_cli_sigint_exits_130_and_leaves_no_process(tag: str, tmp_path: Path) ->
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130
-    assert err.decode().strip() == "spoolparse: error: interrupted"
-    assert b"Traceback" not in err and out == b""
+    assert err.decode().strip() == "spoolparse: error: interrupted by SIGINT"
+    assert b"Traceback" not in err
+    summary = orjson.loads(out)  # what the run had come to, never ok
+    assert summary["ok"] is False and summary["error"].startswith("interrupted by SIGINT")
     assert _gone(tag, within=2.0)
     assert not psutil.pid_exists(int(pidfile.read_text()))

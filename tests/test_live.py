@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -121,12 +122,8 @@ def test_timeout_still_reports_the_events_before_it(tmp_path: Path) -> None:
     assert group_gone(started[0].pgid)
 
 
-def test_polling_fallback_gives_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    argv = [*LIVE_AGENT, "--ticks", "4", "--interval", "0.01", "--partial"]
-    with spoolparse.run(argv, on_event=None) as r:
-        expected = _posthoc(r)
-    monkeypatch.setattr(_wait, "_thread_inotify", lambda: None)  # as where inotify is missing
-    live: list[dict[str, Any]] = []
+def _record_waiters(monkeypatch: pytest.MonkeyPatch) -> list[_wait.SpoolWaiter]:
+    """Every SpoolWaiter made from now on, to see which way it waited."""
     waiters: list[_wait.SpoolWaiter] = []
     real_init = _wait.SpoolWaiter.__init__
 
@@ -135,6 +132,16 @@ def test_polling_fallback_gives_the_same_events(monkeypatch: pytest.MonkeyPatch)
         waiters.append(self)
 
     monkeypatch.setattr(_wait.SpoolWaiter, "__init__", init)
+    return waiters
+
+
+def test_polling_fallback_gives_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = [*LIVE_AGENT, "--ticks", "4", "--interval", "0.01", "--partial"]
+    with spoolparse.run(argv, on_event=None) as r:
+        expected = _posthoc(r)
+    monkeypatch.setattr(_wait, "_shared_dispatcher", lambda: None)  # as where inotify is missing
+    live: list[dict[str, Any]] = []
+    waiters = _record_waiters(monkeypatch)
     with spoolparse.run(argv, on_event=lambda ev: live.append(event_dict(ev))) as r:
         assert r.ok
     assert live == expected
@@ -203,3 +210,65 @@ def test_events_written_during_the_grace_reach_the_callback() -> None:
     with spoolparse.run(argv, timeout=1.0, grace=0.3, on_event=lambda ev: live.append(event_dict(ev))) as r:
         assert r.timed_out and r.returncode in (-9, -15)  # -15: TERM came before the child's handler
         assert live == _posthoc(r)
+
+
+def _inotify_instances() -> int:
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify":
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+def test_two_hundred_threads_share_one_inotify_instance() -> None:
+    """The per-user limit is 128 instances by default: one per thread would run out of them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    argv = [*LIVE_AGENT, "--ticks", "3", "--interval", "0.05"]
+    seen: list[int] = []
+
+    def one(_: int) -> bool:
+        with spoolparse.run(argv, containment=None) as r:
+            seen.append(_inotify_instances())
+            return r.ok
+
+    with ThreadPoolExecutor(200) as pool:
+        oks = list(pool.map(one, range(200)))
+    assert all(oks)
+    assert max(seen) <= 1
+
+
+def test_descriptor_numbers_past_1024_are_fine() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"needs a hard RLIMIT_NOFILE of at least 1200 (it is {hard}): ulimit -Hn")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = []
+    try:
+        while len(held) < 1100:  # every descriptor the run opens now has a number past 1024
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        assert min(held[-50:]) > 1024
+        with spoolparse.run([*LIVE_AGENT, "--ticks", "3", "--interval", "0.02"]) as r:
+            assert r.ok, r.error
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_no_inotify_instance_to_be_had_falls_back_to_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: Any) -> None:
+        raise OSError(errno.EMFILE, "Too many open files")  # as at the per-user instance limit
+
+    monkeypatch.setattr(_wait, "_dispatcher", None)
+    monkeypatch.setattr(_wait, "_dispatcher_failed", False)
+    monkeypatch.setattr(_wait.Inotify, "__init__", refuse)
+    waiters = _record_waiters(monkeypatch)
+    with spoolparse.run([*LIVE_AGENT, "--ticks", "3", "--interval", "0.02"]) as r:
+        assert r.ok, r.error
+    assert waiters and not waiters[0].event_driven

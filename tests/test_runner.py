@@ -299,9 +299,10 @@ def test_halt_now_cancels_the_running_tasks() -> None:
     tasks = [Task(argv=["sleep", "60"], id=f"s{i}", env=env) for i in range(2)] + [Task(argv=["false"], id="bad")]
     tasks += [Task(argv=["true"], id="never")]
     outs = list(run_many(tasks, max_concurrent=3, halt="now", memory_probe=FixedProbe(BIG)))
-    got = one_each(outs, ["s0", "s1", "bad"])
+    got = one_each(outs, ["s0", "s1", "bad", "never"])
     assert got["bad"].verdict == "failed"
     assert got["s0"].verdict == got["s1"].verdict == "cancelled"
+    assert got["never"].verdict == "skipped" and got["never"].attempts == 0
     assert wait_gone(token) == []
 
 
@@ -316,9 +317,12 @@ def test_halt_soon_lets_running_tasks_finish_and_starts_nothing_new() -> None:
             pulled.append(f"later{i}")
             yield Task(argv=["true"], id=f"later{i}")
 
-    outs = one_each(run_many(tasks(), max_concurrent=2, halt="soon", memory_probe=FixedProbe(BIG)), ["bad", "slow"])
+    later = [f"later{i}" for i in range(5)]
+    outs = one_each(run_many(tasks(), max_concurrent=2, halt="soon", memory_probe=FixedProbe(BIG)),
+                    ["bad", "slow", *later])
     assert outs["bad"].verdict == "failed" and outs["slow"].ok
-    assert len(pulled) <= 3  # at most one more was pulled, and it never started
+    # the rest is read only to give each task its outcome: none of them started
+    assert all(outs[i].verdict == "skipped" and outs[i].attempts == 0 for i in later)
 
 
 def test_usage_errors() -> None:

@@ -7,15 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from spoolparse.runner.joblog import finished_ok
 
-from .runner_support import HOG, MiB, marked_pids, marker, wait_gone
+from .runner_support import HOG, MiB, marked_pids, marker, wait_for, wait_gone
 
 CLI = [sys.executable, "-m", "spoolparse"]
 
@@ -29,13 +29,6 @@ def _outcomes(stdout: bytes) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in stdout.splitlines()]
 
 
-def _wait_for(pred: Any, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_batch_prints_one_outcome_per_line_and_exits_1_on_a_failure(tmp_path: Path) -> None:
@@ -88,18 +81,19 @@ def _interrupt_batch(tmp_path: Path, sig: int) -> None:
     )
     try:
         # three hogs and their three escaped grandchildren
-        assert _wait_for(lambda: len(marked_pids(token)) >= 6), marked_pids(token)
+        assert wait_for(lambda: len(marked_pids(token)) >= 6), marked_pids(token)
         p.send_signal(sig)
         out, err = p.communicate(timeout=20)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert p.returncode == 130, err
+    assert p.returncode == 128 + sig, err
     outs = _outcomes(out)
     assert sorted(o["id"] for o in outs) == ["long0", "long1", "long2"]
     assert {o["verdict"] for o in outs} == {"cancelled"}
-    assert err.strip().splitlines()[-1] == b"spoolparse: error: interrupted"
+    name = signal.Signals(sig).name
+    assert err.strip().splitlines()[-1] == f"spoolparse: error: interrupted by {name}".encode()
     assert wait_gone(token) == []
     assert os.listdir(spool) == []
     finals = [json.loads(x) for x in log.read_text().splitlines()]
@@ -116,8 +110,9 @@ def test_ctrl_c_leaves_no_process_no_spool_no_cgroup(tmp_path: Path) -> None:
     _interrupt_batch(tmp_path, signal.SIGINT)
 
 
-def test_sigterm_is_handled_like_ctrl_c(tmp_path: Path) -> None:
-    _interrupt_batch(tmp_path, signal.SIGTERM)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT])
+def test_sigterm_hup_and_quit_are_handled_like_ctrl_c(tmp_path: Path, sig: signal.Signals) -> None:
+    _interrupt_batch(tmp_path, sig)
 
 
 def test_resume_after_an_interrupted_batch(tmp_path: Path) -> None:
@@ -131,7 +126,7 @@ def test_resume_after_an_interrupted_batch(tmp_path: Path) -> None:
     p = subprocess.Popen([*CLI, "batch", str(tasks), "-j", "5", "--joblog", str(log)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        assert _wait_for(lambda: finished_ok(log) == {"q1", "q2", "q3"})
+        assert wait_for(lambda: finished_ok(log) == {"q1", "q2", "q3"})
         p.send_signal(signal.SIGINT)
         out, _ = p.communicate(timeout=20)
     finally:

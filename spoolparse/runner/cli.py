@@ -20,7 +20,8 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 from .. import _limits
-from .._cli_common import EXIT_INTERRUPTED, emit_json, fail, parse_duration, parse_size, positive_size
+from .._cli_common import EXIT_INTERRUPTED, EXIT_SIGNAL_BASE, emit_json, fail, parse_duration, parse_size, positive_size
+from .._signals import Interrupted, interrupts
 from ..errors import Error, UsageError
 from .admission import DEFAULT_MEMORY_PER_TASK, cpu_cap
 from .calibrate import calibrate
@@ -136,6 +137,8 @@ def register(sub: Any) -> None:
     b.add_argument("--joblog", metavar="FILE", help="append one NDJSON line per attempt")
     b.add_argument("--resume", action="store_true", help="skip task ids whose final outcome in --joblog is ok")
     b.add_argument("--ordered", action="store_true", help="print outcomes in input order")
+    b.add_argument("--max-task-line", type=positive_size, default=_limits.MAX_TASK_LINE, metavar="SIZE",
+                   help="longest task line read; a longer one is that task's error (default: 8M)")
     b.add_argument("--halt", choices=("soon", "now"), help="stop after the first task that is not ok")
     b.add_argument("--enforce", choices=ENFORCE_MODES, default="auto", help="how --memory-limit is enforced")
     b.add_argument("--pids-max", type=_positive, default=_limits.PIDS_MAX, metavar="N",
@@ -187,12 +190,36 @@ def _duration_field(obj: dict[str, Any], key: str) -> None:
             raise UsageError(f"{key}: {e}") from None
 
 
-def _read_tasks(stream: IO[bytes]) -> Iterator[Task | InvalidTask]:
+def _bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes | int]:
+    """The stream's lines, each at most ``limit`` bytes; a longer one is drained and given as its length.
+
+    Memory stays within ``limit`` whatever the input (``/dev/zero`` included: it is one endless line).
+    """
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield line
+            continue
+        size = len(line)
+        while not line.endswith(b"\n"):
+            line = stream.readline(limit)
+            if not line:
+                break
+            size += len(line)
+        yield size
+
+
+def _read_tasks(stream: IO[bytes], max_line: int = _limits.MAX_TASK_LINE) -> Iterator[Task | InvalidTask]:
     """Tasks from NDJSON lines; a bad line becomes an :class:`InvalidTask` (its id: the line number)."""
-    for lineno, line in enumerate(stream, 1):
+    for lineno, line in enumerate(_bounded_lines(stream, max_line), 1):
+        default_id = str(lineno)
+        if isinstance(line, int):
+            yield InvalidTask(default_id, f"line {lineno}: {line} bytes, longer than --max-task-line ({max_line})")
+            continue
         if not line.strip():
             continue
-        default_id = str(lineno)
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as e:
@@ -261,10 +288,6 @@ class _Progress:
         self.out.flush()
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def _cmd_batch(args: argparse.Namespace) -> int:
     if args.resume and not args.joblog:
         raise UsageError("--resume needs --joblog FILE")
@@ -277,73 +300,77 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot read {args.tasks!r}: {e.strerror}") from None
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     progress = _Progress(sys.stderr) if show else None
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-    out, saved_stdout = sys.stdout.buffer, sys.stdout
-    if args.ray is not None:
-        sys.stdout = sys.stderr  # Ray prints cluster errors (a node died) on sys.stdout: it carries outcomes only
-    batch: Batch | RayBatch | None = None
-    status = 0
-    try:
-        batch = run_many(
-            _read_tasks(stream),
-            max_concurrent=args.jobs,
-            memory_per_task=args.memory_per_task,
-            memory_limit=args.memory_limit,
-            reserve=args.reserve,
-            stop_at=args.stop_at,
-            kill_at=args.kill_at,
-            retries=args.retries,
-            timeout=args.timeout,
-            soft_timeout=args.soft_timeout,
-            soft_signal=args.soft_signal,
-            grace=args.grace,
-            ordered=args.ordered,
-            halt=args.halt,
-            joblog=args.joblog,
-            resume=args.resume,
-            enforce=args.enforce,
-            pids_max=args.pids_max,
-            spool_dir=args.spool_dir,
-            backend="local" if args.ray is None else "ray",
-            address=args.ray or None,
-        )
-        if progress is not None and not isinstance(batch, Batch):
-            sys.stderr.write(f"spoolparse: batch on Ray: {len(batch.nodes)} nodes\n")
-            batch.on_tick = progress
-        elif progress is not None and isinstance(batch, Batch):
-            a = batch.admission
-            sys.stderr.write(
-                f"spoolparse: batch: -j {batch.max_concurrent}, memory {_gib(a.probe.total())} GiB, "
-                f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, cgroups: {batch.placement.enforcement or 'none'}\n"
+    # SIGINT/TERM/HUP/QUIT: every agent ended, the ended tasks' outcomes printed, exit 128+N
+    with interrupts():
+        out, saved_stdout = sys.stdout.buffer, sys.stdout
+        if args.ray is not None:
+            sys.stdout = sys.stderr  # Ray prints cluster errors (a node died) on sys.stdout: it carries outcomes only
+        batch: Batch | RayBatch | None = None
+        status = 0
+        try:
+            batch = run_many(
+                _read_tasks(stream, args.max_task_line),
+                max_concurrent=args.jobs,
+                memory_per_task=args.memory_per_task,
+                memory_limit=args.memory_limit,
+                reserve=args.reserve,
+                stop_at=args.stop_at,
+                kill_at=args.kill_at,
+                retries=args.retries,
+                timeout=args.timeout,
+                soft_timeout=args.soft_timeout,
+                soft_signal=args.soft_signal,
+                grace=args.grace,
+                ordered=args.ordered,
+                halt=args.halt,
+                joblog=args.joblog,
+                resume=args.resume,
+                enforce=args.enforce,
+                pids_max=args.pids_max,
+                spool_dir=args.spool_dir,
+                backend="local" if args.ray is None else "ray",
+                address=args.ray or None,
             )
-            batch.on_tick = progress
-            batch.on_event = progress.on_event
-        for outcome in batch:
+            if progress is not None and not isinstance(batch, Batch):
+                sys.stderr.write(f"spoolparse: batch on Ray: {len(batch.nodes)} nodes\n")
+                batch.on_tick = progress
+            elif progress is not None and isinstance(batch, Batch):
+                a = batch.admission
+                sys.stderr.write(
+                    f"spoolparse: batch: -j {batch.max_concurrent}, memory {_gib(a.probe.total())} GiB, "
+                    f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, "
+                    f"cgroups: {batch.placement.enforcement or 'none'}\n"
+                )
+                batch.on_tick = progress
+                batch.on_event = progress.on_event
+            for outcome in batch:
+                if progress is not None:
+                    progress.clear()
+                    progress.finished(outcome.id)
+                emit_json(outcome.to_dict(), out=out)
+                if not outcome.ok:
+                    status = 1
+            if progress is not None:
+                progress(batch, force=True)
+                skipped = f"\nspoolparse: batch: skipped {batch.skipped} already ok\n" if batch.skipped else "\n"
+                sys.stderr.write(skipped)
+        except KeyboardInterrupt as e:
+            if batch is not None:
+                for outcome in batch.close():  # each ended task's outcome, then its final job-log line
+                    with contextlib.suppress(OSError):
+                        emit_json(outcome.to_dict(), out=out)
+                        if isinstance(batch, Batch):
+                            batch.emitted(outcome)
             if progress is not None:
                 progress.clear()
-                progress.finished(outcome.id)
-            emit_json(outcome.to_dict(), out=out)
-            if not outcome.ok:
-                status = 1
-        if progress is not None:
-            progress(batch, force=True)
-            sys.stderr.write(f"\nspoolparse: batch: skipped {batch.skipped} already ok\n" if batch.skipped else "\n")
-    except KeyboardInterrupt:
-        if batch is not None:
-            for outcome in batch.close():
-                with contextlib.suppress(OSError):
-                    emit_json(outcome.to_dict(), out=out)
-        if progress is not None:
-            progress.clear()
-        fail("interrupted")
-        return EXIT_INTERRUPTED
-    finally:
-        if batch is not None:
-            batch.close()
-        signal.signal(signal.SIGTERM, old_term)
-        sys.stdout = saved_stdout
-        if stream is not sys.stdin.buffer:
-            stream.close()
+            fail(str(e) if isinstance(e, Interrupted) else "interrupted")
+            return EXIT_SIGNAL_BASE + e.signum if isinstance(e, Interrupted) else EXIT_INTERRUPTED
+        finally:
+            if batch is not None:
+                batch.close()
+            sys.stdout = saved_stdout
+            if stream is not sys.stdin.buffer:
+                stream.close()
     return status
 
 

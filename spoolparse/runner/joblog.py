@@ -1,9 +1,13 @@
 """The job log: one NDJSON line per attempt, and what ``--resume`` reads back.
 
-A line is written and flushed when its attempt ends. It names the task, the
-attempt, the verdict and whether it was final; it holds neither environment
-values nor input contents (the command line is kept: it is how operators
-find a task again).
+A line is written and flushed when its attempt ends; a task's *final* line
+can be held back until its outcome has been handed to the reader (written to
+stdout by ``spoolparse batch``): a log that says a task is done then always
+means its outcome reached the reader, so ``--resume`` after a crash (``kill
+-9``, the OOM killer) runs again what was not printed, and skips only what
+was. A line names the task, the attempt, the verdict and whether it was
+final; it holds neither environment values nor input contents (the command
+line is kept: it is how operators find a task again).
 """
 
 from __future__ import annotations
@@ -30,8 +34,13 @@ class JobLog:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._f: IO[bytes] | None = open(self.path, "ab")  # noqa: SIM115 - closed by close()
+        # final lines held until their outcomes are handed out: at most the outcomes not yet handed out
+        self._held: dict[str, list[bytes]] = {}
 
-    def write(self, outcome: Outcome, *, argv: list[str] | None, final: bool, started: float) -> None:
+    def write(
+        self, outcome: Outcome, *, argv: list[str] | None, final: bool, started: float, hold: bool = False
+    ) -> None:
+        """Append the attempt's line; with ``hold``, keep it until :meth:`emitted` is called for the outcome."""
         if self._f is None:
             return
         # typed: the keys are those of JobLogRecord, checked by mypy
@@ -51,8 +60,24 @@ class JobLog:
             "error": outcome.error,
             "cmd": argv,
         }
-        self._f.write(dumps(rec) + b"\n")
-        self._f.flush()
+        if hold:
+            self._held.setdefault(outcome.id, []).append(dumps(rec) + b"\n")
+            return
+        self._append(dumps(rec) + b"\n")
+
+    def emitted(self, outcome: Outcome) -> None:
+        """The outcome reached its reader: its held final line goes into the log now."""
+        lines = self._held.get(outcome.id)
+        if lines:
+            data = lines.pop(0)
+            if not lines:
+                del self._held[outcome.id]
+            self._append(data)
+
+    def _append(self, data: bytes) -> None:
+        if self._f is not None:
+            self._f.write(data)
+            self._f.flush()
 
     def close(self) -> None:
         if self._f is not None:

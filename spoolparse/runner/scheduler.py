@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import _limits
+from .._lifecycle import check_times
+from .._proc import raise_open_files_limit
 from .._spawn import mark_long_lived
 from ..errors import Error, UsageError
 from ..process import Child, group_alive
@@ -184,11 +186,10 @@ class Batch(Iterator[Outcome]):
             raise UsageError(f"retries must not be negative, not {retries}")
         if memory_per_task <= 0:
             raise UsageError(f"memory_per_task must be positive, not {memory_per_task}")
-        for name, value in (("timeout", timeout), ("soft_timeout", soft_timeout), ("grace", grace)):
-            if value is not None and value < 0:
-                raise UsageError(f"{name} must not be negative, not {value}")
+        check_times(timeout, grace, soft_timeout)  # the one rule for times: no NaN, no endless grace
         if resume and joblog is None:
             raise UsageError("resume needs a joblog to read")
+        raise_open_files_limit()  # many children hold many descriptors
         self.probe: MemoryProbe = memory_probe if memory_probe is not None else HostMemory()
         self.admission = Admission(self.probe, stop_at=stop_at, kill_at=kill_at, max_age=min(0.05, sample_interval))
         total = self.probe.total()
@@ -232,6 +233,7 @@ class Batch(Iterator[Outcome]):
         self._emit_next = 0
         self._reorder: dict[int, Outcome] = {}
         self._out: deque[Outcome] = deque()
+        self._handed: Outcome | None = None  # handed to the reader, not yet known to be printed
         self._running: dict[int, _Slot] = {}  # by pidfd, or by -pid when there is none
         self._retry: list[_Retry] = []
         self._poll = select.poll()
@@ -241,6 +243,7 @@ class Batch(Iterator[Outcome]):
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._poll.register(self._wake_r, select.POLLIN)
         self._halted = False
+        self._ids: set[str] = set()  # every id read so far (O(tasks), a few dozen bytes each)
         self._pressure_victim: _Slot | None = None
         self._next_sample = 0.0
         self._stop = threading.Event()
@@ -272,7 +275,23 @@ class Batch(Iterator[Outcome]):
         return self
 
     def __next__(self) -> Outcome:
-        return next(self._gen)
+        # asked for the next one: the reader is done with the last (printed it), so it is final in the log
+        if self._handed is not None:
+            self.emitted(self._handed)
+            self._handed = None
+        out = next(self._gen)
+        self._handed = out
+        return out
+
+    def emitted(self, outcome: Outcome) -> None:
+        """Say that ``outcome`` reached its reader (iterating does so for the one before).
+
+        Its final job-log line is written only now, so a crash before the
+        outcome was printed leaves the task to ``resume``, never marked done.
+        For the outcomes :meth:`close` returns, call it once each is printed.
+        """
+        if self.joblog is not None:
+            self.joblog.emitted(outcome)
 
     def request_stop(self) -> None:
         """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
@@ -335,13 +354,17 @@ class Batch(Iterator[Outcome]):
                         task = as_task(item, index)
                     except Error as e:
                         task = InvalidTask(str(index), str(e))
-                if task.id in self.skip:
-                    self.skipped += 1
-                    continue
+                if str(task.id) in self._ids:  # never merged with the first, nor skipped for it on --resume
+                    task = InvalidTask(str(task.id), f"duplicate task id {task.id!r}: ids must be unique")
+                else:
+                    self._ids.add(str(task.id))
+                    if task.id in self.skip:
+                        self.skipped += 1
+                        continue
                 self._held, self._held_seq = task, self._seq
                 self._seq += 1
                 break
-        if self._held is None:
+        if self._held is None or self._halted:  # a halt starts nothing new: the held task is skipped
             return None
         return self._held_seq, self._held, 0
 
@@ -358,6 +381,10 @@ class Batch(Iterator[Outcome]):
                 while self._out:
                     yield self._out.popleft()
                 if not self.running and not self._retry and (self._exhausted or self._halted):
+                    if self._halted:
+                        self._skip_rest()
+                        while self._out:
+                            yield self._out.popleft()
                     break
                 self._wait()
                 self._tick()
@@ -383,7 +410,7 @@ class Batch(Iterator[Outcome]):
             if isinstance(task, InvalidTask):
                 self._held = None
                 out = Outcome(id=task.id, verdict="spawn_error", attempts=0, error=task.error)
-                self._log(out, None, final=True, started=time.time())
+                self._log(out, None, final=True, started=time.time(), hold=True)
                 self._final(out, seq)
                 continue
             estimate = task.memory or self.memory_per_task
@@ -710,23 +737,50 @@ class Batch(Iterator[Outcome]):
             self._retry.append(_Retry(_now() + backoff, s.seq, s.task, s.attempt))
             self._retry.sort()
         else:
-            self._log(out, s.task, final=True, started=s.started_wall)
+            self._log(out, s.task, final=True, started=s.started_wall, hold=not cancelled)
             if not cancelled:
                 self._final(out, s.seq)
         self._unregister(s)
         return out
 
-    def _log(self, out: Outcome, task: Task | None, *, final: bool, started: float) -> None:
+    def _log(self, out: Outcome, task: Task | None, *, final: bool, started: float, hold: bool = False) -> None:
         if self.joblog is not None:
-            self.joblog.write(out, argv=list(task.argv) if task is not None else None, final=final, started=started)
+            argv = list(task.argv) if task is not None else None
+            self.joblog.write(out, argv=argv, final=final, started=started, hold=hold)
+
+    def _skip_rest(self) -> None:
+        """After a halt: a ``skipped`` outcome for the task held back and for every one still to read.
+
+        Each input line so gets exactly one outcome. Not written to the job log: ``resume`` runs them.
+        """
+        pending: list[tuple[int, Task | InvalidTask]] = []
+        if self._held is not None:
+            pending.append((self._held_seq, self._held))
+            self._held = None
+        while True:
+            for seq, task in pending:
+                out = Outcome(id=str(task.id), verdict="skipped", attempts=0,
+                              error="not started: the batch halted (--halt)")
+                self._final(out, seq)
+            item = self._pull()
+            if item is _END or item is _LATER:
+                self._exhausted = item is _END
+                return
+            index = self._pulled
+            self._pulled += 1
+            try:
+                task = item if isinstance(item, InvalidTask) else as_task(item, index)
+            except Error as e:
+                task = InvalidTask(str(index), str(e))
+            pending = [(self._seq, task)]
+            self._seq += 1
 
     def _final(self, out: Outcome, seq: int) -> None:
         self.done += 1
-        if not out.ok:
+        if not out.ok and out.verdict != "skipped":
             self.failed += 1
             if self.halt is not None and not self._halted:
-                self._halted = True
-                self._held = None
+                self._halted = True  # what was read and not started gets a skipped outcome (_skip_rest)
                 if self.halt == "now":
                     for s in self._running.values():
                         if s.forced is None:

@@ -13,7 +13,7 @@ from ..types import OUTCOME_FIELDS, OutcomeDict, Summary
 __all__ = ["Task", "Outcome", "VERDICTS", "TaskLike", "as_task"]
 
 #: Every verdict an :class:`Outcome` can carry.
-VERDICTS = ("ok", "failed", "timeout", "killed_memory", "spawn_error", "cancelled")
+VERDICTS = ("ok", "failed", "timeout", "killed_memory", "spawn_error", "cancelled", "skipped")
 
 
 @dataclass

@@ -1,0 +1,97 @@
+"""What ``batch`` reads: every task line read gets exactly one outcome, in bounded memory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import spoolparse
+
+CLI = [sys.executable, "-m", "spoolparse"]
+
+
+def _outcomes(out: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def _batch(*argv: str, input: bytes | None = None, **kw: Any) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*CLI, "batch", *argv], input=input, capture_output=True, timeout=120, **kw)
+
+
+def test_a_duplicate_id_is_an_error_outcome_and_resume_does_not_hide_it(tmp_path: Path) -> None:
+    tasks = b'{"id":"a","cmd":["true"]}\n{"id":"a","cmd":["true"]}\n{"id":"b","cmd":["true"]}\n'
+    log = tmp_path / "jobs.ndjson"
+    p = _batch("-", "--joblog", str(log), input=tasks)
+    outs = _outcomes(p.stdout)
+    assert sorted(o["id"] for o in outs) == ["a", "a", "b"]
+    dup = [o for o in outs if o["error"] and "duplicate task id 'a'" in o["error"]]
+    assert len(dup) == 1 and dup[0]["verdict"] == "spawn_error"
+    assert p.returncode == 1
+    again = _batch("-", "--joblog", str(log), "--resume", input=tasks)
+    outs = _outcomes(again.stdout)  # the first "a" and "b" were done; the duplicate is still an error
+    assert [(o["id"], o["verdict"]) for o in outs] == [("a", "spawn_error")]
+
+
+def test_an_endless_line_is_one_error_outcome_in_bounded_memory() -> None:
+    code = (
+        "import resource, subprocess, sys;"
+        "zero = subprocess.Popen(['head', '-c', '200000000', '/dev/zero'], stdout=subprocess.PIPE);"
+        "p = subprocess.run([sys.executable, '-m', 'spoolparse', 'batch', '-', '--max-task-line', '1M'],"
+        " stdin=zero.stdout, capture_output=True);"
+        "print(p.returncode); print(p.stdout.decode().strip());"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    rc, line, peak_kib = p.stdout.decode().splitlines()
+    out = json.loads(line)
+    assert rc == "1" and out["verdict"] == "spawn_error"
+    assert "200000000 bytes, longer than --max-task-line (1048576)" in out["error"]
+    print(f"200 MB task line: batch peak RSS {int(peak_kib) / 1024:.0f} MiB")
+    assert int(peak_kib) < 150 * 1024  # the line is never held: far below its 200 MB
+
+
+def test_a_halt_gives_every_task_read_an_outcome(tmp_path: Path) -> None:
+    rows = [{"id": "f", "cmd": ["false"]}, {"id": "s", "cmd": ["sleep", "1"]},
+            {"id": "n1", "cmd": ["true"]}, {"id": "n2", "cmd": ["true"]}]
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    log = tmp_path / "jobs.ndjson"
+    p = _batch(str(tasks), "-j", "1", "--halt", "soon", "--ordered", "--joblog", str(log))
+    assert p.returncode == 1
+    assert [(o["id"], o["verdict"]) for o in _outcomes(p.stdout)] == [
+        ("f", "failed"), ("s", "skipped"), ("n1", "skipped"), ("n2", "skipped")]
+    again = _batch(str(tasks), "-j", "1", "--joblog", str(log), "--resume")  # the skipped ones run now
+    assert sorted(o["id"] for o in _outcomes(again.stdout)) == ["f", "n1", "n2", "s"]
+
+
+@pytest.mark.parametrize("kw", [{"timeout": float("nan")}, {"grace": float("nan")}, {"grace": float("inf")},
+                                {"soft_timeout": float("nan")}])
+def test_times_that_would_never_fire_or_never_end_are_refused(kw: dict[str, float]) -> None:
+    with pytest.raises(spoolparse.UsageError):
+        list(spoolparse.run_many([["true"]], **kw))
+
+
+def test_closed_stdout_starts_nothing_and_says_so(tmp_path: Path) -> None:
+    flag = tmp_path / "ran"
+    p = subprocess.run(
+        f'echo \'{{"cmd":["touch","{flag}"]}}\' | "{sys.executable}" -m spoolparse batch - >&-',
+        shell=True, capture_output=True, timeout=60,
+    )
+    assert p.returncode == 2
+    expected = "spoolparse: error: standard output is closed: there is nowhere to print the result"
+    assert p.stderr.decode().strip() == expected
+    assert not flag.exists()
+
+
+def test_closed_stderr_still_runs_and_prints(tmp_path: Path) -> None:
+    p = subprocess.run(f'echo \'{{"cmd":["nonexist-cmd"]}}\' | "{sys.executable}" -m spoolparse batch - 2>&-',
+                       shell=True, capture_output=True, timeout=60)
+    assert [o["verdict"] for o in _outcomes(p.stdout)] == ["spawn_error"]
+    r = subprocess.run(f'"{sys.executable}" -m spoolparse run -- nonexist-cmd 2>&-', shell=True,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 127

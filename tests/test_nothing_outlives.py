@@ -1,0 +1,157 @@
+"""Every way spoolparse ends ends its agents too, and loses no outcome that was earned.
+
+Real processes throughout: ``spoolparse run`` and ``spoolparse batch`` as
+subprocesses, agents that leave a grandchild behind and one that calls
+``setsid``, and ``/proc`` read for survivors (every descendant carries a
+marker in its environment, escaped ones included).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .runner_support import marked_pids, marker, wait_for, wait_gone
+
+CLI = [sys.executable, "-m", "spoolparse"]
+STARTED = '{"type":"thread.started","thread_id":"t1"}'
+#: An agent that has started (one event), with a grandchild in its group and one that escaped it.
+AGENT = f"echo '{STARTED}'; sleep 300 & setsid sleep 301 & wait"
+
+
+
+
+def _start_run(env: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
+    # the signals are sent to spoolparse alone, as a supervisor or `kill PID` would
+    return subprocess.Popen(
+        [*CLI, "run", *extra, "--", "sh", "-c", AGENT],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT])
+def test_run_ends_its_agent_prints_the_summary_and_exits_128_plus_n(sig: signal.Signals) -> None:
+    token, env = marker()
+    p = _start_run(env)
+    try:
+        assert wait_for(lambda: len(marked_pids(token)) >= 3), marked_pids(token)  # sh, sleep, setsid sleep
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + sig, err
+    summary = json.loads(out)
+    assert summary["ok"] is False
+    assert summary["error"].startswith(f"interrupted by {sig.name}"), summary["error"]
+    assert summary["session_id"] == "t1"  # what was read before the signal is kept
+    assert err.decode().strip().splitlines()[-1] == f"spoolparse: error: interrupted by {sig.name}"
+    assert b"Traceback" not in err
+    assert wait_gone(token) == []
+
+
+def test_kill_9_of_run_takes_its_agents_with_it() -> None:
+    token, env = marker()
+    p = _start_run(env)
+    try:
+        assert wait_for(lambda: len(marked_pids(token)) >= 3), marked_pids(token)
+        p.kill()
+        p.wait(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert wait_gone(token, timeout=5.0) == []
+
+
+def test_ctrl_c_at_any_instant_leaves_no_agent_and_no_noise() -> None:
+    rng = random.Random(1234)
+    for _ in range(12):
+        token, env = marker()
+        p = _start_run(env)
+        time.sleep(rng.uniform(0.0, 0.6))  # from before the interpreter is up to after the agent started
+        p.send_signal(signal.SIGINT)
+        try:
+            _, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert wait_gone(token, timeout=5.0) == [], err
+        assert b"Exception ignored" not in err, err
+        if b"Traceback" in err:  # Python was still loading: its own exit, and nothing of ours had started
+            assert _while_loading(err.decode()), err
+        elif p.returncode == -signal.SIGINT:  # before Python set its own handler: the default action
+            assert err == b""
+        else:
+            assert p.returncode == 130, (p.returncode, err)
+
+
+def _while_loading(err: str) -> bool:
+    """A traceback of a Ctrl-C while Python was still loading modules: only import-time frames.
+
+    Until the command's code runs there is no handler of ours (nor anything started to end), and Python
+    prints its own traceback; the README says so. A frame inside a function of ours is a failure.
+    """
+    frames = re.findall(r'^  File "([^"]+)", line \d+, in (\S+)$', err, re.M)
+    ours = [fn for path, fn in frames if "/spoolparse/" in path]
+    return bool(frames) and all(fn == "<module>" for fn in ours)
+
+
+def _tasks(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _ids(out: bytes) -> list[str]:
+    return [json.loads(line)["id"] for line in out.splitlines() if line.strip()]
+
+
+def test_kill_9_of_an_ordered_batch_then_resume_loses_no_outcome(tmp_path: Path) -> None:
+    """Tasks that finished while waiting for an earlier one were not printed: resume must run them."""
+    token, env = marker()
+    flag = tmp_path / "go"
+    log = tmp_path / "jobs.ndjson"
+    slow = ["sh", "-c", f'test -e "{flag}" || sleep 60']
+    ids = [f"t{i}" for i in range(6)]
+    rows = [{"id": ids[0], "cmd": slow, "env": env}] + [{"id": i, "cmd": ["true"], "env": env} for i in ids[1:]]
+    tasks = _tasks(tmp_path / "t.jsonl", rows)
+    argv = [*CLI, "batch", str(tasks), "-j", "6", "--ordered", "--joblog", str(log)]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # t0 runs; the quick ones, started beside it, end meanwhile and wait for it to be printed
+        assert wait_for(lambda: len(marked_pids(token)) >= 2)
+        time.sleep(1.5)
+        p.kill()
+        first, _ = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert wait_gone(token, timeout=5.0) == []  # t0's agent died with its batch
+    flag.touch()
+    again = subprocess.run([*argv, "--resume"], capture_output=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    printed = _ids(first) + _ids(again.stdout)
+    assert sorted(printed) == sorted(ids), (first, again.stdout)  # each exactly once, none lost
+
+
+def test_resume_skips_exactly_what_was_printed(tmp_path: Path) -> None:
+    log = tmp_path / "jobs.ndjson"
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": f"q{i}", "cmd": ["true"]} for i in range(4)])
+    first = subprocess.run([*CLI, "batch", str(tasks), "--joblog", str(log)], capture_output=True, timeout=60)
+    assert first.returncode == 0 and len(_ids(first.stdout)) == 4
+    again = subprocess.run([*CLI, "batch", str(tasks), "--joblog", str(log), "--resume"],
+                           capture_output=True, timeout=60)
+    assert again.returncode == 0 and _ids(again.stdout) == []
