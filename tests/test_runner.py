@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -409,3 +410,23 @@ def test_ten_thousand_streamed_tasks_keep_parent_memory_and_fds_bounded() -> Non
     assert ahead <= 50 + 1  # pulled lazily: never more than the running ones and the one held
     assert peak_fds - fds0 <= 50 * 3 + 10  # pidfd + two spools per running child
     assert peak_rss - rss0 < 40 * MiB, (peak_rss - rss0) / MiB
+
+
+@pytest.mark.slow
+def test_a_timeout_fires_on_time_behind_another_tasks_large_backlog(tmp_path: Path) -> None:
+    """Parsing one task's backlog (here 512 MiB written at once) never holds back another task's timeout."""
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as f:
+        subprocess.run([*FAKE_CODEX, "--size", "512M"], stdout=f, check=True)
+    tasks = [Task(argv=["sh", "-c", "sleep 0.5; exec sleep 30"], id="slow", timeout=1.0),
+             Task(argv=["sh", "-c", f"sleep 0.6; cat {big}"], id="big")]
+    t0 = time.monotonic()
+    seen: dict[str, float] = {}
+    outs = []
+    for o in run_many(tasks, max_concurrent=2, memory_probe=FixedProbe(BIG)):
+        seen[o.id] = time.monotonic() - t0
+        outs.append(o)
+    got = one_each(outs, ["slow", "big"])
+    print(f"timeout at {seen['slow']:.2f} s (deadline 1.0 s), the backlog's outcome at {seen['big']:.2f} s")
+    assert got["slow"].verdict == "timeout" and got["big"].ok
+    assert got["slow"].wall_s < 2.5  # generous for a loaded machine; it fired at ~1.07 s unloaded
