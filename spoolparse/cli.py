@@ -34,7 +34,7 @@ from ._cli_common import (
     positive_size,
     warn,
 )
-from ._signals import Interrupted, interrupts
+from ._signals import Interrupted, deferred, interrupts
 from .errors import Error, SpawnError, SpoolDirError, SpoolFullError, TimeoutExpired, UsageError
 
 if TYPE_CHECKING:
@@ -336,6 +336,11 @@ def _main(argv: list[str]) -> int:
     if sys.stdout is None:  # started with stdout closed (>&-): no outcome could be printed, so start nothing
         fail("standard output is closed: there is nowhere to print the result")
         return EXIT_USAGE
+    with deferred():
+        # The C extensions load with Ctrl-C held back: orjson's module init crashes (SIGSEGV) when a
+        # KeyboardInterrupt is raised inside it. A signal that came meanwhile is raised right after.
+        import ijson  # type: ignore[import-untyped]  # noqa: F401
+        import orjson  # noqa: F401
     parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:

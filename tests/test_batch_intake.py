@@ -32,7 +32,7 @@ def test_a_duplicate_id_is_an_error_outcome_and_resume_does_not_hide_it(tmp_path
     dup = [o for o in outs if o["error"] and "duplicate task id 'a'" in o["error"]]
     assert len(dup) == 1 and dup[0]["verdict"] == "spawn_error"
     assert p.returncode == 1
-    again = _batch("-", "--joblog", str(log), "--resume", input=tasks)
+    again = _batch("-", "--joblog", str(log), "--resume-failed", input=tasks)
     outs = _outcomes(again.stdout)  # the first "a" and "b" were done; the duplicate is still an error
     assert [(o["id"], o["verdict"]) for o in outs] == [("a", "spawn_error")]
 
@@ -66,7 +66,7 @@ def test_a_halt_gives_every_task_read_an_outcome(tmp_path: Path) -> None:
     assert [(o["id"], o["verdict"]) for o in _outcomes(p.stdout)] == [
         ("f", "failed"), ("s", "skipped"), ("n1", "skipped"), ("n2", "skipped")]
     again = _batch(str(tasks), "-j", "1", "--joblog", str(log), "--resume")  # the skipped ones run now
-    assert sorted(o["id"] for o in _outcomes(again.stdout)) == ["f", "n1", "n2", "s"]
+    assert sorted(o["id"] for o in _outcomes(again.stdout)) == ["n1", "n2", "s"]
 
 
 @pytest.mark.parametrize("kw", [{"timeout": float("nan")}, {"grace": float("nan")}, {"grace": float("inf")},

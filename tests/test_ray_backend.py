@@ -155,7 +155,7 @@ def test_resume_from_the_job_log(cluster: Any, tmp_path: Path) -> None:
     first = one_each(run_many(tasks(), backend="ray", joblog=log, max_concurrent=2), [f"r{i}" for i in range(5)])
     assert {k for k, o in first.items() if not o.ok} == {"r3", "r4"}
     flaky.touch()
-    batch = run_many(tasks(), backend="ray", joblog=log, resume=True, max_concurrent=2)
+    batch = run_many(tasks(), backend="ray", joblog=log, resume="failed", max_concurrent=2)
     second = one_each(batch, ["r3", "r4"])
     assert all(o.ok for o in second.values())
     assert isinstance(batch, RayBatch) and batch.skipped == 3

@@ -17,7 +17,7 @@ import pytest
 
 import spoolparse
 from spoolparse.runner import Admission, Task, auto_concurrency, default_reserve, run_many
-from spoolparse.runner.joblog import finished_ok
+from spoolparse.runner.joblog import done_ids, finished_ok
 from spoolparse.runner.memory import HostMemory, sample_trees
 from spoolparse.runner.scheduler import InvalidTask
 
@@ -164,11 +164,11 @@ def test_memory_pressure_kills_the_youngest_and_requeues_it(tmp_path: Path) -> N
     assert big == [(1, False, "killed_memory"), (2, True, "ok")]
 
 
-def test_memory_pressure_gives_up_after_the_retries(tmp_path: Path) -> None:
+def test_memory_pressure_gives_up_after_the_requeues(tmp_path: Path) -> None:
     probe = TreeProbe(total=100 * MiB)
     task = Task(argv=[*HOG, "--mib", "80", "--step", "10", "--hold", "5"], id="always-big")
     outs = one_each(
-        run_many([task], max_concurrent=1, stop_at=0.4, kill_at=0.6, retries=1, retry_backoff=0.05,
+        run_many([task], max_concurrent=1, stop_at=0.4, kill_at=0.6, requeues=1, retry_backoff=0.05,
                  memory_probe=probe, sample_interval=0.03),
         ["always-big"],
     )
@@ -223,7 +223,7 @@ def test_default_soft_signal_ends_a_child_that_does_not_handle_it() -> None:
     assert own["t"].verdict == "timeout" and own["t"].signal == signal.SIGTERM
 
 
-def test_joblog_resume_skips_only_tasks_that_ended_ok(tmp_path: Path) -> None:
+def test_joblog_resume_failed_skips_only_tasks_that_ended_ok(tmp_path: Path) -> None:
     log = tmp_path / "jobs.ndjson"
     flag = tmp_path / "ok-now"
     flaky = ["sh", "-c", f'test -e "{flag}"']
@@ -233,7 +233,7 @@ def test_joblog_resume_skips_only_tasks_that_ended_ok(tmp_path: Path) -> None:
     assert finished_ok(log) == {"a", "c"}
     flag.touch()
     second = one_each(
-        run_many(tasks, max_concurrent=2, joblog=log, resume=True, memory_probe=FixedProbe(BIG)), ["b"]
+        run_many(tasks, max_concurrent=2, joblog=log, resume="failed", memory_probe=FixedProbe(BIG)), ["b"]
     )
     assert second["b"].ok
     assert finished_ok(log) == {"a", "b", "c"}
@@ -248,7 +248,7 @@ def test_resume_keeps_the_index_ids_of_bare_argv_lists(tmp_path: Path) -> None:
     tasks = [["true"], ["sh", "-c", f'test -e "{flag}"'], ["true"]]
     one_each(run_many(tasks, joblog=log, max_concurrent=1, memory_probe=FixedProbe(BIG)), ["0", "1", "2"])
     flag.touch()
-    again = one_each(run_many(tasks, joblog=log, resume=True, memory_probe=FixedProbe(BIG)), ["1"])
+    again = one_each(run_many(tasks, joblog=log, resume="failed", memory_probe=FixedProbe(BIG)), ["1"])
     assert again["1"].ok
 
 
@@ -260,6 +260,47 @@ def test_joblog_reader_skips_a_torn_last_line(tmp_path: Path) -> None:
     )
     assert finished_ok(log) == {"x", "z"}
     assert finished_ok(tmp_path / "missing") == set()
+
+
+def test_resume_skips_every_final_outcome_but_cancelled_resume_failed_only_the_ok_ones(tmp_path: Path) -> None:
+    log = tmp_path / "jobs.ndjson"
+    log.write_bytes(
+        b'{"id":"ok","final":true,"verdict":"ok"}\n{"id":"bad","final":true,"verdict":"failed"}\n'
+        b'{"id":"gone","final":true,"verdict":"cancelled"}\n{"id":"half","final":false,"verdict":"killed_memory"}\n'
+        b'{"id":"late","final":true,"verdict":"timeout"}\n'
+    )
+    assert done_ids(log, True) == {"ok", "bad", "late"}  # GNU parallel's --resume
+    assert done_ids(log, "failed") == {"ok"}  # --resume-failed
+    assert done_ids(log, False) == set()
+
+
+def test_retries_run_a_failed_task_again_and_each_attempt_is_logged(tmp_path: Path) -> None:
+    log = tmp_path / "jobs.ndjson"
+    count = tmp_path / "count"
+    # fails twice, then succeeds; a missing command is never retried
+    flaky = ["sh", "-c", f'echo x >> "{count}"; test "$(wc -l < "{count}")" -ge 3']
+    tasks = [Task(argv=flaky, id="flaky"), Task(argv=["no-such-command-here"], id="missing"),
+             Task(argv=["false"], id="hopeless")]
+    outs = one_each(run_many(tasks, max_concurrent=1, retries=2, retry_backoff=0.01, joblog=log,
+                             memory_probe=FixedProbe(BIG)), ["flaky", "missing", "hopeless"])
+    assert outs["flaky"].ok and outs["flaky"].attempts == 3
+    assert outs["missing"].verdict == "spawn_error" and outs["missing"].attempts == 1
+    assert outs["hopeless"].verdict == "failed" and outs["hopeless"].attempts == 3
+    recs = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    assert [(r["attempt"], r["final"]) for r in recs if r["id"] == "flaky"] == [(1, False), (2, False), (3, True)]
+
+
+@pytest.mark.parametrize(("spec", "verdicts", "started"), [
+    ("now,fail=2", ["ok", "failed", "failed"], 3),
+    ("soon,success=2", ["ok", "ok"], 2),
+    ("soon,fail=50%", ["failed", "ok"], 2),
+])
+def test_halt_conditions_as_in_gnu_parallel(spec: str, verdicts: list[str], started: int) -> None:
+    codes = [0, 1, 1, 0, 0, 0] if spec.startswith("now") else [0, 0, 0, 0] if "success" in spec else [1, 0, 0, 0]
+    tasks = [Task(argv=["sh", "-c", f"exit {c}"], id=f"t{i}") for i, c in enumerate(codes)]
+    outs = list(run_many(tasks, max_concurrent=1, halt=spec, ordered=True, memory_probe=FixedProbe(BIG)))
+    assert [o.verdict for o in outs[:started]] == verdicts
+    assert [o.verdict for o in outs[started:]] == ["skipped"] * (len(codes) - started)
 
 
 def test_keyboard_interrupt_cancels_started_tasks_and_leaves_nothing(tmp_path: Path) -> None:
@@ -328,7 +369,7 @@ def test_halt_soon_lets_running_tasks_finish_and_starts_nothing_new() -> None:
 
 def test_usage_errors() -> None:
     for kwargs in ({"max_concurrent": 0}, {"stop_at": 0.9, "kill_at": 0.8}, {"enforce": "x"}, {"halt": "later"},
-                   {"resume": True}, {"retries": -1}, {"timeout": -1.0}):
+                   {"resume": True}, {"retries": -1}, {"requeues": -1}, {"timeout": -1.0}, {"halt": "soon,fail=0"}):
         with pytest.raises(spoolparse.UsageError):
             run_many([], memory_probe=FixedProbe(BIG), **kwargs)  # type: ignore[arg-type]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import signal
 import sys
@@ -25,6 +26,7 @@ from .._signals import Interrupted, interrupts
 from ..errors import Error, UsageError
 from .admission import DEFAULT_MEMORY_PER_TASK, cpu_cap
 from .calibrate import calibrate
+from .halt import Halt, parse_halt
 from .scheduler import ENFORCE_MODES, Batch, InvalidTask, run_many
 from .tasks import Task
 
@@ -38,7 +40,8 @@ BATCH_EXAMPLES = """\
 examples:
   spoolparse batch tasks.jsonl -j 8 --joblog jobs.ndjson > outcomes.ndjson
   spoolparse batch tasks.jsonl --memory-per-task 2G --memory-limit 3G --timeout 1800 --soft-timeout 1500
-  spoolparse batch tasks.jsonl --joblog jobs.ndjson --resume      # rerun what did not end ok
+  spoolparse batch tasks.jsonl --joblog jobs.ndjson --resume       # run what has no outcome yet
+  spoolparse batch tasks.jsonl --joblog jobs.ndjson --resume-failed --retries 2   # and what was not ok
   python make_tasks.py | spoolparse batch - -j 4
   spoolparse batch tasks.jsonl --ray auto -j 16 --joblog jobs.ndjson   # on every node of a Ray cluster
 
@@ -132,14 +135,23 @@ def register(sub: Any) -> None:
         "--grace", type=lambda t: parse_duration(t, zero=True), default=_limits.DEFAULT_GRACE, metavar="DURATION",
         help="SIGTERM to SIGKILL (default: 5)",
     )
-    b.add_argument("--retries", type=_count, default=2, metavar="N",
-                   help="requeues after a memory-pressure kill (default: 2)")
+    b.add_argument("--retries", type=_count, default=0, metavar="N",
+                   help="run a task again when it failed, timed out or outgrew its memory limit, up to N times "
+                   "(default: 0)")
+    b.add_argument("--requeues", type=_count, default=2, metavar="N",
+                   help="start a task again after a host memory-pressure kill, up to N times (default: 2)")
     b.add_argument("--joblog", metavar="FILE", help="append one NDJSON line per attempt")
-    b.add_argument("--resume", action="store_true", help="skip task ids whose final outcome in --joblog is ok")
+    again = b.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="skip task ids with a final outcome in --joblog (cancelled ones run again)")
+    again.add_argument("--resume-failed", action="store_true",
+                       help="skip task ids whose final outcome in --joblog is ok; run the others again")
     b.add_argument("--ordered", action="store_true", help="print outcomes in input order")
     b.add_argument("--max-task-line", type=positive_size, default=_limits.MAX_TASK_LINE, metavar="SIZE",
                    help="longest task line read; a longer one is that task's error (default: 8M)")
-    b.add_argument("--halt", choices=("soon", "now"), help="stop after the first task that is not ok")
+    b.add_argument("--halt", type=_halt, metavar="WHEN[,WHY=N]",
+                   help="stop starting tasks: soon or now (now also cancels the running ones), after fail=N "
+                   "or fail=X%% tasks not ok, or success=N ok (default when alone: fail=1)")
     b.add_argument("--enforce", choices=ENFORCE_MODES, default="auto", help="how --memory-limit is enforced")
     b.add_argument("--pids-max", type=_positive, default=_limits.PIDS_MAX, metavar="N",
                    help=f"processes one task's cgroup may hold, pids.max (default: {_limits.PIDS_MAX})")
@@ -244,10 +256,12 @@ def _gib(n: int) -> str:
 class _Progress:
     """The running tasks' current tools (one line each, bounded), then the totals line."""
 
-    def __init__(self, out: IO[str]) -> None:
+    def __init__(self, out: IO[str], total: int | None = None) -> None:
         self.out = out
         from ..progress import RunningTasks  # only with --progress: it brings in rich
 
+        self.total = total  # task lines in the input, when it is a file
+        self.started = time.monotonic()
         self.next = 0.0
         self.tasks = RunningTasks()
         self.drawn = 0  # lines of the block on screen
@@ -265,15 +279,26 @@ class _Progress:
             self.out.flush()
             return
         a = batch.admission
+        t = batch.tally
+        done = f"done {t.done}/{self.total}" if self.total is not None else f"done {t.done}"
         totals = (
-            f"done {batch.done} | running {batch.running} | queued {batch.queued} | failed {batch.failed}"
-            f" | memory {_gib(a.last_used)}/{_gib(a.last_total)} GiB"
+            f"{done} | running {batch.running} | queued {batch.queued} | failed {t.failed}"
+            f" | memory {_gib(a.last_used)}/{_gib(a.last_total)} GiB{self._eta(t.done + batch.skipped, now)}"
         )
         width = shutil.get_terminal_size().columns
         lines = [*self.tasks.lines(width), totals]
         self.out.write(self._home() + "\n".join(lines))
         self.drawn = len(lines)
         self.out.flush()
+
+    def _eta(self, done: int, now: float) -> str:
+        """`` | ETA 3m20s`` from the pace so far, once the total is known and a task has ended."""
+        if self.total is None or done <= 0 or done >= self.total:
+            return ""
+        left = (now - self.started) / done * (self.total - done)
+        m, sec = divmod(int(left), 60)
+        h, m = divmod(m, 60)
+        return f" | ETA {h}h{m:02d}m" if h else f" | ETA {m}m{sec:02d}s" if m else f" | ETA {sec}s"
 
     def _home(self) -> str:
         """Back to the block's first line, and clear to the end of the screen."""
@@ -288,9 +313,35 @@ class _Progress:
         self.out.flush()
 
 
+def _count_lines(path: str) -> int | None:
+    """Lines of a regular task file (read once, 1 MiB at a time): the progress line's total (blank ones count)."""
+    if path == "-":
+        return None
+    try:
+        with open(path, "rb") as f:
+            if not os.path.isfile(path):
+                return None
+            count, last = 0, b"\n"
+            while chunk := f.read(1 << 20):
+                count += chunk.count(b"\n")
+                last = chunk[-1:]
+            return count + (last != b"\n")
+    except OSError:
+        return None
+
+
+def _halt(text: str) -> Halt:
+    try:
+        halt = parse_halt(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    assert halt is not None
+    return halt
+
+
 def _cmd_batch(args: argparse.Namespace) -> int:
-    if args.resume and not args.joblog:
-        raise UsageError("--resume needs --joblog FILE")
+    if (args.resume or args.resume_failed) and not args.joblog:
+        raise UsageError(f"--resume{'-failed' if args.resume_failed else ''} needs --joblog FILE")
     if args.tasks == "-":
         stream: IO[bytes] = sys.stdin.buffer
     else:
@@ -299,7 +350,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UsageError(f"cannot read {args.tasks!r}: {e.strerror}") from None
     show = args.progress if args.progress is not None else sys.stderr.isatty()
-    progress = _Progress(sys.stderr) if show else None
+    progress = _Progress(sys.stderr, _count_lines(args.tasks)) if show else None
     # SIGINT/TERM/HUP/QUIT: every agent ended, the ended tasks' outcomes printed, exit 128+N
     with interrupts():
         out, saved_stdout = sys.stdout.buffer, sys.stdout
@@ -316,6 +367,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                 reserve=args.reserve,
                 stop_at=args.stop_at,
                 kill_at=args.kill_at,
+                requeues=args.requeues,
                 retries=args.retries,
                 timeout=args.timeout,
                 soft_timeout=args.soft_timeout,
@@ -324,7 +376,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                 ordered=args.ordered,
                 halt=args.halt,
                 joblog=args.joblog,
-                resume=args.resume,
+                resume="failed" if args.resume_failed else args.resume,
                 enforce=args.enforce,
                 pids_max=args.pids_max,
                 spool_dir=args.spool_dir,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import IO, cast
+from typing import IO, Literal, TypeAlias, cast
 
 import orjson
 
@@ -22,7 +22,11 @@ from .._json import dumps
 from ..types import JobLogRecord, Verdict
 from .tasks import Outcome
 
-__all__ = ["JobLog", "finished_ok"]
+#: ``True``: skip every task with a final outcome in the log (GNU parallel's ``--resume``);
+#: ``"failed"``: skip only those whose final outcome was ``ok``, run the others again (``--resume-failed``).
+Resume: TypeAlias = bool | Literal["failed"]
+
+__all__ = ["JobLog", "Resume", "done_ids", "finished_ok"]
 
 
 class JobLog:
@@ -86,12 +90,21 @@ class JobLog:
 
 
 def finished_ok(path: str | os.PathLike[str]) -> set[str]:
-    """Ids whose last *final* record in the log is ``ok`` (a missing log gives none).
+    """Ids whose last *final* record in the log is ``ok`` (a missing log gives none)."""
+    return done_ids(path, "failed")
 
-    Lines that do not parse, such as one cut short by a crash, are skipped.
-    Memory is O(distinct ids in the log).
+
+def done_ids(path: str | os.PathLike[str], resume: Resume) -> set[str]:
+    """The ids a resumed batch skips: see :data:`Resume`. A missing log gives none.
+
+    A ``cancelled`` outcome (the batch was interrupted) is never final for a
+    resume: that task runs again either way. Lines that do not parse, such as
+    one cut short by a crash, are skipped. Memory is O(distinct ids in the log).
     """
-    last: dict[str, bool] = {}
+    if not resume:
+        return set()
+    only_ok = resume == "failed"
+    last: dict[str, str] = {}
     try:
         f = open(path, "rb")  # noqa: SIM115
     except FileNotFoundError:
@@ -103,5 +116,5 @@ def finished_ok(path: str | os.PathLike[str]) -> set[str]:
             except orjson.JSONDecodeError:
                 continue
             if isinstance(rec, dict) and rec.get("final") and isinstance(rec.get("id"), str):
-                last[rec["id"]] = rec.get("verdict") == "ok"
-    return {k for k, ok in last.items() if ok}
+                last[rec["id"]] = str(rec.get("verdict"))
+    return {k for k, v in last.items() if v == "ok" or (not only_ok and v != "cancelled")}

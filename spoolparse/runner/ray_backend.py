@@ -6,7 +6,7 @@ local runner for its share. The driver pulls tasks from the input only when
 some node has room (by the memory its admission reports free, never more than
 a window ahead), sends their descriptions, and receives outcomes. A node that
 dies, or stays unreachable for :data:`NODE_GRACE` seconds, loses its tasks to
-the others (each loss is a job-log attempt, up to ``retries`` requeues); a
+the others (each loss is a job-log attempt, up to ``requeues`` of them); a
 late outcome from it is dropped. Interrupting the driver cancels every node
 and ends every agent.
 
@@ -28,12 +28,13 @@ from typing import Any
 
 from ..errors import Error, UsageError
 from .admission import Admission
-from .joblog import JobLog, finished_ok
+from .halt import Halt, Tally, parse_halt
+from .joblog import JobLog, done_ids
 from .memory import HostMemory
 from .ray_ledger import Ledger, Record
 from .ray_node import NodeRunner
 from .ray_wire import dumps, loads
-from .scheduler import _END, _LATER, HALT_MODES, InvalidTask, _async_source
+from .scheduler import _END, _LATER, InvalidTask, _async_source
 from .tasks import Outcome, Task, TaskLike, as_task
 
 __all__ = ["RayBatch", "run_many_ray", "arun_many_ray", "BACKENDS", "NODE_GRACE", "RAY_MISSING"]
@@ -105,13 +106,13 @@ class RayBatch(Iterator[Outcome]):
         _check(options)
         self.options = options
         self.ordered: bool = options["ordered"]
-        self.halt: str | None = options["halt"]
+        self.halt: Halt | None = parse_halt(options["halt"])
         joblog = options["joblog"]
-        self.skip: set[str] = finished_ok(joblog) if options["resume"] else set()
+        self.skip: set[str] = done_ids(joblog, options["resume"]) if options["resume"] else set()
         self._ray = _import_ray()
         self._own_ray = _connect(self._ray, address)
         self.joblog = JobLog(joblog) if joblog is not None else None
-        self.ledger = Ledger(retries=options["retries"], memory_per_task=options["memory_per_task"])
+        self.ledger = Ledger(retries=options["requeues"], memory_per_task=options["memory_per_task"])
         self._pull = _puller(tasks)
         self._held: tuple[int, Task | InvalidTask] | None = None
         self._exhausted = False
@@ -132,8 +133,7 @@ class RayBatch(Iterator[Outcome]):
         self._nodes_stopped = False
         self.cancelled: list[Outcome] = []
         #: Counters for progress displays.
-        self.done = 0
-        self.failed = 0
+        self.tally = Tally()
         self.skipped = 0
         self.wire_bytes = [0, 0]  # sent, received
         self.on_tick: Callable[[RayBatch], None] | None = None
@@ -168,7 +168,8 @@ class RayBatch(Iterator[Outcome]):
     def status(self) -> str:
         """A status line: ``done 120 | running 24 | queued 0 | failed 1 | 3f2a91c0 12/40 | 9bd04e11 lost``
         (each node: running/done)."""
-        parts = [f"done {self.done}", f"running {self.running}", f"queued {self.queued}", f"failed {self.failed}"]
+        t = self.tally
+        parts = [f"done {t.done}", f"running {self.running}", f"queued {self.queued}", f"failed {t.failed}"]
         for n in self.nodes:
             name = n["name"][:8]
             parts.append(f"{name} lost" if n["lost"] else f"{name} {n['running']}/{n['done']}")
@@ -414,16 +415,13 @@ class RayBatch(Iterator[Outcome]):
             self._final(rec.outcome, rec.seq)
 
     def _final(self, out: Outcome, seq: int) -> None:
-        self.done += 1
-        if not out.ok:
-            self.failed += 1
-            if self.halt is not None and not self._halted:
-                self._halted = True
-                self._held = None
-                if self.halt == "now":
-                    self._stop_nodes()
-                    for rec in self.ledger.cancel_all("cancelled: the batch halted"):
-                        self._record(rec)
+        if self.tally.add(out.verdict, self.halt) and not self._halted:
+            self._halted = True
+            self._held = None
+            if self.halt is not None and self.halt.when == "now":
+                self._stop_nodes()
+                for rec in self.ledger.cancel_all("cancelled: the batch halted"):
+                    self._record(rec)
         if not self.ordered:
             self._out.append(out)
             return
@@ -509,10 +507,10 @@ def _puller(tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any]) -> Call
 
 def _check(options: dict[str, Any]) -> None:
     """The option errors a node would find, found on the driver before anything starts."""
-    if options["halt"] not in HALT_MODES:
-        raise UsageError(f"halt must be None, 'soon' or 'now', not {options['halt']!r}")
-    if options["retries"] < 0:
-        raise UsageError(f"retries must not be negative, not {options['retries']}")
+    parse_halt(options["halt"])  # raises on a bad condition
+    for name in ("requeues", "retries"):
+        if options[name] < 0:
+            raise UsageError(f"{name} must not be negative, not {options[name]}")
     if options["memory_per_task"] <= 0:
         raise UsageError(f"memory_per_task must be positive, not {options['memory_per_task']}")
     if options["resume"] and options["joblog"] is None:

@@ -39,7 +39,7 @@ __all__ = ["NodeRunner", "NODE_OPTIONS"]
 
 #: The :func:`run_many` options a node runner takes; the driver keeps the job log, resume, order and halt.
 NODE_OPTIONS = (
-    "max_concurrent", "memory_per_task", "memory_limit", "reserve", "stop_at", "kill_at", "retries",
+    "max_concurrent", "memory_per_task", "memory_limit", "reserve", "stop_at", "kill_at", "requeues", "retries",
     "retry_backoff", "timeout", "soft_timeout", "soft_signal", "grace", "enforce", "pids_max", "memory_probe",
     "spool_dir", "max_spool_bytes", "sample_interval",
 )

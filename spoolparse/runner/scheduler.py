@@ -38,14 +38,15 @@ from ..providers.base import LiveEvent
 from ..types import Summary
 from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
 from .cgroup import ChildCgroup, Placement, enforcement_of
-from .joblog import JobLog, finished_ok
+from .halt import Halt, Tally, parse_halt
+from .joblog import JobLog, Resume, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .tasks import Outcome, Task, TaskLike, as_task
 
 if TYPE_CHECKING:
     from .ray_backend import RayBatch
 
-__all__ = ["run_many", "arun_many", "Batch", "InvalidTask", "ENFORCE_MODES", "HALT_MODES"]
+__all__ = ["run_many", "arun_many", "Batch", "InvalidTask", "ENFORCE_MODES"]
 
 log = logging.getLogger("spoolparse.runner")
 
@@ -53,9 +54,6 @@ log = logging.getLogger("spoolparse.runner")
 #: ``cgroup``: a cgroup for every task when possible (exact peaks, escaped
 #: processes killed); ``watchdog``: never a cgroup, limits by RSS sampling.
 ENFORCE_MODES = ("auto", "cgroup", "watchdog")
-#: ``soon``: after the first task that is not ``ok``, start nothing new and
-#: let running tasks finish; ``now``: also cancel the running ones.
-HALT_MODES = (None, "soon", "now")
 
 #: Longest sleep of the supervisor between looks at its children (seconds).
 TICK = 0.05
@@ -127,6 +125,11 @@ class _Pending:
     future: Future[Child] | None = None
 
 
+#: Verdicts ``retries`` runs again: the agent failed, timed out or outgrew its own memory limit. Not
+#: ``spawn_error`` (a missing command stays missing), ``cancelled`` or ``skipped``.
+RETRY_VERDICTS = ("failed", "timeout", "killed_memory")
+
+
 @dataclass(order=True)
 class _Retry:
     ready_at: float
@@ -160,6 +163,7 @@ class Batch(Iterator[Outcome]):
         reserve: int | None,
         stop_at: float,
         kill_at: float,
+        requeues: int,
         retries: int,
         retry_backoff: float,
         timeout: float | None,
@@ -168,9 +172,9 @@ class Batch(Iterator[Outcome]):
         grace: float,
         ordered: bool,
         window: int | None,
-        halt: str | None,
+        halt: str | Halt | None,
         joblog: str | os.PathLike[str] | None,
-        resume: bool,
+        resume: Resume,
         enforce: str,
         pids_max: int | None,
         memory_probe: MemoryProbe | None,
@@ -180,10 +184,10 @@ class Batch(Iterator[Outcome]):
     ) -> None:
         if enforce not in ENFORCE_MODES:
             raise UsageError(f"enforce must be one of {', '.join(ENFORCE_MODES)}, not {enforce!r}")
-        if halt not in HALT_MODES:
-            raise UsageError(f"halt must be None, 'soon' or 'now', not {halt!r}")
-        if retries < 0:
-            raise UsageError(f"retries must not be negative, not {retries}")
+        self.halt = parse_halt(halt)
+        for name, count in (("requeues", requeues), ("retries", retries)):
+            if count < 0:
+                raise UsageError(f"{name} must not be negative, not {count}")
         if memory_per_task <= 0:
             raise UsageError(f"memory_per_task must be positive, not {memory_per_task}")
         check_times(timeout, grace, soft_timeout)  # the one rule for times: no NaN, no endless grace
@@ -205,7 +209,9 @@ class Batch(Iterator[Outcome]):
         self.max_concurrent = max_concurrent
         self.memory_per_task = memory_per_task
         self.memory_limit = memory_limit
+        self.requeues = requeues
         self.retries = retries
+        self._failures: dict[int, int] = {}  # failed attempts per task retried so far (by input order)
         self.retry_backoff = retry_backoff
         self.timeout = timeout
         self.soft_timeout = soft_timeout
@@ -215,14 +221,13 @@ class Batch(Iterator[Outcome]):
         self.window = window if window is not None else 2 * max_concurrent
         if self.window < max_concurrent:
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
-        self.halt = halt
         self.enforce = enforce
         self.pids_max = pids_max
         self.spool_dir = spool_dir
         self.max_spool_bytes = max_spool_bytes
         self.sample_interval = sample_interval
         self.placement = Placement.detect() if enforce != "watchdog" else Placement(None)
-        self.skip: set[str] = finished_ok(joblog) if resume and joblog is not None else set()
+        self.skip: set[str] = done_ids(joblog, resume) if resume and joblog is not None else set()
         self.joblog = JobLog(joblog) if joblog is not None else None
         self._pull = self._puller(tasks)
         self._held: Task | InvalidTask | None = None
@@ -250,8 +255,7 @@ class Batch(Iterator[Outcome]):
         self._closed = False
         self.cancelled: list[Outcome] = []
         #: Counters for progress displays.
-        self.done = 0
-        self.failed = 0
+        self.tally = Tally()
         self.skipped = 0
         self.on_tick: Callable[[Batch], None] | None = None
         #: Called with each task's live events while it runs (from the batch loop: it must be quick).
@@ -519,7 +523,7 @@ class Batch(Iterator[Outcome]):
             if key >= 0:
                 self._poll.register(key, select.POLLIN)
             self._starting.remove(p)
-            if self._halted and self.halt == "now":
+            if self._halted and self.halt is not None and self.halt.when == "now":
                 slot.forced = "cancelled"
                 self._kill(slot, signal.SIGKILL)
 
@@ -731,12 +735,18 @@ class Batch(Iterator[Outcome]):
             error=error,
             summary=summary,
         )
-        if s.forced == "requeue" and not cancelled and s.attempt <= self.retries and not self._halted:
+        failures = self._failures.get(s.seq, 0)
+        requeue = s.forced == "requeue" and s.attempt - failures <= self.requeues
+        retry = verdict in RETRY_VERDICTS and s.forced != "requeue" and failures < self.retries
+        if (requeue or retry) and not cancelled and not self._halted:
+            if retry:
+                self._failures[s.seq] = failures + 1
             self._log(out, s.task, final=False, started=s.started_wall)
             backoff = self.retry_backoff * (2 ** (s.attempt - 1))
             self._retry.append(_Retry(_now() + backoff, s.seq, s.task, s.attempt))
             self._retry.sort()
         else:
+            self._failures.pop(s.seq, None)
             self._log(out, s.task, final=True, started=s.started_wall, hold=not cancelled)
             if not cancelled:
                 self._final(out, s.seq)
@@ -776,16 +786,13 @@ class Batch(Iterator[Outcome]):
             self._seq += 1
 
     def _final(self, out: Outcome, seq: int) -> None:
-        self.done += 1
-        if not out.ok and out.verdict != "skipped":
-            self.failed += 1
-            if self.halt is not None and not self._halted:
-                self._halted = True  # what was read and not started gets a skipped outcome (_skip_rest)
-                if self.halt == "now":
-                    for s in self._running.values():
-                        if s.forced is None:
-                            s.forced = "cancelled"
-                        self._kill(s, signal.SIGKILL)
+        if self.tally.add(out.verdict, self.halt) and not self._halted:
+            self._halted = True  # what was read and not started gets a skipped outcome (_skip_rest)
+            if self.halt is not None and self.halt.when == "now":
+                for s in self._running.values():
+                    if s.forced is None:
+                        s.forced = "cancelled"
+                    self._kill(s, signal.SIGKILL)
         if not self.ordered:
             self._out.append(out)
             return
@@ -878,6 +885,7 @@ def _options(
     reserve: int | None,
     stop_at: float,
     kill_at: float,
+    requeues: int,
     retries: int,
     retry_backoff: float,
     timeout: float | None,
@@ -886,9 +894,9 @@ def _options(
     grace: float,
     ordered: bool,
     window: int | None,
-    halt: str | None,
+    halt: str | Halt | None,
     joblog: str | os.PathLike[str] | None,
-    resume: bool,
+    resume: Resume,
     enforce: str,
     pids_max: int | None,
     memory_probe: MemoryProbe | None,
@@ -903,6 +911,7 @@ def _options(
         "reserve": reserve,
         "stop_at": stop_at,
         "kill_at": kill_at,
+        "requeues": requeues,
         "retries": retries,
         "retry_backoff": retry_backoff,
         "timeout": timeout,
@@ -932,7 +941,8 @@ def run_many(
     reserve: int | None = None,
     stop_at: float = 0.85,
     kill_at: float = 0.95,
-    retries: int = 2,
+    requeues: int = 2,
+    retries: int = 0,
     retry_backoff: float = 1.0,
     timeout: float | None = None,
     soft_timeout: float | None = None,
@@ -940,9 +950,9 @@ def run_many(
     grace: float = _limits.DEFAULT_GRACE,
     ordered: bool = False,
     window: int | None = None,
-    halt: str | None = None,
+    halt: str | Halt | None = None,
     joblog: str | os.PathLike[str] | None = None,
-    resume: bool = False,
+    resume: Resume = False,
     enforce: str = "auto",
     pids_max: int | None = PIDS_MAX,
     memory_probe: MemoryProbe | None = None,
@@ -963,8 +973,11 @@ def run_many(
     total and its estimate (``Task.memory`` or ``memory_per_task``, default
     1 GiB) fits next to what running tasks have reserved but not yet used.
     Above ``kill_at`` the youngest task is killed and requeued after
-    ``retry_backoff`` seconds (doubling), up to ``retries`` times; then its
-    verdict is ``killed_memory``. With no ``max_concurrent`` it is
+    ``retry_backoff`` seconds (doubling), up to ``requeues`` times; then its
+    verdict is ``killed_memory``. A task whose verdict is in
+    :data:`RETRY_VERDICTS` (``failed``, ``timeout``, ``killed_memory`` by its
+    own limit) runs again up to ``retries`` times (default 0), after the same
+    backoff; each attempt is a job-log line, the last one is its outcome. With no ``max_concurrent`` it is
     floor((total − reserve) / memory_per_task), at least 1, at most four per
     CPU. ``memory_limit`` (or ``Task.memory_limit``) caps each task's process
     tree with a cgroup when one can be made here, else with an RSS watchdog
@@ -974,10 +987,14 @@ def run_many(
     Time: ``soft_timeout`` sends ``soft_signal`` to the task's process group
     once; ``timeout`` sends SIGTERM, then SIGKILL after ``grace`` seconds.
 
-    ``joblog`` appends one NDJSON line per attempt; with ``resume=True``
-    task ids whose last final record there is ``ok`` are skipped. ``halt``
-    (``"soon"``/``"now"``) stops the batch after the first task that is not
-    ``ok``. Supervision happens while the iterator is advanced: keep the loop
+    ``joblog`` appends one NDJSON line per attempt; ``resume=True`` skips
+    task ids with a final outcome there (not ``cancelled``), and
+    ``resume="failed"`` skips only those whose final outcome was ``ok``, as
+    GNU parallel's ``--resume`` and ``--resume-failed``. ``halt`` stops
+    starting tasks on a condition: ``"soon"`` / ``"now"`` after the first task
+    that is not ``ok``, ``"now,fail=3"``, ``"soon,fail=10%"``,
+    ``"now,success=1"`` (:mod:`spoolparse.runner.halt`); the tasks it never
+    starts get ``skipped`` outcomes. Supervision happens while the iterator is advanced: keep the loop
     body short, or use :func:`arun_many`.
 
     On ``KeyboardInterrupt`` (or when the returned :class:`Batch` is closed)
@@ -995,7 +1012,7 @@ def run_many(
     .. seealso:: :func:`spoolparse.run`, :func:`arun_many`, GNU parallel's ``--memfree`` and ``--halt``
     """
     opts = _options(
-        max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, retries, retry_backoff,
+        max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, requeues, retries, retry_backoff,
         timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
         memory_probe, spool_dir, max_spool_bytes, sample_interval,
     )
@@ -1062,7 +1079,8 @@ async def arun_many(
     reserve: int | None = None,
     stop_at: float = 0.85,
     kill_at: float = 0.95,
-    retries: int = 2,
+    requeues: int = 2,
+    retries: int = 0,
     retry_backoff: float = 1.0,
     timeout: float | None = None,
     soft_timeout: float | None = None,
@@ -1070,9 +1088,9 @@ async def arun_many(
     grace: float = _limits.DEFAULT_GRACE,
     ordered: bool = False,
     window: int | None = None,
-    halt: str | None = None,
+    halt: str | Halt | None = None,
     joblog: str | os.PathLike[str] | None = None,
-    resume: bool = False,
+    resume: Resume = False,
     enforce: str = "auto",
     pids_max: int | None = PIDS_MAX,
     memory_probe: MemoryProbe | None = None,
@@ -1094,7 +1112,7 @@ async def arun_many(
     loop = asyncio.get_running_loop()
     feeder: asyncio.Task[Any] | None = None
     opts = _options(
-        max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, retries, retry_backoff,
+        max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, requeues, retries, retry_backoff,
         timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
         memory_probe, spool_dir, max_spool_bytes, sample_interval,
     )
