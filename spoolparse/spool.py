@@ -88,7 +88,25 @@ def resolve_spool_dir(spool_dir: str | os.PathLike[str] | None = None) -> str:
 
 
 def open_spool(directory: str) -> IO[bytes]:
-    """A new nameless spool file in ``directory``, opened for reading and writing."""
+    """A new nameless spool file in ``directory``, opened for reading and writing.
+
+    On Linux an ``O_TMPFILE`` file opened without ``O_EXCL``, so that a kept
+    transcript (``batch --results``) can be given a name with ``linkat``
+    instead of copied; only its owner can reach it (mode 0600, through our
+    own ``/proc/self/fd``). Elsewhere, or where the filesystem has no
+    ``O_TMPFILE``, :func:`tempfile.TemporaryFile`.
+    """
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    if tmpfile:
+        try:
+            fd = os.open(directory, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise SpoolDirError(
+                    directory, e.errno or errno.EIO, f"cannot hold a spool file ({e.strerror})"
+                ) from e
+        else:
+            return os.fdopen(fd, "w+b")
     try:
         return tempfile.TemporaryFile(dir=directory)
     except OSError as e:

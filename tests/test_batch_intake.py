@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,44 @@ def test_closed_stderr_still_runs_and_prints(tmp_path: Path) -> None:
     r = subprocess.run(f'"{sys.executable}" -m spoolparse run -- nonexist-cmd 2>&-', shell=True,
                        capture_output=True, timeout=60)
     assert r.returncode == 127
+
+
+def test_results_keeps_the_transcripts_of_tasks_not_ok_as_links(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    out = tmp_path / "out"
+    rows = [{"id": "good", "cmd": ["sh", "-c", 'echo \'{"a":1}\'']},
+            {"id": "bad/../one", "cmd": ["sh", "-c", 'echo \'{"type":"x"}\'; echo oops >&2; exit 3']}]
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = _batch(str(tasks), "--results", str(out), "--spool-dir", str(spool))
+    assert p.returncode == 1, p.stderr
+    assert sorted(os.listdir(out)) == ["bad%2F..%2Fone"]  # only the task that is not ok; a safe name
+    kept = out / "bad%2F..%2Fone"
+    assert (kept / "stdout").read_text() == '{"type":"x"}\n' and (kept / "stderr").read_text() == "oops\n"
+    assert (kept / "stdout").stat().st_nlink == 1 and (kept / "stdout").stat().st_mode & 0o777 == 0o600
+    assert os.listdir(spool) == []  # the spools themselves stay nameless
+    assert _batch(str(tasks), "--results", str(tmp_path / "all"), "--results-all").returncode == 1
+    assert sorted(os.listdir(tmp_path / "all")) == ["bad%2F..%2Fone", "good"]
+    assert (tmp_path / "all" / "good" / "stdout").read_text() == '{"a":1}\n'
+
+
+def test_a_kept_transcript_is_a_link_not_a_copy(tmp_path: Path) -> None:
+    from spoolparse.runner.results import folder_name, keep
+    from spoolparse.spool import open_spool
+
+    f = open_spool(str(tmp_path))
+    f.write(b"x" * 4096)
+    f.flush()
+    try:
+        os.link(f"/proc/self/fd/{f.fileno()}", tmp_path / "probe", follow_symlinks=True)
+    except OSError as e:  # some sandboxes refuse linkat through /proc (EXDEV): keep() copies there
+        folder = keep(tmp_path / "r", "t", {"stdout": f})
+        assert os.path.getsize(os.path.join(folder, "stdout")) == 4096
+        pytest.skip(f"needs linkat of an O_TMPFILE file through /proc/self/fd, refused here ({e.strerror})")
+    folder = keep(tmp_path / "r", "t", {"stdout": f})
+    f.write(b"y")  # a link shares the inode: a write after keeping shows in the kept file
+    f.flush()
+    assert os.path.getsize(os.path.join(folder, "stdout")) == 4097
+    f.close()
+    assert folder_name("..") == "%2E%2E" and folder_name("a/b") == "a%2Fb" and folder_name("") == "%00"

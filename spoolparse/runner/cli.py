@@ -147,6 +147,10 @@ def register(sub: Any) -> None:
     again.add_argument("--resume-failed", action="store_true",
                        help="skip task ids whose final outcome in --joblog is ok; run the others again")
     b.add_argument("--ordered", action="store_true", help="print outcomes in input order")
+    b.add_argument("--results", metavar="DIR",
+                   help="keep the stdout and stderr of each task that is not ok as DIR/<id>/stdout, stderr "
+                   "(hard links to the spools, no copies)")
+    b.add_argument("--results-all", action="store_true", help="with --results: keep every task's, ok or not")
     b.add_argument("--max-task-line", type=positive_size, default=_limits.MAX_TASK_LINE, metavar="SIZE",
                    help="longest task line read; a longer one is that task's error (default: 8M)")
     b.add_argument("--halt", type=_halt, metavar="WHEN[,WHY=N]",
@@ -380,6 +384,8 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                 enforce=args.enforce,
                 pids_max=args.pids_max,
                 spool_dir=args.spool_dir,
+                results=args.results,
+                keep_transcript="all" if args.results_all else "failed",
                 backend="local" if args.ray is None else "ray",
                 address=args.ray or None,
             )

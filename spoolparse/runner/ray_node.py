@@ -41,7 +41,7 @@ __all__ = ["NodeRunner", "NODE_OPTIONS"]
 NODE_OPTIONS = (
     "max_concurrent", "memory_per_task", "memory_limit", "reserve", "stop_at", "kill_at", "requeues", "retries",
     "retry_backoff", "timeout", "soft_timeout", "soft_signal", "grace", "enforce", "pids_max", "memory_probe",
-    "spool_dir", "max_spool_bytes", "sample_interval",
+    "spool_dir", "max_spool_bytes", "sample_interval", "results", "keep_transcript",
 )
 #: Seconds an exchange that found outcomes waits for more, so that a burst travels in one reply.
 LINGER = 0.01

@@ -35,12 +35,14 @@ from .._spawn import mark_long_lived
 from ..errors import Error, UsageError
 from ..process import Child, group_alive
 from ..providers.base import LiveEvent
+from ..result import Result
 from ..types import Summary
 from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
 from .cgroup import ChildCgroup, Placement, enforcement_of
 from .halt import Halt, Tally, parse_halt
 from .joblog import JobLog, Resume, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
+from .results import KEEP_MODES, KeepTranscript, keep
 from .tasks import Outcome, Task, TaskLike, as_task
 
 if TYPE_CHECKING:
@@ -181,6 +183,8 @@ class Batch(Iterator[Outcome]):
         spool_dir: str | os.PathLike[str] | None,
         max_spool_bytes: int | None,
         sample_interval: float,
+        results: str | os.PathLike[str] | None,
+        keep_transcript: KeepTranscript,
     ) -> None:
         if enforce not in ENFORCE_MODES:
             raise UsageError(f"enforce must be one of {', '.join(ENFORCE_MODES)}, not {enforce!r}")
@@ -226,6 +230,10 @@ class Batch(Iterator[Outcome]):
         self.spool_dir = spool_dir
         self.max_spool_bytes = max_spool_bytes
         self.sample_interval = sample_interval
+        if keep_transcript not in KEEP_MODES:
+            raise UsageError(f"keep_transcript must be one of {', '.join(KEEP_MODES)}, not {keep_transcript!r}")
+        self.results = results
+        self.keep_transcript = keep_transcript
         self.placement = Placement.detect() if enforce != "watchdog" else Placement(None)
         self.skip: set[str] = done_ids(joblog, resume) if resume and joblog is not None else set()
         self.joblog = JobLog(joblog) if joblog is not None else None
@@ -680,10 +688,12 @@ class Batch(Iterator[Outcome]):
         error: str | None = None
         res_ok = False
         try:
-            res, _ = child.result(keep_output=False, timeout=s.timeout)
+            res, _ = child.result(keep_output=self.results is not None, timeout=s.timeout)
             summary = res.summary()
             res_ok = res.ok
             error = res.error
+            if self.results is not None and (self.keep_transcript == "all" or not res_ok or s.forced is not None):
+                self._keep(s, res)
         except Exception as e:
             error = f"cannot read the result: {type(e).__name__}: {e}"
         finally:
@@ -752,6 +762,14 @@ class Batch(Iterator[Outcome]):
                 self._final(out, s.seq)
         self._unregister(s)
         return out
+
+    def _keep(self, s: _Slot, res: Result) -> None:
+        """The task's transcript into ``results``: a link, not a copy (a problem is logged, not fatal)."""
+        assert self.results is not None and res.stdout is not None and res.stderr is not None
+        try:
+            keep(self.results, str(s.task.id), {"stdout": res.stdout, "stderr": res.stderr})
+        except OSError as e:
+            log.warning("cannot keep the transcript of %s in %s: %s", s.task.id, self.results, e)
 
     def _log(self, out: Outcome, task: Task | None, *, final: bool, started: float, hold: bool = False) -> None:
         if self.joblog is not None:
@@ -903,6 +921,8 @@ def _options(
     spool_dir: str | os.PathLike[str] | None,
     max_spool_bytes: int | None,
     sample_interval: float,
+    results: str | os.PathLike[str] | None,
+    keep_transcript: KeepTranscript,
 ) -> dict[str, Any]:
     return {
         "max_concurrent": max_concurrent,
@@ -929,6 +949,8 @@ def _options(
         "spool_dir": spool_dir,
         "max_spool_bytes": max_spool_bytes,
         "sample_interval": sample_interval,
+        "results": results,
+        "keep_transcript": keep_transcript,
     }
 
 
@@ -959,6 +981,8 @@ def run_many(
     spool_dir: str | os.PathLike[str] | None = None,
     max_spool_bytes: int | None = None,
     sample_interval: float = SAMPLE_INTERVAL,
+    results: str | os.PathLike[str] | None = None,
+    keep_transcript: KeepTranscript = "failed",
     backend: str = "local",
     address: str | None = None,
 ) -> Batch | RayBatch:
@@ -1003,6 +1027,11 @@ def run_many(
     job log) and the exception propagates. ``memory_probe`` replaces the
     host's memory readings (tests, or a custom budget).
 
+    ``results`` keeps each task's stdout and stderr as ``results/<id>/stdout``
+    and ``stderr`` (a hard link to the spool, no copy): of the tasks that are
+    not ``ok`` with ``keep_transcript="failed"`` (the default), of all with
+    ``"all"`` (:mod:`spoolparse.runner.results`).
+
     ``backend="ray"`` runs the batch on a Ray cluster (``address``: ``None``
     starts or finds a local one as ``ray.init`` does, ``"auto"``,
     ``"ray://host:10001"``): every option then applies per node, the job log
@@ -1014,7 +1043,7 @@ def run_many(
     opts = _options(
         max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, requeues, retries, retry_backoff,
         timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
-        memory_probe, spool_dir, max_spool_bytes, sample_interval,
+        memory_probe, spool_dir, max_spool_bytes, sample_interval, results, keep_transcript,
     )
     if backend != "local" or address is not None:
         from .ray_backend import run_many_ray  # Ray is an optional extra: imported only when asked for
@@ -1097,6 +1126,8 @@ async def arun_many(
     spool_dir: str | os.PathLike[str] | None = None,
     max_spool_bytes: int | None = None,
     sample_interval: float = SAMPLE_INTERVAL,
+    results: str | os.PathLike[str] | None = None,
+    keep_transcript: KeepTranscript = "failed",
     backend: str = "local",
     address: str | None = None,
 ) -> AsyncIterator[Outcome]:
@@ -1114,7 +1145,7 @@ async def arun_many(
     opts = _options(
         max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, requeues, retries, retry_backoff,
         timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
-        memory_probe, spool_dir, max_spool_bytes, sample_interval,
+        memory_probe, spool_dir, max_spool_bytes, sample_interval, results, keep_transcript,
     )
     if backend != "local" or address is not None:
         from .ray_backend import arun_many_ray  # Ray is an optional extra: imported only when asked for

@@ -1,0 +1,63 @@
+"""Kept transcripts (``batch --results DIR``): a finished task's spools given names under ``DIR/<id>/``.
+
+A spool is a nameless ``O_TMPFILE`` file; keeping it is one ``linkat`` of
+``/proc/self/fd/N`` (no copy, however large), and an in-kernel copy
+(``sendfile``) only where the results folder is on another filesystem. The
+folder's name is the task id made safe for a path (``%``-quoted, never ``.``
+or ``..``); each attempt that is kept replaces the one before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import IO, Literal
+from urllib.parse import quote
+
+__all__ = ["KEEP_MODES", "KeepTranscript", "folder_name", "keep"]
+
+#: ``failed``: keep the transcripts of tasks that are not ``ok`` (the default); ``all``: of every task.
+KeepTranscript = Literal["failed", "all"]
+KEEP_MODES: tuple[KeepTranscript, ...] = ("failed", "all")
+
+#: Longest folder name kept from an id (bytes of the quoted form); a longer id is cut and ends in ``~``.
+NAME_MAX = 200
+
+
+def folder_name(task_id: str) -> str:
+    """A file name for ``task_id``: ``/``, control and other unsafe characters ``%``-quoted."""
+    name = quote(task_id, safe="-_.,=+@~ ") or "%00"
+    if name in (".", ".."):
+        name = name.replace(".", "%2E")
+    if len(name) > NAME_MAX:
+        name = name[: NAME_MAX - 1] + "~"
+    return name
+
+
+def keep(directory: str | os.PathLike[str], task_id: str, spools: dict[str, IO[bytes]]) -> str:
+    """Name each spool ``directory/<id>/<key>`` (``stdout``, ``stderr``); returns that folder."""
+    folder = os.path.join(os.fspath(directory), folder_name(task_id))
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    for key, f in spools.items():
+        dest = os.path.join(folder, key)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(dest)
+        try:
+            os.link(f"/proc/self/fd/{f.fileno()}", dest, follow_symlinks=True)
+        except OSError:  # another filesystem, or a spool that cannot be linked: copy inside the kernel
+            _copy(f.fileno(), dest)
+    return folder
+
+
+def _copy(src: int, dest: str) -> None:
+    size = os.fstat(src).st_size
+    out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        offset = 0
+        while offset < size:
+            sent = os.sendfile(out, src, offset, size - offset)
+            if sent == 0:
+                break
+            offset += sent
+    finally:
+        os.close(out)
