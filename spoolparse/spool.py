@@ -46,7 +46,18 @@ def _unusable(path: str) -> tuple[int, str] | None:
         return errno.ENOTDIR, "is not a directory"
     if not os.access(path, os.W_OK | os.X_OK):
         return errno.EACCES, "is not writable"
+    if path not in _proven:
+        # writable by its mode bits is not enough (/proc, a read-only mount, a full disk): try once per process
+        try:
+            open_spool(path).close()
+        except SpoolDirError as e:
+            return e.errno or errno.EIO, str(e.strerror)
+        _proven.add(path)
     return None
+
+
+#: Directories that have held a spool in this process (each is tried once).
+_proven: set[str] = set()
 
 
 def _check_safety(path: str) -> None:

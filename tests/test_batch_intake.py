@@ -137,3 +137,16 @@ def test_a_kept_transcript_is_a_link_not_a_copy(tmp_path: Path) -> None:
     assert os.path.getsize(os.path.join(folder, "stdout")) == 4097
     f.close()
     assert folder_name("..") == "%2E%2E" and folder_name("a/b") == "a%2Fb" and folder_name("") == "%00"
+
+
+def test_a_spool_dir_that_cannot_hold_spools(tmp_path: Path) -> None:
+    """Writable by its mode bits is not enough (/proc): the variable falls back, an explicit one stops the batch."""
+    task = b'{"cmd":["true"]}\n'
+    env = {**os.environ, "PDD_AGENT_SPOOL_DIR": "/proc"}
+    p = _batch("-", input=task, env=env)
+    assert p.returncode == 0 and [o["verdict"] for o in _outcomes(p.stdout)] == ["ok"]
+    assert b"PDD_AGENT_SPOOL_DIR='/proc' cannot hold a spool file" in p.stderr
+    flag = tmp_path / "ran"
+    p = _batch("-", "--spool-dir", "/proc", input=f'{{"cmd":["touch","{flag}"]}}\n'.encode())
+    assert p.returncode == 2 and p.stdout == b"" and not flag.exists()
+    assert p.stderr.decode().strip().startswith("spoolparse: error: spool directory '/proc' cannot hold a spool")

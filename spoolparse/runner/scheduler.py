@@ -36,6 +36,7 @@ from ..errors import Error, UsageError
 from ..process import Child, group_alive
 from ..providers.base import LiveEvent
 from ..result import Result
+from ..spool import resolve_spool_dir
 from ..types import Summary
 from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
 from .cgroup import ChildCgroup, Placement, enforcement_of
@@ -197,6 +198,8 @@ class Batch(Iterator[Outcome]):
         check_times(timeout, grace, soft_timeout)  # the one rule for times: no NaN, no endless grace
         if resume and joblog is None:
             raise UsageError("resume needs a joblog to read")
+        if spool_dir is not None:
+            resolve_spool_dir(spool_dir)  # a directory that cannot hold spools stops the batch before it starts
         raise_open_files_limit()  # many children hold many descriptors
         self.probe: MemoryProbe = memory_probe if memory_probe is not None else HostMemory()
         self.admission = Admission(self.probe, stop_at=stop_at, kill_at=kill_at, max_age=min(0.05, sample_interval))
