@@ -34,7 +34,7 @@ from .memory import HostMemory
 from .ray_ledger import Ledger, Record
 from .ray_node import NodeRunner
 from .ray_wire import dumps, loads
-from .scheduler import _END, _LATER, InvalidTask, _async_source
+from .scheduler import _END, _LATER, InvalidTask, _async_source, relay
 from .tasks import Outcome, Task, TaskLike, as_task
 
 __all__ = ["RayBatch", "run_many_ray", "arun_many_ray", "BACKENDS", "NODE_GRACE", "RAY_MISSING"]
@@ -536,14 +536,6 @@ def run_many_ray(
     return RayBatch(tasks, address=address, options=options)
 
 
-class _Failed:
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
-_DONE = object()
-
-
 async def arun_many_ray(
     tasks: Iterable[TaskLike | InvalidTask] | AsyncIterable[TaskLike | InvalidTask],
     *,
@@ -560,36 +552,12 @@ async def arun_many_ray(
         source, feed = _async_source(tasks, MAX_SEND)
     batch = await asyncio.to_thread(RayBatch, source, address=address, options=options)
     feeder = loop.create_task(feed()) if feed is not None else None
-    outq: asyncio.Queue[Any] = asyncio.Queue()
-    credits = threading.Semaphore(MAX_SEND)
-
-    def drive() -> None:
-        try:
-            for out in batch:
-                while not credits.acquire(timeout=TICK):
-                    if batch._stop.is_set():
-                        break
-                loop.call_soon_threadsafe(outq.put_nowait, out)
-        except BaseException as e:
-            loop.call_soon_threadsafe(outq.put_nowait, _Failed(e))
-        else:
-            loop.call_soon_threadsafe(outq.put_nowait, _DONE)
-
-    thread = threading.Thread(target=drive, name="spoolparse-ray-driver", daemon=True)
-    thread.start()
     try:
-        while True:
-            item = await outq.get()
-            if item is _DONE:
-                break
-            if isinstance(item, _Failed):
-                raise item.exc
-            credits.release()
-            yield item
+        # closed as we leave, not whenever it is collected: leaving early stops the batch at once
+        async with contextlib.aclosing(relay(batch, MAX_SEND, "spoolparse-ray-driver")) as outcomes:
+            async for out in outcomes:
+                yield out
     finally:
-        batch.request_stop()
-        credits.release()
-        await asyncio.shield(asyncio.to_thread(thread.join))
         await asyncio.to_thread(batch.close)
         if feeder is not None:
             feeder.cancel()

@@ -22,7 +22,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
@@ -1063,6 +1063,46 @@ class _Failed:
 _DONE = object()
 
 
+async def relay(batch: Any, window: int, name: str) -> AsyncGenerator[Outcome, None]:
+    """Iterate ``batch`` (a :class:`Batch`, or the Ray driver) in a thread of its own; yield its outcomes here.
+
+    The thread keeps supervising while the consumer awaits; at most ``window``
+    outcomes wait for it. Leaving early (or cancellation) asks the batch to
+    stop and waits for its thread.
+    """
+    loop = asyncio.get_running_loop()
+    outq: asyncio.Queue[Any] = asyncio.Queue()
+    credits = threading.Semaphore(window)
+
+    def drive() -> None:
+        try:
+            for out in batch:
+                while not credits.acquire(timeout=TICK):
+                    if batch._stop.is_set():
+                        break
+                loop.call_soon_threadsafe(outq.put_nowait, out)
+        except BaseException as e:
+            loop.call_soon_threadsafe(outq.put_nowait, _Failed(e))
+        else:
+            loop.call_soon_threadsafe(outq.put_nowait, _DONE)
+
+    thread = threading.Thread(target=drive, name=name, daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = await outq.get()
+            if item is _DONE:
+                break
+            if isinstance(item, _Failed):
+                raise item.exc
+            credits.release()
+            yield item
+    finally:
+        batch.request_stop()
+        credits.release()
+        await asyncio.shield(asyncio.to_thread(thread.join))
+
+
 def _async_source(
     tasks: AsyncIterable[TaskLike | InvalidTask], depth: int
 ) -> tuple[Callable[[], Any], Callable[[], Any]]:
@@ -1162,35 +1202,11 @@ async def arun_many(
     batch = Batch(source, **opts)
     if isinstance(tasks, AsyncIterable):
         feeder = loop.create_task(feed())
-    outq: asyncio.Queue[Any] = asyncio.Queue()
-    credits = threading.Semaphore(batch.window)
-
-    def supervise() -> None:
-        try:
-            for out in batch:
-                while not credits.acquire(timeout=TICK):
-                    if batch._stop.is_set():
-                        break
-                loop.call_soon_threadsafe(outq.put_nowait, out)
-        except BaseException as e:
-            loop.call_soon_threadsafe(outq.put_nowait, _Failed(e))
-        else:
-            loop.call_soon_threadsafe(outq.put_nowait, _DONE)
-
-    thread = threading.Thread(target=supervise, name="spoolparse-runner", daemon=True)
-    thread.start()
     try:
-        while True:
-            item = await outq.get()
-            if item is _DONE:
-                break
-            if isinstance(item, _Failed):
-                raise item.exc
-            credits.release()
-            yield item
+        # closed as we leave, not whenever it is collected: leaving early stops the batch at once
+        async with contextlib.aclosing(relay(batch, batch.window, "spoolparse-runner")) as outcomes:
+            async for out in outcomes:
+                yield out
     finally:
-        batch.request_stop()
-        credits.release()
-        await asyncio.shield(asyncio.to_thread(thread.join))
         if feeder is not None:
             feeder.cancel()
