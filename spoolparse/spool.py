@@ -14,7 +14,7 @@ import tempfile
 import warnings
 from typing import IO
 
-from .errors import SpoolDirError, SpoolDirWarning
+from .errors import SpoolDirError, SpoolDirWarning, SpoolFullError
 
 __all__ = ["ENV_VAR", "resolve_spool_dir", "open_spool", "spool_problem"]
 
@@ -52,6 +52,8 @@ def _unusable(path: str) -> tuple[int, str] | None:
             open_spool(path).close()
         except SpoolDirError as e:
             return e.errno or errno.EIO, str(e.strerror)
+        except SpoolFullError as e:
+            return errno.ENOSPC, e.reason
         _proven.add(path)
     return None
 
@@ -84,7 +86,7 @@ def resolve_spool_dir(spool_dir: str | os.PathLike[str] | None = None) -> str:
     if spool_dir is not None:
         path = os.fspath(spool_dir)
         problem = _unusable(path)
-        if problem is not None:
+        if problem is not None and problem[0] != errno.ENOSPC:  # full: the run fails on its own (exit 125)
             raise SpoolDirError(path, *problem)
         _check_safety(path)
         return path
@@ -112,6 +114,8 @@ def open_spool(directory: str) -> IO[bytes]:
         try:
             fd = os.open(directory, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o600)
         except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):  # the run's own failure (exit 125), not a usage error
+                raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
             if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
                 raise SpoolDirError(
                     directory, e.errno or errno.EIO, f"cannot hold a spool file ({e.strerror})"
@@ -121,6 +125,8 @@ def open_spool(directory: str) -> IO[bytes]:
     try:
         return tempfile.TemporaryFile(dir=directory)
     except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
         raise SpoolDirError(directory, e.errno or errno.EIO, f"cannot hold a spool file ({e.strerror})") from e
 
 

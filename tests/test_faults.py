@@ -323,3 +323,25 @@ def test_cli_sigint_exits_130_and_leaves_no_process(tag: str, tmp_path: Path) ->
     assert summary["ok"] is False and summary["error"].startswith("interrupted by SIGINT")
     assert _gone(tag, within=2.0)
     assert not psutil.pid_exists(int(pidfile.read_text()))
+
+
+def test_no_room_to_create_a_spool_is_the_runs_failure_not_a_usage_error(tmp_path: Path) -> None:
+    d = tmp_path / "full"
+    if not _mount_tmpfs(d, "size=1m,nr_inodes=3,mode=1777"):
+        pytest.skip("needs root to mount a tmpfs (run the suite as root, e.g. in a container or VM)")
+    try:
+        n = 0
+        with contextlib.suppress(OSError):  # use up every inode: creating a spool then fails with ENOSPC
+            while n < 100:
+                (d / f"f{n}").touch()
+                n += 1
+        run = subprocess.run([sys.executable, "-m", "spoolparse", "run", "--spool-dir", str(d), "--", "true"],
+                             capture_output=True, timeout=60)
+        assert run.returncode == 125, run.stderr
+        assert b"cannot create a spool: No space left on device" in run.stderr
+        batch = subprocess.run([sys.executable, "-m", "spoolparse", "batch", "-", "--spool-dir", str(d)],
+                               input=b'{"id":"t","cmd":["true"]}\n', capture_output=True, timeout=60)
+        out = orjson.loads(batch.stdout)
+        assert batch.returncode == 1 and out["verdict"] == "spawn_error" and "No space left" in out["error"]
+    finally:
+        _umount(d)
