@@ -232,3 +232,25 @@ def test_task_lines_take_units_too() -> None:
     outcomes = {o["id"]: o for o in map(json.loads, p.stdout.splitlines())}
     assert outcomes["quick"]["verdict"] == "timeout"  # 0.3 s, not 300 s
     assert outcomes["bad"]["verdict"] != "ok" and "timeout: not a duration: 'soon'" in outcomes["bad"]["error"]
+
+
+@pytest.mark.slow
+def test_the_wheel_has_no_test_code_and_the_sdist_carries_the_tests(tmp_path: Path) -> None:
+    """``python -m build``: what a user installs, and what a packager rebuilds and tests from."""
+    pytest.importorskip("build", reason="needs the build package: pip install -e '.[test]'")
+    import tarfile
+    import zipfile
+
+    root = Path(__file__).resolve().parent.parent
+    p = subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path), str(root)],
+                       capture_output=True, timeout=600)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    wheel = next(tmp_path.glob("*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "spoolparse/py.typed" in names and any(n.endswith("/licenses/LICENSE") for n in names), names
+    assert not [n for n in names if n.startswith(("tests/", "fixtures/", "benchmarks/", "spoolparse/testing/"))]
+    sdist = next(tmp_path.glob("*.tar.gz"))
+    with tarfile.open(sdist) as tar:
+        members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
+    for needed in ("tests/conftest.py", "tests/helpers.py", "fixtures/fake_codex.py", "LICENSE", "pyproject.toml"):
+        assert needed in members, needed
