@@ -148,7 +148,7 @@ def test_progress_line_on_request(tmp_path: Path) -> None:
     tasks = _write_tasks(tmp_path / "t.jsonl", [{"cmd": ["sleep", "0.3"]} for _ in range(3)])
     p = subprocess.run([*CLI, "batch", str(tasks), "-j", "2", "--progress"], capture_output=True)
     assert p.returncode == 0
-    assert b"done 3 | running 0 | queued 0 | failed 0 | memory " in p.stderr
+    assert b"done 3/3 | running 0 | queued 0 | failed 0 | memory " in p.stderr  # the total: tasks from a file
     assert b"spoolparse: batch: -j 2" in p.stderr
 
 
