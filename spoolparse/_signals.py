@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["ENDING", "Interrupted", "deferred", "interrupts"]
+__all__ = ["ENDING", "Interrupted", "deferred", "interrupts", "helper_thread"]
 
 #: The signals that end spoolparse in an orderly way.
 ENDING: tuple[signal.Signals, ...] = tuple(
@@ -94,3 +94,15 @@ def interrupts() -> Iterator[None]:
     finally:
         for sig, old in saved.items():
             signal.signal(sig, old)
+
+
+def helper_thread() -> None:
+    """Call first in a thread of ours that never forks: the ending signals are blocked in it.
+
+    The kernel then delivers them to the main thread, whose sleep (``poll``)
+    they interrupt at once; delivered to a helper instead, the main thread
+    would only notice at its next wake-up, or, with some Pythons, not at all. (Not in a thread that
+    starts children: a blocked mask is inherited across ``exec``, and an agent must be able to get TERM.)
+    """
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, ENDING)

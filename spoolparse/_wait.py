@@ -29,6 +29,7 @@ import sys
 import threading
 
 from . import _limits
+from ._signals import helper_thread
 
 __all__ = ["Inotify", "open_inotify", "SpoolWaiter", "next_interval", "IDLE_WAKE", "POLL_IDLE"]
 
@@ -204,6 +205,7 @@ class _Dispatcher:
                 self.ino.unwatch(wd)
 
     def _loop(self) -> None:
+        helper_thread()
         p = select.poll()
         p.register(self.ino.fileno(), select.POLLIN)
         while True:

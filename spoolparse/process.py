@@ -48,7 +48,13 @@ Argv = Union[Sequence[Union[str, "os.PathLike[str]"]], str]  # noqa: UP007 - a r
 
 
 def signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to process group ``pgid``; ``False`` when the group is gone."""
+    """Send ``sig`` to process group ``pgid``; ``False`` when the group is gone.
+
+    Never our own group, nor 0 (``killpg(0)`` is the caller's group): a child
+    not yet started has no group to signal.
+    """
+    if pgid <= 1 or pgid == os.getpgrp():
+        return False
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:

@@ -34,3 +34,15 @@ def event_dict(ev: Any) -> dict[str, Any]:
     d = dict(ev.as_dict())
     d.pop("time")
     return d
+
+
+def as_from_a_terminal() -> None:
+    """A ``preexec_fn``: the ending signals at their defaults, as for a command typed at a terminal.
+
+    A test run started as a background job of a script (``cmd &``) has SIGINT and SIGQUIT ignored, and
+    spoolparse, like every well-behaved program, keeps what it was told to ignore.
+    """
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)

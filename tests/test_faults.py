@@ -28,7 +28,7 @@ from spoolparse import SpoolDirWarning, SpoolFullError
 from spoolparse import spool as spool_mod
 from spoolparse.process import Child
 
-from .helpers import ROOT, open_fds
+from .helpers import ROOT, as_from_a_terminal, open_fds
 
 WRITER = [sys.executable, str(ROOT / "fixtures" / "writer.py")]
 
@@ -309,7 +309,8 @@ def test_cli_sigint_exits_130_and_leaves_no_process(tag: str, tmp_path: Path) ->
     pidfile = tmp_path / "pid"
     cmd = [sys.executable, "-m", "spoolparse", "run", "--", *WRITER, "--events", "2", "--ignore-term",
            "--grandchild", tag, "--pidfile", str(pidfile), "--sleep", "60"]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT) as proc:
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                          preexec_fn=as_from_a_terminal) as proc:
         deadline = time.monotonic() + 20
         while not (pidfile.exists() and _tagged(tag)):
             assert time.monotonic() < deadline and proc.poll() is None, "the child never started"

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from .helpers import as_from_a_terminal
 from .runner_support import marked_pids, marker, wait_for, wait_gone
 
 CLI = [sys.executable, "-m", "spoolparse"]
@@ -48,7 +49,7 @@ def _start_run(env: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
     # the signals are sent to spoolparse alone, as a supervisor or `kill PID` would
     return subprocess.Popen(
         [*CLI, "run", *extra, "--", "sh", "-c", AGENT],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal,
     )
 
 
@@ -141,7 +142,7 @@ def test_kill_9_of_an_ordered_batch_then_resume_loses_no_outcome(tmp_path: Path)
     rows = [{"id": ids[0], "cmd": slow, "env": env}] + [{"id": i, "cmd": ["true"], "env": env} for i in ids[1:]]
     tasks = _tasks(tmp_path / "t.jsonl", rows)
     argv = [*CLI, "batch", str(tasks), "-j", "6", "--ordered", "--joblog", str(log)]
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal)
     try:
         # t0 runs; the quick ones, started beside it, end meanwhile and wait for it to be printed
         assert wait_for(lambda: len(marked_pids(token)) >= 2)

@@ -27,6 +27,7 @@ import pytest
 from spoolparse.runner import Outcome, Task, arun_many, run_many
 from spoolparse.runner.ray_backend import RayBatch
 
+from .helpers import as_from_a_terminal
 from .ray_support import INSIDE, RAY_ENV, ROOT, NodeProbe, cannot_unshare, local_cluster, loopback_only
 from .runner_support import FAKE_CODEX, marked_pids, marker, one_each, wait_gone
 
@@ -206,6 +207,7 @@ def test_interrupting_the_driver_ends_every_agent_on_every_node(cluster: Any, tm
         [sys.executable, "-m", "spoolparse", "batch", str(tasks), "--ray", cluster.address, "-j", "2",
          "--joblog", str(log), "--progress"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **RAY_ENV},
+        preexec_fn=as_from_a_terminal,
     )
     try:
         deadline = time.monotonic() + 60

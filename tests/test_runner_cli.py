@@ -15,6 +15,7 @@ import pytest
 
 from spoolparse.runner.joblog import finished_ok
 
+from .helpers import as_from_a_terminal
 from .runner_support import HOG, MiB, marked_pids, marker, wait_for, wait_gone
 
 CLI = [sys.executable, "-m", "spoolparse"]
@@ -77,7 +78,7 @@ def _interrupt_batch(tmp_path: Path, sig: int) -> None:
     ])
     p = subprocess.Popen(
         [*CLI, "batch", str(tasks), "-j", "3", "--enforce", "cgroup", "--joblog", str(log), "--spool-dir", str(spool)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal,
     )
     try:
         # three hogs and their three escaped grandchildren
@@ -124,7 +125,7 @@ def test_resume_after_an_interrupted_batch(tmp_path: Path) -> None:
         {"id": "s2", "cmd": slow}, {"id": "q3", "cmd": ["true"]},
     ])
     p = subprocess.Popen([*CLI, "batch", str(tasks), "-j", "5", "--joblog", str(log)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal)
     try:
         assert wait_for(lambda: finished_ok(log) == {"q1", "q2", "q3"})
         p.send_signal(signal.SIGINT)

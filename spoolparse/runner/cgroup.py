@@ -456,9 +456,11 @@ class ChildCgroup:
                 return
             except OSError:
                 pass
+        me = os.getpid()
         for pid in self.procs():
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
+            if pid != me:  # never ourselves, whatever a cgroup holds
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
 
     def remove(self) -> bool:
         """Remove the directories (kill what is left first); ``True`` when all are gone."""
