@@ -92,7 +92,9 @@ def start(token: str, *leftovers: str) -> subprocess.Popen[bytes]:
         close_fds=True,
     )
     assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], READY_WITHIN)
+    waiter = select.poll()  # poll, not select: a busy parent's descriptor numbers may pass 1,024
+    waiter.register(proc.stdout, select.POLLIN)
+    ready = waiter.poll(READY_WITHIN * 1000)
     if not ready or proc.stdout.read(1) != b"r":
         proc.kill()
         proc.wait()
