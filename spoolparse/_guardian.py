@@ -24,14 +24,16 @@ leftovers are gone.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
 
-__all__ = ["Guardian", "guardian", "GIVE_UP"]
+__all__ = ["Guardian", "Registration", "guardian", "GIVE_UP"]
 
 #: Seconds the guardian keeps killing what is left before it gives up (D-state processes).
 GIVE_UP = 1.0
@@ -89,8 +91,21 @@ class Guardian:
             except OSError:
                 self._failed = True  # the guardian is gone: PDEATHSIG and our own cleanup remain
 
+    def registration(self, cgroups: list[str]) -> Registration | None:
+        """Made before a fork: the child tells the guardian about its group and cgroups itself (``None``
+        when no guardian can run).
+
+        The child writes from its ``preexec_fn``, after ``setsid`` and before ``exec``, so the group is
+        known before the agent runs anything: a ``kill -9`` of us at any instant after the fork (we may
+        not be scheduled again for a while on a busy host) still ends all that the agent starts.
+        """
+        with self._lock:
+            if not self._start():
+                return None
+            return Registration(self, self._fd, cgroups)
+
     def hold(self, pgid: int, cgroups: list[str]) -> None:
-        """Tell the guardian about a new process group and its cgroup directories."""
+        """Tell the guardian about a process group and its cgroup directories (from our side)."""
         self._send("".join([f"+g {pgid}\n"] + [f"+c {d}\n" for d in cgroups]))
 
     def release(self, pgid: int, cgroups: list[str]) -> None:
@@ -103,6 +118,8 @@ class Guardian:
             return self._start()
 
     def _after_fork(self) -> None:
+        if getattr(_forking, "registration", None) is not None:
+            return  # a child of ours about to exec: its Registration writes first, and exec closes the pipe
         # a forked copy of us must not hold the pipe open (the guardian would outwait our death)
         if self._fd >= 0:
             with contextlib.suppress(OSError):
@@ -111,6 +128,62 @@ class Guardian:
         self._proc = None
         self._failed = False
         self._lock = threading.Lock()
+
+
+#: Which Registration the thread is forking for (the at-fork handler of the child must keep the pipe open).
+_forking = threading.local()
+
+
+class Registration:
+    """A ``preexec_fn`` part that registers the child with the guardian (see :meth:`Guardian.registration`).
+
+    Fork inside ``with registration:`` (that thread's at-fork handler then leaves the pipe to the child).
+    """
+
+    def __init__(self, owner: Guardian, fd: int, cgroups: list[str]) -> None:
+        self._owner = owner
+        self._fd = fd
+        self._cgroups = list(cgroups)
+        self._tail = "".join(f"+c {d}\n" for d in cgroups).encode("utf-8", "surrogateescape")
+        # where the child leaves its pid, for the undo of a failed exec (shared across the fork)
+        self._pid = mmap.mmap(-1, 8)
+
+    def __enter__(self) -> Registration:
+        _forking.registration = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _forking.registration = None
+
+    def __call__(self) -> None:  # in the child
+        pid = os.getpid()
+        self._pid[:8] = pid.to_bytes(8, "little")
+        message = b"+g %d\n" % pid + self._tail
+        if len(message) > select.PIPE_BUF:  # not one atomic write: from our side after the fork instead
+            return
+        # Popen has put SIGPIPE back to its default by now: a guardian that is gone must not kill the child
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+        try:
+            os.write(self._fd, message)
+        except BrokenPipeError:
+            signal.sigtimedwait({signal.SIGPIPE}, 0)  # take back the one the write raised
+        except OSError:
+            pass
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    def done(self, pid: int | None) -> None:
+        """After the fork, in the parent: ``pid`` of the started child, or ``None`` when the spawn failed."""
+        try:
+            if pid is not None and len(b"+g %d\n" % pid + self._tail) > select.PIPE_BUF:
+                self._owner.hold(pid, self._cgroups)
+            elif pid is None:
+                # the child registered itself, then its exec failed: its number is free for reuse
+                child = int.from_bytes(self._pid[:8], "little")
+                if child > 0:
+                    self._owner.release(child, self._cgroups)
+        finally:
+            self._pid.close()
 
 
 guardian = Guardian()

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["ENDING", "Interrupted", "deferred", "interrupts", "helper_thread"]
+__all__ = ["ENDING", "Interrupted", "deferred", "interrupts", "interrupt_was_handled", "helper_thread"]
 
 #: The signals that end spoolparse in an orderly way.
 ENDING: tuple[signal.Signals, ...] = tuple(
@@ -94,6 +94,18 @@ def interrupts() -> Iterator[None]:
     finally:
         for sig, old in saved.items():
             signal.signal(sig, old)
+
+
+def interrupt_was_handled() -> None:
+    """Tell CPython that every KeyboardInterrupt so far was handled (it became our exit status).
+
+    CPython remembers a KeyboardInterrupt raised inside ``exec()`` of a string
+    (dataclasses build their methods that way, so a Ctrl-C while a module loads
+    lands there) as unhandled even when it was caught further up, and at exit
+    ends the process with SIGINT after our message instead of with our status
+    (130, 128+N). Each ``exec()`` of a string starts by clearing that mark.
+    """
+    exec("None")
 
 
 def helper_thread() -> None:

@@ -34,7 +34,7 @@ from ._cli_common import (
     positive_size,
     warn,
 )
-from ._signals import Interrupted, deferred, interrupts
+from ._signals import Interrupted, deferred, interrupt_was_handled, interrupts
 from .errors import Error, SpawnError, SpoolDirError, SpoolFullError, TimeoutExpired, UsageError
 
 if TYPE_CHECKING:
@@ -321,12 +321,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # before parsing: even a usage error must not put a plain line into the event stream
     events_on_stderr(_events_to_stderr(args_in))
     try:
-        return _main(args_in)
+        status = _main(args_in)
     except KeyboardInterrupt:  # Ctrl-C before a command started anything (while parsing its options)
         fail("interrupted")
-        return EXIT_INTERRUPTED
+        status = EXIT_INTERRUPTED
     finally:
         events_on_stderr(False)
+    interrupt_was_handled()
+    return status
 
 
 def _main(argv: list[str]) -> int:

@@ -242,31 +242,40 @@ class Child:
             stdin, self._stdin_close = _stdin_for(input, self.spool_dir)
             self.cgroup = _auto_cgroup() if cgroup == "auto" else cgroup
             join = self.cgroup.preexec() if self._own_cgroup and self.cgroup is not None else None
-            preexec = _preexec([deathsig_preexec(), join, preexec_fn])
+            # the child itself tells the guardian about its group, before it runs anything
+            registration = guardian.registration(self._cgroup_dirs())
+            preexec = _preexec([deathsig_preexec(), join, registration, preexec_fn])
 
             def start() -> subprocess.Popen[bytes]:
                 try:
-                    return subprocess.Popen(  # an argv list; a shell only when asked
-                        self.args,
-                        stdin=stdin,
-                        stdout=self.stdout,
-                        stderr=self.stderr,
-                        cwd=cwd,
-                        env=env,
-                        shell=shell,
-                        start_new_session=True,
-                        preexec_fn=preexec,
-                    )
+                    with registration or contextlib.nullcontext():
+                        return subprocess.Popen(  # an argv list; a shell only when asked
+                            self.args,
+                            stdin=stdin,
+                            stdout=self.stdout,
+                            stderr=self.stderr,
+                            cwd=cwd,
+                            env=env,
+                            shell=shell,
+                            start_new_session=True,
+                            preexec_fn=preexec,
+                        )
                 except OSError as e:
                     raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
 
-            # From fork to the guardian knowing the group, a signal must not cut in (the child would be
+            # From fork to the child being ours to end, a signal must not cut in (the child would be
             # nobody's); one that comes is raised again at the end of the block, and the cleanup below runs.
             with deferred():
-                self.proc = spawn(start)
+                try:
+                    self.proc = spawn(start)
+                except BaseException:
+                    if registration is not None:
+                        registration.done(None)  # a child that registered itself and then failed to exec
+                    raise
                 self.pid = self.pgid = self.proc.pid  # start_new_session: the child leads its own group
                 self._held = True
-                guardian.hold(self.pgid, self._cgroup_dirs())
+                if registration is not None:
+                    registration.done(self.pid)
         except BaseException:
             if self._held:
                 self.kill_now()

@@ -169,3 +169,80 @@ def test_resume_skips_exactly_what_was_printed(tmp_path: Path) -> None:
     again = subprocess.run([*CLI, "batch", str(tasks), "--joblog", str(log), "--resume"],
                            capture_output=True, timeout=60)
     assert again.returncode == 0 and _ids(again.stdout) == []
+
+
+def test_an_interrupt_caught_inside_exec_still_exits_130(tmp_path: Path) -> None:
+    """CPython marks a KeyboardInterrupt raised inside ``exec()`` of a string (dataclasses build their
+    methods that way, so a Ctrl-C while a module loads lands there) as unhandled, and at exit kills the
+    process with SIGINT, even though the command caught it and printed its message. Run with ``-m``, as
+    ``python -m spoolparse`` is (a ``-c`` or script exit takes another path)."""
+    (tmp_path / "ctrl_c_in_exec.py").write_text(
+        "import spoolparse.cli as c\n"
+        "def boom(argv): exec('raise KeyboardInterrupt')\n"
+        "c._main = boom\n"
+        "raise SystemExit(c.main(['parse', '-']))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    p = subprocess.run([sys.executable, "-m", "ctrl_c_in_exec"], capture_output=True, timeout=60, env=env,
+                       preexec_fn=as_from_a_terminal)
+    assert (p.returncode, p.stderr) == (130, b"spoolparse: error: interrupted\n")
+
+
+def test_kill_9_right_after_the_spawn_takes_the_agents_with_it() -> None:
+    """The agent's first act stops spoolparse (as a busy host can leave it unscheduled right after the fork),
+    then starts its children; ``kill -9`` then must still take them all, so the agent's group has to be
+    known to the guardian before the agent runs anything."""
+    token, env = marker()
+    agent = f"kill -STOP $PPID; echo '{STARTED}'; sleep 300 & setsid sleep 301 & wait"
+    p = subprocess.Popen([*CLI, "run", "--", "sh", "-c", agent], env={**os.environ, **env},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal)
+    try:
+        assert wait_for(lambda: len(_sleepers(token)) == 2), marked_pids(token)
+        p.kill()
+        p.wait(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert wait_gone(token, timeout=5.0) == []
+
+
+class _Owner:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, list[str]]] = []
+
+    def hold(self, pgid: int, cgroups: list[str]) -> None:
+        self.calls.append(("hold", pgid, cgroups))
+
+    def release(self, pgid: int, cgroups: list[str]) -> None:
+        self.calls.append(("release", pgid, cgroups))
+
+
+@pytest.mark.parametrize("argv", [["true"], ["/nonexistent/agent"]])
+def test_the_child_registers_its_own_group_and_a_failed_exec_is_taken_back(argv: list[str]) -> None:
+    from typing import cast
+
+    from spoolparse._guardian import Guardian, Registration
+
+    r, w = os.pipe()
+    owner = _Owner()
+    reg = Registration(cast(Guardian, owner), w, ["/sys/fs/cgroup/pids/x"])
+    try:
+        with reg:
+            try:
+                proc: subprocess.Popen[bytes] | None = subprocess.Popen(argv, start_new_session=True,
+                                                                         preexec_fn=reg)
+            except FileNotFoundError:
+                proc = None
+        reg.done(proc.pid if proc is not None else None)
+        message = os.read(r, 4096)
+    finally:
+        os.close(r)
+        os.close(w)
+    pid = int(message.split(b"\n")[0].removeprefix(b"+g "))
+    assert message == b"+g %d\n+c /sys/fs/cgroup/pids/x\n" % pid  # the group, before the exec
+    if proc is not None:
+        proc.wait()
+        assert pid == proc.pid and owner.calls == []
+    else:  # the exec failed: that number is free again, so the guardian must forget it
+        assert owner.calls == [("release", pid, ["/sys/fs/cgroup/pids/x"])]

@@ -10,6 +10,8 @@ the retained events of a reference parser (split on ``\\n``, ``json.loads``).
 
 from __future__ import annotations
 
+import io
+
 import json
 import math
 
@@ -91,6 +93,18 @@ def test_streams_reach_every_providers_retained_events(name: str) -> None:
 
 
 # -- regressions found by the property tests --------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["codex", "auto"])
+def test_a_stream_of_noted_lines_only_has_one_verdict_with_or_without_a_listener(provider: str) -> None:
+    # parse (nobody listening) skips a noted type unread; a listening StreamParser saw it: they disagreed
+    # on whether anything was recognised
+    line = b'{"id":"","msg":{"type":"agent_reasoning"},"pad":"' + b"x" * 100 + b'"}\n'
+    sp = StreamParser(provider)
+    sp.feed(line)
+    want = sp.finish(args=None)
+    got = parse(io.BytesIO(line), provider=provider)
+    assert not got.ok and got.error == want.error
 
 
 def test_lone_surrogate_escape_does_not_cost_a_kept_event() -> None:

@@ -119,7 +119,7 @@ class Answer:
     awaited: str = ""
     #: Why the answer is not complete in hand (dropped or cut), or ``None``.
     lost: str | None = None
-    #: Records (kept, noted or dropped JSON objects) the provider saw.
+    #: Kept and dropped JSON events the provider saw (noted ones are not counted: parse skips them unread).
     events: int = 0
 
 
@@ -220,15 +220,18 @@ class Provider:
 
     def see(self, rec: Record) -> list[LiveEvent]:
         """Fold one record: the one entry point (it keeps the verdict facts)."""
-        self.events += 1
         if type(rec) is Event:
+            self.events += 1
             live = self.event(rec)
             if rec.type in self.terminal and self.is_terminal(rec):
                 self.ended_at = rec.lineno
             return live
         if type(rec) is Noted:
+            # not counted: ``parse`` (nobody listening) skips noted lines unread, and the verdict must not
+            # depend on whether anyone listened
             return self.noted(rec)
         assert isinstance(rec, Dropped)
+        self.events += 1
         if rec.type in self.terminal:
             self.ended_at = rec.line  # the run ended; what the line said is lost (see lost_answer)
         return self.dropped(rec)
