@@ -382,3 +382,30 @@ def test_a_ray_node_runs_its_share_with_the_drivers_options() -> None:
         os.environ.update(saved)
     # on the wire a task is its sequence number; the failing one ran twice (retries=1 reached the node)
     assert sorted((o["id"], o["verdict"], o["attempts"]) for o in outs) == [(0, "ok", 1), (1, "failed", 2)]
+
+
+# -- progress ----------------------------------------------------------------------------------------
+
+
+def test_progress_line_counts_done_of_total_running_failed_and_gives_an_eta(tmp_path: Path) -> None:
+    rows = [{"id": "bad", "cmd": ["false"]}, *({"id": f"t{i}", "cmd": ["sleep", "0.5"]} for i in range(4))]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n" + "".join(json.dumps(r) + "\n\n" for r in rows))  # blank lines: no task, not counted
+    p = _batch(str(path), "-j", "1", "--progress")
+    assert p.returncode == 1, p.stderr
+    err = p.stderr.decode()
+    assert "done 5/5 | running 0 | queued 0 | failed 1 | memory " in err
+    assert "| ETA " in err  # drawn while tasks were left, from the pace so far
+    piped = _batch("-", "-j", "1", "--progress", input=path.read_bytes())
+    assert "done 5 | running 0" in piped.stderr.decode() and "ETA" not in piped.stderr.decode()  # no total known
+
+
+def test_counting_task_lines_is_exact_across_read_boundaries(tmp_path: Path) -> None:
+    from spoolparse.runner.cli import _count_lines
+
+    path = tmp_path / "t"
+    for data in [b"", b"a", b"a\n", b"\n\na\n\n\nb\n\n\n", b"a\nb", b"\n" * 5, b"\n" * (1 << 20) + b"ab\n",
+                 b"a" * ((1 << 20) - 1) + b"b\n\n", (b"{}" * 700_000 + b"\n") * 3]:
+        path.write_bytes(data)
+        assert _count_lines(str(path)) == sum(1 for line in data.split(b"\n") if line), data[:20]
+    assert _count_lines("-") is None and _count_lines(str(tmp_path / "missing")) is None

@@ -1,9 +1,12 @@
 """The ``batch`` and ``calibrate`` subcommands.
 
-``batch`` prints one NDJSON outcome per task on stdout and exits 0 when every
-task is ``ok``, 1 otherwise, 2 on a usage error, 130 when interrupted (Ctrl-C
-or SIGTERM: running tasks are killed and reported ``cancelled``).
-``calibrate`` prints one JSON object.
+``batch`` prints one NDJSON outcome per task on stdout; its exit status
+follows the one table (:data:`spoolparse._cli_common.EXIT_STATUSES`): 0 when
+every task is ``ok``, 1 when one is not (timeouts included), 2 on a usage
+error, 125 on a failure of spoolparse itself (a job log or events file that
+cannot be written), 128+N when signal N stopped it (running tasks are ended
+and reported ``cancelled``). Its options become one
+:class:`~spoolparse.runner.options.BatchOptions`. ``calibrate`` prints one JSON object.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
@@ -353,8 +358,15 @@ class _Progress:
         self.out.flush()
 
 
+#: The end of a line with something on it (a blank line gets no outcome, so it does not count).
+_LINE_END = re.compile(rb"[^\n]\n")
+
+
 def _count_lines(path: str) -> int | None:
-    """Lines of a regular task file (read once, 1 MiB at a time): the progress line's total (blank ones count)."""
+    """Task lines of a regular file, or ``None`` (stdin, a FIFO, unreadable).
+
+    Read once, 1 MiB at a time: memory is bounded whatever the file's size.
+    """
     if path == "-":
         return None
     try:
@@ -363,11 +375,20 @@ def _count_lines(path: str) -> int | None:
                 return None
             count, last = 0, b"\n"
             while chunk := f.read(1 << 20):
-                count += chunk.count(b"\n")
+                count += sum(1 for _ in _LINE_END.finditer(chunk)) + (last != b"\n" and chunk[:1] == b"\n")
                 last = chunk[-1:]
             return count + (last != b"\n")
     except OSError:
         return None
+
+
+def _count_in_background(progress: _Progress, path: str) -> None:
+    """Fill in the progress line's total without delaying the first task (a large file takes a moment)."""
+
+    def count() -> None:
+        progress.total = _count_lines(path)
+
+    threading.Thread(target=count, name="spoolparse-count-tasks", daemon=True).start()
 
 
 def _halt(text: str) -> Halt:
@@ -442,7 +463,9 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         show = args.progress if args.progress is not None else sys.stderr.isatty() and not on_stderr
         if show and on_stderr:
             raise UsageError("--progress and --events share stderr: use --events-file FILE with --progress")
-        progress = _Progress(sys.stderr, _count_lines(args.tasks)) if show else None
+        progress = _Progress(sys.stderr) if show else None
+        if progress is not None and args.tasks != "-":
+            _count_in_background(progress, args.tasks)
         stack.enter_context(_runner_messages())
         status = _run_batch(args, options, stream, progress, events)
     return status

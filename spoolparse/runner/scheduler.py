@@ -884,6 +884,11 @@ def run_many(
 ) -> Batch | RayBatch:
     """Run many commands, at most ``max_concurrent`` at once, and yield one :class:`Outcome` per task.
 
+    The options are one :class:`BatchOptions` (``options``; default: every
+    default), with any of its fields given as keyword arguments on top
+    (``run_many(tasks, max_concurrent=8, joblog="jobs.ndjson")``); a bad value
+    is a :class:`~spoolparse.UsageError` before anything starts.
+
     ``tasks`` is any iterable of argv lists or :class:`Task` objects, pulled
     only when a slot is free. Outcomes come as tasks finish, or in input order
     with ``ordered=True`` (at most ``window`` tasks, default twice
