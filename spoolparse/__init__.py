@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name 
     from .providers import PROVIDERS, AutoProvider, make_provider
     from .providers.base import Answer, LiveEvent, Provider
     from .result import SUMMARY_FIELDS, Result
-    from .runner import Outcome, Task, arun_many, run_many
+    from .runner import BatchOptions, Outcome, Task, arun_many, run_many
 
 #: Where each lazily loaded public name lives. ``import spoolparse`` stays cheap
 #: (no asyncio, no runner): the command line starts on every call, and a library
@@ -75,6 +75,7 @@ _LAZY = {
     "Answer": ".providers.base", "LiveEvent": ".providers.base", "Provider": ".providers.base",
     "SUMMARY_FIELDS": ".result", "Result": ".result",
     "Outcome": ".runner", "Task": ".runner", "arun_many": ".runner", "run_many": ".runner",
+    "BatchOptions": ".runner",
 }
 
 
@@ -99,6 +100,7 @@ __all__ = [
     "run",
     "run_many",
     "arun_many",
+    "BatchOptions",
     "Task",
     "Outcome",
     "arun",

@@ -56,11 +56,12 @@ EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + 2  # SIGINT
 EXIT_STATUSES: dict[str, str] = {
     str(EXIT_OK): "ok: every agent finished and its answer is in hand",
     str(EXIT_NOT_OK): "an agent was not ok (the summary's `error` says why; the child's own exit code is its "
-    "`returncode`)",
-    str(EXIT_USAGE): "usage error (bad option or value, missing command, missing file, unusable --spool-dir)",
-    str(EXIT_TIMEOUT): "timeout (`run`: the summary's `timed_out` is true)",
-    str(EXIT_FAILURE): "spoolparse's own failure: the spool filled up, a file of ours could not be written, "
-    "an internal error",
+    "`returncode`); `batch`: a task was not ok, whatever its verdict",
+    str(EXIT_USAGE): "usage error (bad option or value, missing command, missing file, unusable --spool-dir or "
+    "--results folder)",
+    str(EXIT_TIMEOUT): "timeout (`run`: the summary's `timed_out` is true; in `batch` a timed-out task is 1)",
+    str(EXIT_FAILURE): "spoolparse's own failure: the spool filled up, a file of ours (job log, events file) "
+    "could not be written, an internal error",
     f"{EXIT_CANNOT_EXECUTE} / {EXIT_NOT_FOUND}": "`run`: the command could not be executed / was not found",
     f"{EXIT_SIGNAL_BASE} + N": "signal N ended the child (`run`; its `returncode` stays −N) or spoolparse "
     "itself (130: Ctrl-C)",

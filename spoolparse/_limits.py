@@ -38,6 +38,16 @@ MAX_WARNINGS = 200
 MAX_MESSAGE_CHARS = 64 * KiB
 #: Seconds between SIGTERM and SIGKILL.
 DEFAULT_GRACE = 5.0
+#: Share of the host's memory above which ``batch`` starts no task (``stop_at``, ``--stop-at``).
+STOP_AT = 0.85
+#: Share above which ``batch`` kills its youngest task and requeues it (``kill_at``, ``--kill-at``).
+KILL_AT = 0.95
+#: Starts again of a task killed for host memory pressure (``requeues``, ``--requeues``).
+REQUEUES = 2
+#: Seconds before a requeue or retry, doubled for each one after (``retry_backoff``).
+RETRY_BACKOFF = 1.0
+#: Seconds between a batch's memory samples, spool pumps and watchdog checks (``sample_interval``).
+SAMPLE_INTERVAL = 0.1
 #: Seconds between SIGTERM and SIGKILL after Ctrl-C in the parent.
 INTERRUPT_GRACE = 0.5
 #: Polling interval bounds (seconds): the back-off during a kill's grace and, where

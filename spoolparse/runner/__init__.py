@@ -12,12 +12,13 @@ if TYPE_CHECKING:  # at run time each name loads on first use: ``spoolparse run`
     # runner.cgroup through this package and must not pay for the scheduler (and asyncio)
     from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
     from .memory import HostMemory, MemoryProbe
+    from .options import BatchOptions
     from .scheduler import Batch, InvalidTask, arun_many, run_many
     from .tasks import VERDICTS, Outcome, Task
 
 _LAZY = {
     "DEFAULT_MEMORY_PER_TASK": ".admission", "Admission": ".admission", "auto_concurrency": ".admission",
-    "default_reserve": ".admission", "HostMemory": ".memory", "MemoryProbe": ".memory",
+    "default_reserve": ".admission", "HostMemory": ".memory", "MemoryProbe": ".memory", "BatchOptions": ".options",
     "Batch": ".scheduler", "InvalidTask": ".scheduler", "arun_many": ".scheduler", "run_many": ".scheduler",
     "VERDICTS": ".tasks", "Outcome": ".tasks", "Task": ".tasks",
 }
@@ -39,6 +40,7 @@ __all__ = [
     "run_many",
     "arun_many",
     "Batch",
+    "BatchOptions",
     "Task",
     "Outcome",
     "InvalidTask",

@@ -17,7 +17,7 @@ from .. import _limits
 from ..errors import UsageError
 from .memory import MemoryProbe
 
-__all__ = ["Admission", "auto_concurrency", "default_reserve", "cpu_cap", "DEFAULT_MEMORY_PER_TASK"]
+__all__ = ["Admission", "auto_concurrency", "default_reserve", "cpu_cap", "check_fractions", "DEFAULT_MEMORY_PER_TASK"]
 
 #: The estimate for a task that gives none (``--memory-per-task``).
 DEFAULT_MEMORY_PER_TASK = 1 * _limits.GiB
@@ -42,10 +42,13 @@ def auto_concurrency(total: int, per_task: int, *, reserve: int | None = None, c
     return int(min(n, cpu_cap() if cap is None else cap))
 
 
-def _fraction(name: str, value: float) -> float:
-    if not 0 < value <= 1:
-        raise UsageError(f"{name} must be a fraction in (0, 1], not {value}")
-    return value
+def check_fractions(stop_at: float, kill_at: float) -> None:
+    """The one rule for the memory thresholds: each in (0, 1], ``kill_at`` not below ``stop_at``."""
+    for name, value in (("stop_at", stop_at), ("kill_at", kill_at)):
+        if not 0 < value <= 1:  # NaN fails this too
+            raise UsageError(f"{name} must be a fraction in (0, 1], not {value}")
+    if kill_at < stop_at:
+        raise UsageError(f"kill_at ({kill_at}) must not be below stop_at ({stop_at})")
 
 
 class Admission:
@@ -55,13 +58,17 @@ class Admission:
     """
 
     def __init__(
-        self, probe: MemoryProbe, *, stop_at: float = 0.85, kill_at: float = 0.95, max_age: float = 0.0
+        self,
+        probe: MemoryProbe,
+        *,
+        stop_at: float = _limits.STOP_AT,
+        kill_at: float = _limits.KILL_AT,
+        max_age: float = 0.0,
     ) -> None:
+        check_fractions(stop_at, kill_at)
         self.probe = probe
-        self.stop_at = _fraction("stop_at", stop_at)
-        self.kill_at = _fraction("kill_at", kill_at)
-        if kill_at < stop_at:
-            raise UsageError(f"kill_at ({kill_at}) must not be below stop_at ({stop_at})")
+        self.stop_at = stop_at
+        self.kill_at = kill_at
         self.max_age = max_age
         self.last_used = 0
         self.last_total = 0

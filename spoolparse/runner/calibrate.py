@@ -29,7 +29,7 @@ def calibrate(
     *,
     max_concurrency: int = 8,
     timeout: float | None = None,
-    stop_at: float = 0.85,
+    stop_at: float = _limits.STOP_AT,
     memory_probe: MemoryProbe | None = None,
     log: IO[str] | None = None,
 ) -> dict[str, Any]:

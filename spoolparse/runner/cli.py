@@ -1,33 +1,52 @@
 """The ``batch`` and ``calibrate`` subcommands.
 
-``batch`` prints one NDJSON outcome per task on stdout and exits 0 when every
-task is ``ok``, 1 otherwise, 2 on a usage error, 130 when interrupted (Ctrl-C
-or SIGTERM: running tasks are killed and reported ``cancelled``).
-``calibrate`` prints one JSON object.
+``batch`` prints one NDJSON outcome per task on stdout; its exit status
+follows the one table (:data:`spoolparse._cli_common.EXIT_STATUSES`): 0 when
+every task is ``ok``, 1 when one is not (timeouts included), 2 on a usage
+error, 125 on a failure of spoolparse itself (a job log or events file that
+cannot be written), 128+N when signal N stopped it (running tasks are ended
+and reported ``cancelled``). Its options become one
+:class:`~spoolparse.runner.options.BatchOptions`. ``calibrate`` prints one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import logging
 import os
+import re
 import shutil
 import signal
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
 from .. import _limits
-from .._cli_common import EXIT_INTERRUPTED, EXIT_SIGNAL_BASE, emit_json, fail, parse_duration, parse_size, positive_size
+from .._cli_common import (
+    EXIT_INTERRUPTED,
+    EXIT_NOT_OK,
+    EXIT_OK,
+    EXIT_SIGNAL_BASE,
+    emit_json,
+    fail,
+    parse_duration,
+    parse_size,
+    positive_size,
+    warn,
+)
 from .._signals import Interrupted, interrupts
 from ..errors import Error, UsageError
-from .admission import DEFAULT_MEMORY_PER_TASK, cpu_cap
+from .admission import cpu_cap
 from .calibrate import calibrate
 from .halt import Halt, parse_halt
-from .scheduler import ENFORCE_MODES, Batch, InvalidTask, run_many
+from .options import ENFORCE_MODES, BatchOptions
+from .scheduler import RETRY_VERDICTS, Batch, InvalidTask, run_many
 from .tasks import Task
 
 if TYPE_CHECKING:
@@ -79,6 +98,10 @@ def _positive(text: str) -> int:
     return value
 
 
+def _grace(text: str) -> float:
+    return parse_duration(text, zero=True)
+
+
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -99,11 +122,13 @@ def _signal(text: str) -> int:
     return int(sig)
 
 
-def _memory_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stop-at", type=parse_fraction, default=0.85, metavar="PCT",
-                   help="start nothing while used memory is above this (default: 85%%)")
-    p.add_argument("--kill-at", type=parse_fraction, default=0.95, metavar="PCT",
-                   help="above this kill the youngest task and requeue it (default: 95%%)")
+def _pct(fraction: float) -> str:
+    return f"{fraction:.0%}%"  # "85%%": argparse %-formats its help
+
+
+def _stop_at(p: argparse.ArgumentParser, help: str, **kw: Any) -> None:
+    p.add_argument("--stop-at", type=parse_fraction, metavar="PCT", help=f"{help} (default: {_pct(_limits.STOP_AT)})",
+                   **kw)
 
 
 def register(sub: Any) -> None:
@@ -112,59 +137,76 @@ def register(sub: Any) -> None:
         "batch",
         help="run many tasks (NDJSON lines) with bounded concurrency and memory; NDJSON outcomes on stdout",
         description="Run the tasks of TASKS.jsonl (or - for stdin), at most -j at once, starting each only when "
-        "memory allows; print one NDJSON outcome per task as it ends.",
+        "memory allows; print one NDJSON outcome per task as it ends. Exit 0 when every task is ok, 1 when one "
+        "is not, 2 on a usage error, 125 on a failure of spoolparse itself, 128+N on signal N.",
         epilog=BATCH_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # an option not given is left out: BatchOptions holds every default (one place)
+        argument_default=argparse.SUPPRESS,
     )
     b.add_argument("tasks", metavar="TASKS.jsonl|-", help="one JSON task per line, or - for stdin")
-    b.add_argument("-j", "--jobs", type=_positive, metavar="N",
+    b.add_argument("-j", "--jobs", dest="max_concurrent", type=_positive, metavar="N",
                    help=f"most tasks at once (default: from memory, at most {cpu_cap()} here)")
-    b.add_argument("--memory-per-task", type=positive_size, default=DEFAULT_MEMORY_PER_TASK, metavar="SIZE",
+    b.add_argument("--memory-per-task", type=positive_size, metavar="SIZE",
                    help="memory reserved for a task that names none (default: 1G)")
     b.add_argument("--memory-limit", type=positive_size, metavar="SIZE",
                    help="cap each task's process tree (cgroup if possible, else an RSS watchdog)")
     b.add_argument("--reserve", type=parse_size, metavar="SIZE",
                    help="memory kept for everything else when choosing -j (default: max(2G, 10%%))")
-    _memory_options(b)
+    _stop_at(b, "start nothing while used memory is above this")
+    b.add_argument("--kill-at", type=parse_fraction, metavar="PCT",
+                   help=f"above this kill the youngest task and requeue it (default: {_pct(_limits.KILL_AT)})")
     b.add_argument("--timeout", type=parse_duration, metavar="T",
                    help="SIGTERM, then SIGKILL after --grace (per task; 90, 1.5s, 10m, 2h)")
     b.add_argument("--soft-timeout", type=parse_duration, metavar="T",
                    help="send --soft-signal once after T")
-    b.add_argument("--soft-signal", type=_signal, default=signal.SIGUSR1, metavar="SIG", help="(default: USR1)")
-    b.add_argument(
-        "--grace", type=lambda t: parse_duration(t, zero=True), default=_limits.DEFAULT_GRACE, metavar="DURATION",
-        help="SIGTERM to SIGKILL (default: 5)",
-    )
-    b.add_argument("--retries", type=_count, default=0, metavar="N",
-                   help="run a task again when it failed, timed out or outgrew its memory limit, up to N times "
-                   "(default: 0)")
-    b.add_argument("--requeues", type=_count, default=2, metavar="N",
-                   help="start a task again after a host memory-pressure kill, up to N times (default: 2)")
+    b.add_argument("--soft-signal", type=_signal, metavar="SIG", help="(default: USR1)")
+    b.add_argument("--grace", type=_grace, metavar="T",
+                   help=f"SIGTERM to SIGKILL (default: {_limits.DEFAULT_GRACE:g}s)")
+    b.add_argument("--max-spool-bytes", type=positive_size, metavar="SIZE",
+                   help="kill a task whose stdout passes SIZE (its verdict: failed, spool full)")
+    b.add_argument("--retries", type=_count, metavar="N",
+                   help=f"run a task again when its verdict is {', '.join(RETRY_VERDICTS)} (exit not 0 or not "
+                   "ok, timed out, over its own --memory-limit), up to N times; never a spawn_error (a bad task "
+                   "line, a duplicate id, a missing command) (default: 0)")
+    b.add_argument("--retry-backoff", type=_grace, metavar="T",
+                   help=f"wait before a retry or requeue, doubled each time (default: {_limits.RETRY_BACKOFF:g}s)")
+    b.add_argument("--requeues", type=_count, metavar="N",
+                   help=f"start a task again after a host memory-pressure kill, up to N times "
+                   f"(default: {_limits.REQUEUES})")
     b.add_argument("--joblog", metavar="FILE", help="append one NDJSON line per attempt")
     again = b.add_mutually_exclusive_group()
-    again.add_argument("--resume", action="store_true",
-                       help="skip task ids with a final outcome in --joblog (cancelled ones run again)")
-    again.add_argument("--resume-failed", action="store_true",
+    again.add_argument("--resume", action="store_const", const=True,
+                       help="skip task ids with a final outcome in --joblog, ok or not (cancelled ones run again)")
+    again.add_argument("--resume-failed", dest="resume", action="store_const", const="failed",
                        help="skip task ids whose final outcome in --joblog is ok; run the others again")
-    b.add_argument("--ordered", action="store_true", help="print outcomes in input order")
+    b.add_argument("--ordered", action="store_const", const=True, help="print outcomes in input order")
     b.add_argument("--results", metavar="DIR",
                    help="keep the stdout and stderr of each task that is not ok as DIR/<id>/stdout, stderr "
-                   "(hard links to the spools, no copies)")
-    b.add_argument("--results-all", action="store_true", help="with --results: keep every task's, ok or not")
+                   "(hard links to the spools, no copies; <id> %%-quoted)")
+    b.add_argument("--results-all", dest="keep_transcript", action="store_const", const="all",
+                   help="with --results: keep every task's, ok or not")
     b.add_argument("--max-task-line", type=positive_size, default=_limits.MAX_TASK_LINE, metavar="SIZE",
                    help="longest task line read; a longer one is that task's error (default: 8M)")
     b.add_argument("--halt", type=_halt, metavar="WHEN[,WHY=N]",
                    help="stop starting tasks: soon or now (now also cancels the running ones), after fail=N "
-                   "or fail=X%% tasks not ok, or success=N ok (default when alone: fail=1)")
-    b.add_argument("--enforce", choices=ENFORCE_MODES, default="auto", help="how --memory-limit is enforced")
-    b.add_argument("--pids-max", type=_positive, default=_limits.PIDS_MAX, metavar="N",
+                   "or fail=X%% tasks not ok, or success=N ok (soon or now alone: fail=1); the tasks never "
+                   "started get skipped outcomes")
+    b.add_argument("--enforce", choices=ENFORCE_MODES, help="how --memory-limit is enforced (default: auto)")
+    b.add_argument("--pids-max", type=_positive, metavar="N",
                    help=f"processes one task's cgroup may hold, pids.max (default: {_limits.PIDS_MAX})")
     b.add_argument("--spool-dir", metavar="DIR", help="where spools go (default: $PDD_AGENT_SPOOL_DIR or temp)")
-    b.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+    b.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="run on a Ray cluster: ADDRESS (auto, ray://host:10001), $RAY_ADDRESS, or a new local one; "
                    "every option applies per node (needs spoolparse[ray])")
+    b.add_argument("--events", action="store_true", default=False,
+                   help="write each task's live events as NDJSON lines on stderr (with a \"task\" field); "
+                   "messages of spoolparse then go as events too")
+    b.add_argument("--events-file", metavar="FILE", default=None,
+                   help="write the NDJSON events to FILE instead (implies --events)")
     b.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a status line on stderr (default: when stderr is a terminal)")
+                   help="a status line on stderr: done/total, running, queued, failed, memory, ETA (default: when "
+                   "stderr is a terminal and carries no events)")
     b.set_defaults(func=_cmd_batch)
 
     c = sub.add_parser(
@@ -178,8 +220,7 @@ def register(sub: Any) -> None:
     )
     c.add_argument("--max-concurrency", type=_positive, default=8, metavar="N", help="highest level (default: 8)")
     c.add_argument("--timeout", type=parse_duration, metavar="DURATION", help="per run")
-    c.add_argument("--stop-at", type=parse_fraction, default=0.85, metavar="PCT",
-                   help="never go where the next level could pass this (default: 85%%)")
+    _stop_at(c, "never go where the next level could pass this", default=_limits.STOP_AT)
     c.add_argument("--pretty", action="store_true", help="indent the JSON")
     c.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARG ...]", help="the command to measure")
     c.set_defaults(func=_cmd_calibrate)
@@ -317,8 +358,15 @@ class _Progress:
         self.out.flush()
 
 
+#: The end of a line with something on it (a blank line gets no outcome, so it does not count).
+_LINE_END = re.compile(rb"[^\n]\n")
+
+
 def _count_lines(path: str) -> int | None:
-    """Lines of a regular task file (read once, 1 MiB at a time): the progress line's total (blank ones count)."""
+    """Task lines of a regular file, or ``None`` (stdin, a FIFO, unreadable).
+
+    Read once, 1 MiB at a time: memory is bounded whatever the file's size.
+    """
     if path == "-":
         return None
     try:
@@ -327,11 +375,20 @@ def _count_lines(path: str) -> int | None:
                 return None
             count, last = 0, b"\n"
             while chunk := f.read(1 << 20):
-                count += chunk.count(b"\n")
+                count += sum(1 for _ in _LINE_END.finditer(chunk)) + (last != b"\n" and chunk[:1] == b"\n")
                 last = chunk[-1:]
             return count + (last != b"\n")
     except OSError:
         return None
+
+
+def _count_in_background(progress: _Progress, path: str) -> None:
+    """Fill in the progress line's total without delaying the first task (a large file takes a moment)."""
+
+    def count() -> None:
+        progress.total = _count_lines(path)
+
+    threading.Thread(target=count, name="spoolparse-count-tasks", daemon=True).start()
 
 
 def _halt(text: str) -> Halt:
@@ -343,9 +400,49 @@ def _halt(text: str) -> Halt:
     return halt
 
 
+def _batch_options(args: argparse.Namespace) -> BatchOptions:
+    """The options given on the command line (argparse leaves out the others): the rest are BatchOptions'."""
+    given = {k: v for k, v in vars(args).items() if k in _OPTION_NAMES}
+    return BatchOptions(**given)  # a bad combination is a UsageError: exit 2
+
+
+_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(BatchOptions))
+
+
+class _TaskEvents:
+    """``--events``: each task's live events as NDJSON lines, each with the task's id."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+
+    def __call__(self, task: Task, ev: LiveEvent) -> None:
+        emit_json({"task": str(task.id), **ev.as_dict()}, out=self.out)
+
+
+class _Messages(logging.Handler):
+    """The runner's log warnings (a cgroup that cannot be made, a transcript that cannot be kept), as our
+    messages: one ``spoolparse: warning:`` line, or an event when stderr carries the events."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        (fail if record.levelno >= logging.ERROR else warn)(record.getMessage())
+
+
+@contextlib.contextmanager
+def _runner_messages() -> Iterator[None]:
+    logger = logging.getLogger("spoolparse")
+    handler = _Messages(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
 def _cmd_batch(args: argparse.Namespace) -> int:
-    if (args.resume or args.resume_failed) and not args.joblog:
-        raise UsageError(f"--resume{'-failed' if args.resume_failed else ''} needs --joblog FILE")
+    resume = getattr(args, "resume", False)
+    if resume and not getattr(args, "joblog", None):
+        raise UsageError(f"--resume{'-failed' if resume == 'failed' else ''} needs --joblog FILE")
+    options = _batch_options(args)
     if args.tasks == "-":
         stream: IO[bytes] = sys.stdin.buffer
     else:
@@ -353,42 +450,52 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             stream = open(args.tasks, "rb")  # noqa: SIM115 - closed below
         except OSError as e:
             raise UsageError(f"cannot read {args.tasks!r}: {e.strerror}") from None
-    show = args.progress if args.progress is not None else sys.stderr.isatty()
-    progress = _Progress(sys.stderr, _count_lines(args.tasks)) if show else None
+    with contextlib.ExitStack() as stack:
+        if stream is not sys.stdin.buffer:
+            stack.callback(stream.close)
+        events: _TaskEvents | None = None
+        if args.events_file is not None:  # opened before anything starts: a bad path fails first (exit 125)
+            events = _TaskEvents(stack.enter_context(open(args.events_file, "wb")))
+        elif args.events:
+            events = _TaskEvents(sys.stderr.buffer)
+        on_stderr = events is not None and args.events_file is None
+        # stderr carrying NDJSON events has no room for a drawn status line
+        show = args.progress if args.progress is not None else sys.stderr.isatty() and not on_stderr
+        if show and on_stderr:
+            raise UsageError("--progress and --events share stderr: use --events-file FILE with --progress")
+        progress = _Progress(sys.stderr) if show else None
+        if progress is not None and args.tasks != "-":
+            _count_in_background(progress, args.tasks)
+        stack.enter_context(_runner_messages())
+        status = _run_batch(args, options, stream, progress, events)
+    return status
+
+
+def _run_batch(
+    args: argparse.Namespace,
+    options: BatchOptions,
+    stream: IO[bytes],
+    progress: _Progress | None,
+    events: _TaskEvents | None,
+) -> int:
     # SIGINT/TERM/HUP/QUIT: every agent ended, the ended tasks' outcomes printed, exit 128+N
     with interrupts():
         out, saved_stdout = sys.stdout.buffer, sys.stdout
         if args.ray is not None:
             sys.stdout = sys.stderr  # Ray prints cluster errors (a node died) on sys.stdout: it carries outcomes only
         batch: Batch | RayBatch | None = None
-        status = 0
+        status = EXIT_OK
         try:
             batch = run_many(
                 _read_tasks(stream, args.max_task_line),
-                max_concurrent=args.jobs,
-                memory_per_task=args.memory_per_task,
-                memory_limit=args.memory_limit,
-                reserve=args.reserve,
-                stop_at=args.stop_at,
-                kill_at=args.kill_at,
-                requeues=args.requeues,
-                retries=args.retries,
-                timeout=args.timeout,
-                soft_timeout=args.soft_timeout,
-                soft_signal=args.soft_signal,
-                grace=args.grace,
-                ordered=args.ordered,
-                halt=args.halt,
-                joblog=args.joblog,
-                resume="failed" if args.resume_failed else args.resume,
-                enforce=args.enforce,
-                pids_max=args.pids_max,
-                spool_dir=args.spool_dir,
-                results=args.results,
-                keep_transcript="all" if args.results_all else "failed",
+                options,
                 backend="local" if args.ray is None else "ray",
                 address=args.ray or None,
             )
+            if events is not None and isinstance(batch, Batch):
+                batch.on_event = events
+            elif events is not None:
+                warn("--events: the live events of tasks on Ray nodes are not sent back; outcomes only")
             if progress is not None and not isinstance(batch, Batch):
                 sys.stderr.write(f"spoolparse: batch on Ray: {len(batch.nodes)} nodes\n")
                 batch.on_tick = progress
@@ -400,14 +507,15 @@ def _cmd_batch(args: argparse.Namespace) -> int:
                     f"cgroups: {batch.placement.enforcement or 'none'}\n"
                 )
                 batch.on_tick = progress
-                batch.on_event = progress.on_event
+                on_event = batch.on_event
+                batch.on_event = progress.on_event if on_event is None else _both(on_event, progress.on_event)
             for outcome in batch:
                 if progress is not None:
                     progress.clear()
                     progress.finished(outcome.id)
                 emit_json(outcome.to_dict(), out=out)
                 if not outcome.ok:
-                    status = 1
+                    status = EXIT_NOT_OK
             if progress is not None:
                 progress(batch, force=True)
                 skipped = f"\nspoolparse: batch: skipped {batch.skipped} already ok\n" if batch.skipped else "\n"
@@ -427,9 +535,17 @@ def _cmd_batch(args: argparse.Namespace) -> int:
             if batch is not None:
                 batch.close()
             sys.stdout = saved_stdout
-            if stream is not sys.stdin.buffer:
-                stream.close()
     return status
+
+
+def _both(
+    first: Callable[[Task, LiveEvent], None], second: Callable[[Task, LiveEvent], None]
+) -> Callable[[Task, LiveEvent], None]:
+    def each(task: Task, ev: LiveEvent) -> None:
+        first(task, ev)
+        second(task, ev)
+
+    return each
 
 
 # -- calibrate ---------------------------------------------------------------

@@ -27,10 +27,9 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, I
 from typing import Any
 
 from ..errors import Error, UsageError
-from .admission import Admission
-from .halt import Halt, Tally, parse_halt
+from .halt import Halt, Tally
 from .joblog import JobLog, done_ids
-from .memory import HostMemory
+from .options import BatchOptions
 from .ray_ledger import Ledger, Record
 from .ray_node import NodeRunner
 from .ray_wire import dumps, loads
@@ -101,18 +100,17 @@ class RayBatch(Iterator[Outcome]):
         tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any],
         *,
         address: str | None,
-        options: dict[str, Any],
+        options: BatchOptions,
     ) -> None:
-        _check(options)
-        self.options = options
-        self.ordered: bool = options["ordered"]
-        self.halt: Halt | None = parse_halt(options["halt"])
-        joblog = options["joblog"]
-        self.skip: set[str] = done_ids(joblog, options["resume"]) if options["resume"] else set()
+        self.options = options  # checked when made: a node finds no option error of its own
+        self.ordered: bool = options.ordered
+        self.halt: Halt | None = options.halt_condition
+        joblog = options.joblog
+        self.skip: set[str] = done_ids(joblog, options.resume) if options.resume and joblog is not None else set()
         self._ray = _import_ray()
         self._own_ray = _connect(self._ray, address)
         self.joblog = JobLog(joblog) if joblog is not None else None
-        self.ledger = Ledger(retries=options["requeues"], memory_per_task=options["memory_per_task"])
+        self.ledger = Ledger(retries=options.requeues, memory_per_task=options.memory_per_task)
         self._pull = _puller(tasks)
         self._held: tuple[int, Task | InvalidTask] | None = None
         self._exhausted = False
@@ -505,22 +503,6 @@ def _puller(tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any]) -> Call
     return pull
 
 
-def _check(options: dict[str, Any]) -> None:
-    """The option errors a node would find, found on the driver before anything starts."""
-    parse_halt(options["halt"])  # raises on a bad condition
-    for name in ("requeues", "retries"):
-        if options[name] < 0:
-            raise UsageError(f"{name} must not be negative, not {options[name]}")
-    if options["memory_per_task"] <= 0:
-        raise UsageError(f"memory_per_task must be positive, not {options['memory_per_task']}")
-    if options["resume"] and options["joblog"] is None:
-        raise UsageError("resume needs a joblog to read")
-    if options["max_concurrent"] is not None and options["max_concurrent"] < 1:
-        raise UsageError(f"max_concurrent must be at least 1, not {options['max_concurrent']}")
-    probe = options["memory_probe"] if options["memory_probe"] is not None else HostMemory()
-    Admission(probe, stop_at=options["stop_at"], kill_at=options["kill_at"])  # raises on bad fractions
-
-
 def _backend(backend: str, address: str | None) -> None:
     if backend not in BACKENDS:
         raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -529,7 +511,7 @@ def _backend(backend: str, address: str | None) -> None:
 
 
 def run_many_ray(
-    tasks: Iterable[TaskLike | InvalidTask], *, backend: str, address: str | None, options: dict[str, Any]
+    tasks: Iterable[TaskLike | InvalidTask], *, backend: str, address: str | None, options: BatchOptions
 ) -> RayBatch:
     """:func:`run_many` on Ray (the hook ``run_many`` calls for ``backend="ray"``)."""
     _backend(backend, address)
@@ -541,7 +523,7 @@ async def arun_many_ray(
     *,
     backend: str,
     address: str | None,
-    options: dict[str, Any],
+    options: BatchOptions,
 ) -> AsyncIterator[Outcome]:
     """:func:`arun_many` on Ray: the driver loop runs in a thread, outcomes come to the event loop."""
     _backend(backend, address)

@@ -31,18 +31,13 @@ import orjson
 from . import reaper
 from .admission import Admission, auto_concurrency, default_reserve
 from .memory import HostMemory, MemoryProbe
+from .options import BatchOptions
 from .ray_wire import decode_task, dumps, encode_outcome, loads
 from .scheduler import arun_many
 from .tasks import Task
 
-__all__ = ["NodeRunner", "NODE_OPTIONS"]
+__all__ = ["NodeRunner"]
 
-#: The :func:`run_many` options a node runner takes; the driver keeps the job log, resume, order and halt.
-NODE_OPTIONS = (
-    "max_concurrent", "memory_per_task", "memory_limit", "reserve", "stop_at", "kill_at", "requeues", "retries",
-    "retry_backoff", "timeout", "soft_timeout", "soft_signal", "grace", "enforce", "pids_max", "memory_probe",
-    "spool_dir", "max_spool_bytes", "sample_interval", "results", "keep_transcript",
-)
 #: Seconds an exchange that found outcomes waits for more, so that a burst travels in one reply.
 LINGER = 0.01
 
@@ -50,25 +45,27 @@ LINGER = 0.01
 class NodeRunner:
     """The per-node half of a Ray batch (see the module docstring)."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
-        opts = {k: options[k] for k in NODE_OPTIONS}
-        probe: MemoryProbe = opts["memory_probe"] if opts["memory_probe"] is not None else HostMemory()
-        opts["memory_probe"] = probe
-        self.stop_at = float(opts["stop_at"])
-        self.admission = Admission(probe, stop_at=self.stop_at, kill_at=opts["kill_at"])
-        if opts["max_concurrent"] is None:
+    def __init__(self, options: BatchOptions) -> None:
+        probe: MemoryProbe = options.memory_probe if options.memory_probe is not None else HostMemory()
+        self.stop_at = options.stop_at
+        self.admission = Admission(probe, stop_at=self.stop_at, kill_at=options.kill_at)
+        capacity = options.max_concurrent
+        if capacity is None:
             total = probe.total()
-            reserve = default_reserve(total) if opts["reserve"] is None else opts["reserve"]
-            opts["max_concurrent"] = auto_concurrency(total, opts["memory_per_task"], reserve=reserve)
-        self.capacity: int = opts["max_concurrent"]
-        self.memory_per_task: int = opts["memory_per_task"]
+            reserve = default_reserve(total) if options.reserve is None else options.reserve
+            capacity = auto_concurrency(total, options.memory_per_task, reserve=reserve)
+        self.capacity: int = capacity
+        self.memory_per_task: int = options.memory_per_task
         # attempts that end in a local requeue (memory pressure) are read back from a node-local job log
         fd, self.log_path = tempfile.mkstemp(prefix="spoolparse-node-", suffix=".ndjson")
         os.close(fd)
         self._log_offset = 0
         self._log_tail = b""
-        opts.update(joblog=self.log_path, resume=False, ordered=False, halt=None)
-        self.opts = opts
+        # the driver keeps the job log, resume, order and halt; a node runs what it is sent
+        self.opts = options.replace(
+            max_concurrent=capacity, memory_probe=probe, joblog=self.log_path, resume=False, ordered=False,
+            window=None, halt=None,
+        )
         self.token = uuid.uuid4().hex
         os.environ[reaper.MARK_VAR] = self.token  # every agent started from here inherits it
         self.reaper: subprocess.Popen[bytes] = reaper.start(self.token, self.log_path)
@@ -141,7 +138,7 @@ class NodeRunner:
     async def _run(self) -> None:
         out_ready, feed_ready = self._start()
         try:
-            async for out in arun_many(self._feed(), **self.opts):
+            async for out in arun_many(self._feed(), self.opts):
                 self.ended += 1
                 self.outbox.append(encode_outcome(out))
                 out_ready.set()

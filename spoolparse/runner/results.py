@@ -2,7 +2,8 @@
 
 A spool is a nameless ``O_TMPFILE`` file; keeping it is one ``linkat`` of
 ``/proc/self/fd/N`` (no copy, however large), and an in-kernel copy
-(``sendfile``) only where the results folder is on another filesystem. The
+(``copy_file_range``, else ``sendfile``) only where the link is refused
+(the results folder on another filesystem, a sandbox). The
 folder's name is the task id made safe for a path (``%``-quoted, never ``.``
 or ``..``); each attempt that is kept replaces the one before.
 """
@@ -50,10 +51,17 @@ def keep(directory: str | os.PathLike[str], task_id: str, spools: dict[str, IO[b
 
 
 def _copy(src: int, dest: str) -> None:
+    """Copy inside the kernel: ``copy_file_range`` (a reflink where the filesystem shares blocks), else ``sendfile``."""
     size = os.fstat(src).st_size
     out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         offset = 0
+        with contextlib.suppress(OSError):  # across filesystems on older kernels (EXDEV), or not offered here
+            while offset < size:
+                sent = os.copy_file_range(src, out, size - offset, offset, offset)
+                if sent == 0:
+                    break
+                offset += sent
         while offset < size:
             sent = os.sendfile(out, src, offset, size - offset)
             if sent == 0:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -29,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import _limits
-from .._lifecycle import check_times
 from .._proc import raise_open_files_limit
 from .._spawn import mark_long_lived
 from ..errors import Error, UsageError
@@ -38,30 +38,27 @@ from ..providers.base import LiveEvent
 from ..result import Result
 from ..spool import resolve_spool_dir
 from ..types import Summary
-from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
+from .admission import Admission, auto_concurrency, default_reserve
 from .cgroup import ChildCgroup, Placement, enforcement_of
-from .halt import Halt, Tally, parse_halt
-from .joblog import JobLog, Resume, done_ids
+from .halt import Tally
+from .joblog import JobLog, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
-from .results import KEEP_MODES, KeepTranscript, keep
+from .options import ENFORCE_MODES, BatchOptions
+from .results import keep
 from .tasks import Outcome, Task, TaskLike, as_task
 
 if TYPE_CHECKING:
     from .ray_backend import RayBatch
 
-__all__ = ["run_many", "arun_many", "Batch", "InvalidTask", "ENFORCE_MODES"]
+__all__ = ["run_many", "arun_many", "Batch", "BatchOptions", "InvalidTask", "ENFORCE_MODES"]
 
 log = logging.getLogger("spoolparse.runner")
 
-#: ``auto``: a cgroup for tasks with a memory limit, sampling otherwise;
-#: ``cgroup``: a cgroup for every task when possible (exact peaks, escaped
-#: processes killed); ``watchdog``: never a cgroup, limits by RSS sampling.
-ENFORCE_MODES = ("auto", "cgroup", "watchdog")
 
 #: Longest sleep of the supervisor between looks at its children (seconds).
 TICK = 0.05
 #: Seconds between memory samples, spool pumps and watchdog checks.
-SAMPLE_INTERVAL = 0.1
+SAMPLE_INTERVAL = _limits.SAMPLE_INTERVAL
 #: Bytes read from one child's spool per tick (the rest waits for the next one).
 PUMP_PER_TICK = 4 * _limits.MiB
 #: Threads that fork+exec children (at most ``max_concurrent``).
@@ -159,87 +156,58 @@ class Batch(Iterator[Outcome]):
     def __init__(
         self,
         tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any],
-        *,
-        max_concurrent: int | None,
-        memory_per_task: int,
-        memory_limit: int | None,
-        reserve: int | None,
-        stop_at: float,
-        kill_at: float,
-        requeues: int,
-        retries: int,
-        retry_backoff: float,
-        timeout: float | None,
-        soft_timeout: float | None,
-        soft_signal: int,
-        grace: float,
-        ordered: bool,
-        window: int | None,
-        halt: str | Halt | None,
-        joblog: str | os.PathLike[str] | None,
-        resume: Resume,
-        enforce: str,
-        pids_max: int | None,
-        memory_probe: MemoryProbe | None,
-        spool_dir: str | os.PathLike[str] | None,
-        max_spool_bytes: int | None,
-        sample_interval: float,
-        results: str | os.PathLike[str] | None,
-        keep_transcript: KeepTranscript,
+        options: BatchOptions | None = None,
+        **changes: Any,
     ) -> None:
-        if enforce not in ENFORCE_MODES:
-            raise UsageError(f"enforce must be one of {', '.join(ENFORCE_MODES)}, not {enforce!r}")
-        self.halt = parse_halt(halt)
-        for name, count in (("requeues", requeues), ("retries", retries)):
-            if count < 0:
-                raise UsageError(f"{name} must not be negative, not {count}")
-        if memory_per_task <= 0:
-            raise UsageError(f"memory_per_task must be positive, not {memory_per_task}")
-        check_times(timeout, grace, soft_timeout)  # the one rule for times: no NaN, no endless grace
-        if resume and joblog is None:
-            raise UsageError("resume needs a joblog to read")
-        if spool_dir is not None:
-            resolve_spool_dir(spool_dir)  # a directory that cannot hold spools stops the batch before it starts
+        o = BatchOptions.of(options, changes, caller="Batch")  # every option checked there, once
+        self.options = o
+        self.halt = o.halt_condition
+        if o.spool_dir is not None:
+            resolve_spool_dir(o.spool_dir)  # a directory that cannot hold spools stops the batch before it starts
+        if o.results is not None:
+            try:  # so is a results folder that cannot be made
+                os.makedirs(o.results, mode=0o700, exist_ok=True)
+            except OSError as e:
+                raise UsageError(f"cannot make the results folder {os.fspath(o.results)!r}: {e.strerror}") from None
         raise_open_files_limit()  # many children hold many descriptors
-        self.probe: MemoryProbe = memory_probe if memory_probe is not None else HostMemory()
-        self.admission = Admission(self.probe, stop_at=stop_at, kill_at=kill_at, max_age=min(0.05, sample_interval))
+        self.probe: MemoryProbe = o.memory_probe if o.memory_probe is not None else HostMemory()
+        self.admission = Admission(
+            self.probe, stop_at=o.stop_at, kill_at=o.kill_at, max_age=min(0.05, o.sample_interval)
+        )
         total = self.probe.total()
-        self.reserve = default_reserve(total) if reserve is None else reserve
+        self.reserve = default_reserve(total) if o.reserve is None else o.reserve
+        max_concurrent = o.max_concurrent
         if max_concurrent is None:
-            max_concurrent = auto_concurrency(total, memory_per_task, reserve=self.reserve)
+            max_concurrent = auto_concurrency(total, o.memory_per_task, reserve=self.reserve)
             log.info(
                 "max_concurrent %d: (total %d - reserve %d) / memory_per_task %d, CPU cap applied",
-                max_concurrent, total, self.reserve, memory_per_task,
+                max_concurrent, total, self.reserve, o.memory_per_task,
             )
-        if max_concurrent < 1:
-            raise UsageError(f"max_concurrent must be at least 1, not {max_concurrent}")
         self.max_concurrent = max_concurrent
-        self.memory_per_task = memory_per_task
-        self.memory_limit = memory_limit
-        self.requeues = requeues
-        self.retries = retries
+        self.memory_per_task = o.memory_per_task
+        self.memory_limit = o.memory_limit
+        self.requeues = o.requeues
+        self.retries = o.retries
         self._failures: dict[int, int] = {}  # failed attempts per task retried so far (by input order)
-        self.retry_backoff = retry_backoff
-        self.timeout = timeout
-        self.soft_timeout = soft_timeout
-        self.soft_signal = soft_signal
-        self.grace = grace
-        self.ordered = ordered
-        self.window = window if window is not None else 2 * max_concurrent
+        self.retry_backoff = o.retry_backoff
+        self.timeout = o.timeout
+        self.soft_timeout = o.soft_timeout
+        self.soft_signal = o.soft_signal
+        self.grace = o.grace
+        self.ordered = o.ordered
+        self.window = o.window if o.window is not None else 2 * max_concurrent
         if self.window < max_concurrent:
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
-        self.enforce = enforce
-        self.pids_max = pids_max
-        self.spool_dir = spool_dir
-        self.max_spool_bytes = max_spool_bytes
-        self.sample_interval = sample_interval
-        if keep_transcript not in KEEP_MODES:
-            raise UsageError(f"keep_transcript must be one of {', '.join(KEEP_MODES)}, not {keep_transcript!r}")
-        self.results = results
-        self.keep_transcript = keep_transcript
-        self.placement = Placement.detect() if enforce != "watchdog" else Placement(None)
-        self.skip: set[str] = done_ids(joblog, resume) if resume and joblog is not None else set()
-        self.joblog = JobLog(joblog) if joblog is not None else None
+        self.enforce = o.enforce
+        self.pids_max = o.pids_max
+        self.spool_dir = o.spool_dir
+        self.max_spool_bytes = o.max_spool_bytes
+        self.sample_interval = o.sample_interval
+        self.results = o.results
+        self.keep_transcript = o.keep_transcript
+        self.placement = Placement.detect() if o.enforce != "watchdog" else Placement(None)
+        self.skip: set[str] = done_ids(o.joblog, o.resume) if o.resume and o.joblog is not None else set()
+        self.joblog = JobLog(o.joblog) if o.joblog is not None else None
         self._pull = self._puller(tasks)
         self._held: Task | InvalidTask | None = None
         self._held_seq = 0
@@ -684,6 +652,11 @@ class Batch(Iterator[Outcome]):
                 with contextlib.suppress(KeyError):
                     self._poll.unregister(s.key)
 
+    def _emit_events(self, task: Task, events: list[LiveEvent]) -> None:
+        if self.on_event is not None:
+            for ev in events:
+                self.on_event(task, ev)
+
     def _finalize(self, s: _Slot, *, cancelled: bool = False) -> Outcome:
         """The slot's outcome; it leaves the running set only at the end, so an interrupt cannot lose it."""
         child = s.child
@@ -691,7 +664,9 @@ class Batch(Iterator[Outcome]):
         error: str | None = None
         res_ok = False
         try:
-            res, _ = child.result(keep_output=self.results is not None, timeout=s.timeout)
+            # the rest of the backlog's events reach the listener too (the last text, the usage), a step at a time
+            emit = functools.partial(self._emit_events, s.task) if self.on_event is not None else None
+            res, _ = child.result(keep_output=self.results is not None, timeout=s.timeout, emit=emit)
             summary = res.summary()
             res_ok = res.ok
             error = res.error
@@ -899,97 +874,20 @@ class Batch(Iterator[Outcome]):
             self.joblog.close()
 
 
-def _options(
-    max_concurrent: int | None,
-    memory_per_task: int | None,
-    memory_limit: int | None,
-    reserve: int | None,
-    stop_at: float,
-    kill_at: float,
-    requeues: int,
-    retries: int,
-    retry_backoff: float,
-    timeout: float | None,
-    soft_timeout: float | None,
-    soft_signal: int,
-    grace: float,
-    ordered: bool,
-    window: int | None,
-    halt: str | Halt | None,
-    joblog: str | os.PathLike[str] | None,
-    resume: Resume,
-    enforce: str,
-    pids_max: int | None,
-    memory_probe: MemoryProbe | None,
-    spool_dir: str | os.PathLike[str] | None,
-    max_spool_bytes: int | None,
-    sample_interval: float,
-    results: str | os.PathLike[str] | None,
-    keep_transcript: KeepTranscript,
-) -> dict[str, Any]:
-    return {
-        "max_concurrent": max_concurrent,
-        "memory_per_task": DEFAULT_MEMORY_PER_TASK if memory_per_task is None else memory_per_task,
-        "memory_limit": memory_limit,
-        "reserve": reserve,
-        "stop_at": stop_at,
-        "kill_at": kill_at,
-        "requeues": requeues,
-        "retries": retries,
-        "retry_backoff": retry_backoff,
-        "timeout": timeout,
-        "soft_timeout": soft_timeout,
-        "soft_signal": soft_signal,
-        "grace": grace,
-        "ordered": ordered,
-        "window": window,
-        "halt": halt,
-        "joblog": joblog,
-        "resume": resume,
-        "enforce": enforce,
-        "pids_max": pids_max,
-        "memory_probe": memory_probe,
-        "spool_dir": spool_dir,
-        "max_spool_bytes": max_spool_bytes,
-        "sample_interval": sample_interval,
-        "results": results,
-        "keep_transcript": keep_transcript,
-    }
-
-
 def run_many(
     tasks: Iterable[TaskLike | InvalidTask],
+    options: BatchOptions | None = None,
     *,
-    max_concurrent: int | None = None,
-    memory_per_task: int | None = None,
-    memory_limit: int | None = None,
-    reserve: int | None = None,
-    stop_at: float = 0.85,
-    kill_at: float = 0.95,
-    requeues: int = 2,
-    retries: int = 0,
-    retry_backoff: float = 1.0,
-    timeout: float | None = None,
-    soft_timeout: float | None = None,
-    soft_signal: int = signal.SIGUSR1,
-    grace: float = _limits.DEFAULT_GRACE,
-    ordered: bool = False,
-    window: int | None = None,
-    halt: str | Halt | None = None,
-    joblog: str | os.PathLike[str] | None = None,
-    resume: Resume = False,
-    enforce: str = "auto",
-    pids_max: int | None = PIDS_MAX,
-    memory_probe: MemoryProbe | None = None,
-    spool_dir: str | os.PathLike[str] | None = None,
-    max_spool_bytes: int | None = None,
-    sample_interval: float = SAMPLE_INTERVAL,
-    results: str | os.PathLike[str] | None = None,
-    keep_transcript: KeepTranscript = "failed",
     backend: str = "local",
     address: str | None = None,
+    **changes: Any,
 ) -> Batch | RayBatch:
     """Run many commands, at most ``max_concurrent`` at once, and yield one :class:`Outcome` per task.
+
+    The options are one :class:`BatchOptions` (``options``; default: every
+    default), with any of its fields given as keyword arguments on top
+    (``run_many(tasks, max_concurrent=8, joblog="jobs.ndjson")``); a bad value
+    is a :class:`~spoolparse.UsageError` before anything starts.
 
     ``tasks`` is any iterable of argv lists or :class:`Task` objects, pulled
     only when a slot is free. Outcomes come as tasks finish, or in input order
@@ -1043,16 +941,12 @@ def run_many(
 
     .. seealso:: :func:`spoolparse.run`, :func:`arun_many`, GNU parallel's ``--memfree`` and ``--halt``
     """
-    opts = _options(
-        max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, requeues, retries, retry_backoff,
-        timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
-        memory_probe, spool_dir, max_spool_bytes, sample_interval, results, keep_transcript,
-    )
+    opts = BatchOptions.of(options, changes, caller="run_many")
     if backend != "local" or address is not None:
         from .ray_backend import run_many_ray  # Ray is an optional extra: imported only when asked for
 
         return run_many_ray(tasks, backend=backend, address=address, options=opts)
-    return Batch(tasks, **opts)
+    return Batch(tasks, opts)
 
 
 class _Failed:
@@ -1144,35 +1038,11 @@ def _async_source(
 
 async def arun_many(
     tasks: Iterable[TaskLike | InvalidTask] | AsyncIterable[TaskLike | InvalidTask],
+    options: BatchOptions | None = None,
     *,
-    max_concurrent: int | None = None,
-    memory_per_task: int | None = None,
-    memory_limit: int | None = None,
-    reserve: int | None = None,
-    stop_at: float = 0.85,
-    kill_at: float = 0.95,
-    requeues: int = 2,
-    retries: int = 0,
-    retry_backoff: float = 1.0,
-    timeout: float | None = None,
-    soft_timeout: float | None = None,
-    soft_signal: int = signal.SIGUSR1,
-    grace: float = _limits.DEFAULT_GRACE,
-    ordered: bool = False,
-    window: int | None = None,
-    halt: str | Halt | None = None,
-    joblog: str | os.PathLike[str] | None = None,
-    resume: Resume = False,
-    enforce: str = "auto",
-    pids_max: int | None = PIDS_MAX,
-    memory_probe: MemoryProbe | None = None,
-    spool_dir: str | os.PathLike[str] | None = None,
-    max_spool_bytes: int | None = None,
-    sample_interval: float = SAMPLE_INTERVAL,
-    results: str | os.PathLike[str] | None = None,
-    keep_transcript: KeepTranscript = "failed",
     backend: str = "local",
     address: str | None = None,
+    **changes: Any,
 ) -> AsyncIterator[Outcome]:
     """:func:`run_many` for asyncio: ``async for outcome in arun_many(tasks, ...)``.
 
@@ -1185,11 +1055,7 @@ async def arun_many(
     """
     loop = asyncio.get_running_loop()
     feeder: asyncio.Task[Any] | None = None
-    opts = _options(
-        max_concurrent, memory_per_task, memory_limit, reserve, stop_at, kill_at, requeues, retries, retry_backoff,
-        timeout, soft_timeout, soft_signal, grace, ordered, window, halt, joblog, resume, enforce, pids_max,
-        memory_probe, spool_dir, max_spool_bytes, sample_interval, results, keep_transcript,
-    )
+    opts = BatchOptions.of(options, changes, caller="arun_many")
     if backend != "local" or address is not None:
         from .ray_backend import arun_many_ray  # Ray is an optional extra: imported only when asked for
 
@@ -1198,8 +1064,8 @@ async def arun_many(
         return
     source: Any = tasks
     if isinstance(tasks, AsyncIterable):
-        source, feed = _async_source(tasks, max(1, max_concurrent or 16))
-    batch = Batch(source, **opts)
+        source, feed = _async_source(tasks, max(1, opts.max_concurrent or 16))
+    batch = Batch(source, opts)
     if isinstance(tasks, AsyncIterable):
         feeder = loop.create_task(feed())
     try:

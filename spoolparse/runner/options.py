@@ -1,0 +1,151 @@
+"""A batch's options, in one typed place: :class:`BatchOptions`.
+
+:func:`~spoolparse.run_many`, :func:`~spoolparse.arun_many`, :class:`Batch`,
+the Ray backend and ``spoolparse batch`` all take one of these (the keyword
+arguments of ``run_many`` and ``arun_many`` build one), and every option is
+checked here, once, before anything starts. Defaults are named in
+:mod:`spoolparse._limits`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import _limits
+from .._lifecycle import check_times
+from ..errors import UsageError
+from .admission import DEFAULT_MEMORY_PER_TASK, check_fractions
+from .halt import Halt, parse_halt
+from .joblog import Resume
+from .results import KEEP_MODES, KeepTranscript
+
+if TYPE_CHECKING:
+    from .memory import MemoryProbe
+
+__all__ = ["BatchOptions", "ENFORCE_MODES"]
+
+#: ``auto``: a cgroup for tasks with a memory limit, sampling otherwise;
+#: ``cgroup``: a cgroup for every task when possible (exact peaks, escaped
+#: processes killed); ``watchdog``: never a cgroup, limits by RSS sampling.
+ENFORCE_MODES = ("auto", "cgroup", "watchdog")
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """How a batch runs: concurrency, memory, time, retries, halt, job log, transcripts.
+
+    Every field has a default; :meth:`replace` (or the keyword arguments of
+    :func:`~spoolparse.run_many`) changes some. A bad value is a
+    :class:`~spoolparse.UsageError` when the options are made, so a batch
+    never starts with one. See :func:`~spoolparse.run_many` for what each means.
+    """
+
+    #: Most tasks at once; ``None``: from memory (floor((total − reserve) / memory_per_task), CPU-capped).
+    max_concurrent: int | None = None
+    #: Memory reserved for a task that names none (bytes; ``None``: the default, 1 GiB).
+    memory_per_task: int = DEFAULT_MEMORY_PER_TASK
+    #: Cap on each task's process tree (bytes): a cgroup where one can be made, else an RSS watchdog.
+    memory_limit: int | None = None
+    #: Memory kept for everything else when choosing ``max_concurrent`` (``None``: max(2 GiB, 10 %)).
+    reserve: int | None = None
+    #: Start nothing while used memory is above this share of the total.
+    stop_at: float = _limits.STOP_AT
+    #: Above this share, kill the youngest task and requeue it.
+    kill_at: float = _limits.KILL_AT
+    #: Starts again after a host memory-pressure kill.
+    requeues: int = _limits.REQUEUES
+    #: Runs again of a task whose verdict is retryable (``RETRY_VERDICTS``).
+    retries: int = 0
+    #: Seconds before a requeue or retry, doubling each time.
+    retry_backoff: float = _limits.RETRY_BACKOFF
+    #: Seconds from a task's start to SIGTERM (``None``: never).
+    timeout: float | None = None
+    #: Seconds from a task's start to ``soft_signal`` (once).
+    soft_timeout: float | None = None
+    soft_signal: int = signal.SIGUSR1
+    #: Seconds between SIGTERM and SIGKILL.
+    grace: float = _limits.DEFAULT_GRACE
+    #: Outcomes in input order.
+    ordered: bool = False
+    #: With ``ordered``: most tasks started ahead of the oldest unfinished one (``None``: twice max_concurrent).
+    window: int | None = None
+    #: When to stop starting tasks (``"soon"``, ``"now,fail=3"``, ``"soon,fail=10%"``, ...); parsed to a Halt.
+    halt: Halt | str | None = None
+    #: Job log path: one NDJSON line per attempt.
+    joblog: str | os.PathLike[str] | None = None
+    #: ``True``: skip tasks with a final outcome in the job log; ``"failed"``: skip only the ok ones.
+    resume: Resume = False
+    #: How ``memory_limit`` is enforced: one of :data:`ENFORCE_MODES`.
+    enforce: str = "auto"
+    #: Processes one task's cgroup may hold (``None``: no bound).
+    pids_max: int | None = _limits.PIDS_MAX
+    #: Replaces the host's memory readings (tests, or a custom budget).
+    memory_probe: MemoryProbe | None = None
+    spool_dir: str | os.PathLike[str] | None = None
+    #: Kill a task whose stdout passes this many bytes.
+    max_spool_bytes: int | None = None
+    #: Seconds between memory samples, spool pumps and watchdog checks.
+    sample_interval: float = _limits.SAMPLE_INTERVAL
+    #: Folder for kept transcripts (``DIR/<id>/stdout``, ``stderr``).
+    results: str | os.PathLike[str] | None = None
+    #: ``"failed"``: keep the transcripts of tasks not ok; ``"all"``: of every task.
+    keep_transcript: KeepTranscript = "failed"
+
+    def __post_init__(self) -> None:
+        if self.memory_per_task is None:  # None asks for the default (as run_many has always taken)
+            object.__setattr__(self, "memory_per_task", DEFAULT_MEMORY_PER_TASK)
+        object.__setattr__(self, "halt", parse_halt(self.halt))
+        if self.enforce not in ENFORCE_MODES:
+            raise UsageError(f"enforce must be one of {', '.join(ENFORCE_MODES)}, not {self.enforce!r}")
+        if self.keep_transcript not in KEEP_MODES:
+            raise UsageError(
+                f"keep_transcript must be one of {', '.join(KEEP_MODES)}, not {self.keep_transcript!r}"
+            )
+        for name in ("requeues", "retries"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"{name} must not be negative, not {getattr(self, name)}")
+        for name in ("memory_per_task", "memory_limit", "max_spool_bytes", "pids_max"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise UsageError(f"{name} must be positive, not {value}")
+        for name in ("max_concurrent", "window"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UsageError(f"{name} must be at least 1, not {value}")
+        check_fractions(self.stop_at, self.kill_at)
+        check_times(self.timeout, self.grace, self.soft_timeout)  # the one rule for times
+        for name in ("retry_backoff", "sample_interval"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0 or (value == 0 and name == "sample_interval"):
+                raise UsageError(f"{name} must be a finite number of seconds above 0, not {value}")
+        if self.resume and self.joblog is None:
+            raise UsageError("resume needs a joblog to read")
+        if self.resume not in (True, False, "failed"):
+            raise UsageError(f"resume must be True, False or 'failed', not {self.resume!r}")
+
+    @property
+    def halt_condition(self) -> Halt | None:
+        """:attr:`halt`, parsed (it always is once the options are made)."""
+        return parse_halt(self.halt)
+
+    def replace(self, **changes: Any) -> BatchOptions:
+        """A copy with ``changes`` (checked as when made); an unknown name is a :class:`TypeError`."""
+        return dataclasses.replace(self, **changes) if changes else self
+
+    @classmethod
+    def of(cls, options: BatchOptions | None, changes: dict[str, Any], *, caller: str) -> BatchOptions:
+        """``options`` (default: all defaults) with the keyword arguments ``changes`` of ``caller`` applied."""
+        unknown = sorted(set(changes) - _NAMES)
+        if unknown:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+        if options is not None and not isinstance(options, BatchOptions):
+            raise TypeError(f"{caller}() options must be a BatchOptions, not {type(options).__name__}")
+        return (options or cls()).replace(**changes)
+
+
+_NAMES = frozenset(f.name for f in dataclasses.fields(BatchOptions))
