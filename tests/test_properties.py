@@ -11,7 +11,6 @@ the retained events of a reference parser (split on ``\\n``, ``json.loads``).
 from __future__ import annotations
 
 import io
-
 import json
 import math
 
