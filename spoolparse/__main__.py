@@ -1,11 +1,23 @@
-"""``python -m spoolparse`` is the ``spoolparse`` command."""
+"""``python -m spoolparse`` is the ``spoolparse`` command; :func:`entry` is its console script."""
 
-try:
-    from .cli import main
-except KeyboardInterrupt:  # Ctrl-C while the command loads: nothing was started, so nothing to end
-    from ._signals import interrupt_was_handled
+from __future__ import annotations
 
-    interrupt_was_handled()
-    raise SystemExit(130) from None
+from ._signals import deferred, interrupt_was_handled
 
-raise SystemExit(main())
+
+def entry() -> int:
+    """Load the command line with the ending signals held back, then run it."""
+    try:
+        # A Ctrl-C raised inside the import machinery can be swallowed (a weakref callback there prints
+        # "Exception ignored" and loading goes on, and so would the run): held back to the end of loading,
+        # it is raised here instead.
+        with deferred():
+            from .cli import main
+    except KeyboardInterrupt:  # nothing was started, so nothing to end
+        interrupt_was_handled()
+        return 130
+    return main()
+
+
+if __name__ == "__main__":
+    raise SystemExit(entry())
