@@ -448,7 +448,8 @@ def test_ten_thousand_streamed_tasks_keep_parent_memory_and_fds_bounded() -> Non
             peak_rss = max(peak_rss, me.memory_info().rss)
             peak_fds = max(peak_fds, len(os.listdir("/proc/self/fd")))
     assert len(seen) == n
-    assert ahead <= 50 + 1  # pulled lazily: never more than the running ones and the one held
+    # pulled lazily: never more than the running ones, the ended ones waiting for this loop and the one held
+    assert ahead <= 50 + 50 + 1
     assert peak_fds - fds0 <= 50 * 3 + 10  # pidfd + two spools per running child
     assert peak_rss - rss0 < 40 * MiB, (peak_rss - rss0) / MiB
 
@@ -471,3 +472,16 @@ def test_a_timeout_fires_on_time_behind_another_tasks_large_backlog(tmp_path: Pa
     print(f"timeout at {seen['slow']:.2f} s (deadline 1.0 s), the backlog's outcome at {seen['big']:.2f} s")
     assert got["slow"].verdict == "timeout" and got["big"].ok
     assert got["slow"].wall_s < 2.5  # generous for a loaded machine; it fired at ~1.07 s unloaded
+
+
+def test_a_slow_reader_does_not_hold_back_supervision() -> None:
+    """The loop runs in its own thread: a timeout fires on time while the reader dwells on an outcome."""
+    tasks = [Task(["true"], id="quick"), Task(["sleep", "30"], id="stuck", timeout=1.0)]
+    with run_many(tasks, max_concurrent=2, grace=0.2, memory_probe=FixedProbe(BIG)) as batch:
+        first = next(batch)
+        time.sleep(5)  # the reader is busy with the first outcome
+        second = next(batch)
+    assert (first.id, second.id) == ("quick", "stuck")
+    assert second.verdict == "timeout"
+    # ended at about its 1 s deadline, not when the reader came back 5 s later
+    assert second.wall_s < 3.5, second.wall_s

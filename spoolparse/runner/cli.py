@@ -310,11 +310,18 @@ class _Progress:
         self.next = 0.0
         self.tasks = RunningTasks()
         self.drawn = 0  # lines of the block on screen
+        # drawn from the batch's loop thread, cleared from the thread that prints outcomes
+        self.lock = threading.RLock()
 
     def on_event(self, task: Task, ev: LiveEvent) -> None:
-        self.tasks.on_event(str(task.id), ev)
+        with self.lock:
+            self.tasks.on_event(str(task.id), ev)
 
     def __call__(self, batch: Batch | RayBatch, *, force: bool = False) -> None:
+        with self.lock:
+            self._draw(batch, force=force)
+
+    def _draw(self, batch: Batch | RayBatch, *, force: bool) -> None:
         now = time.monotonic()
         if not force and now < self.next:
             return
@@ -350,12 +357,14 @@ class _Progress:
         return (f"\x1b[{self.drawn - 1}F" if self.drawn > 1 else "\r") + "\x1b[J"
 
     def finished(self, task_id: str) -> None:
-        self.tasks.finished(task_id)
+        with self.lock:
+            self.tasks.finished(task_id)
 
     def clear(self) -> None:
-        self.out.write(self._home())
-        self.drawn = 0
-        self.out.flush()
+        with self.lock:
+            self.out.write(self._home())
+            self.drawn = 0
+            self.out.flush()
 
 
 #: The end of a line with something on it (a blank line gets no outcome, so it does not count).
@@ -510,10 +519,11 @@ def _run_batch(
                 on_event = batch.on_event
                 batch.on_event = progress.on_event if on_event is None else _both(on_event, progress.on_event)
             for outcome in batch:
-                if progress is not None:
-                    progress.clear()
-                    progress.finished(outcome.id)
-                emit_json(outcome.to_dict(), out=out)
+                with progress.lock if progress is not None else contextlib.nullcontext():
+                    if progress is not None:  # no redraw between clearing the block and the outcome
+                        progress.clear()
+                        progress.finished(outcome.id)
+                    emit_json(outcome.to_dict(), out=out)
                 if not outcome.ok:
                     status = EXIT_NOT_OK
             if progress is not None:

@@ -13,6 +13,7 @@ line is kept: it is how operators find a task again).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import IO, Literal, TypeAlias, cast
 
@@ -40,6 +41,8 @@ class JobLog:
         self._f: IO[bytes] | None = open(self.path, "ab")  # noqa: SIM115 - closed by close()
         # final lines held until their outcomes are handed out: at most the outcomes not yet handed out
         self._held: dict[str, list[bytes]] = {}
+        # the batch's loop writes attempts, its reader marks outcomes handed out: two threads
+        self._lock = threading.Lock()
 
     def write(
         self, outcome: Outcome, *, argv: list[str] | None, final: bool, started: float, hold: bool = False
@@ -64,19 +67,22 @@ class JobLog:
             "error": outcome.error,
             "cmd": argv,
         }
-        if hold:
-            self._held.setdefault(outcome.id, []).append(dumps(rec) + b"\n")
-            return
-        self._append(dumps(rec) + b"\n")
+        line = dumps(rec) + b"\n"
+        with self._lock:
+            if hold:
+                self._held.setdefault(outcome.id, []).append(line)
+                return
+            self._append(line)
 
     def emitted(self, outcome: Outcome) -> None:
         """The outcome reached its reader: its held final line goes into the log now."""
-        lines = self._held.get(outcome.id)
-        if lines:
-            data = lines.pop(0)
-            if not lines:
-                del self._held[outcome.id]
-            self._append(data)
+        with self._lock:
+            lines = self._held.get(outcome.id)
+            if lines:
+                data = lines.pop(0)
+                if not lines:
+                    del self._held[outcome.id]
+                self._append(data)
 
     def _append(self, data: bytes) -> None:
         if self._f is not None:
@@ -84,9 +90,10 @@ class JobLog:
             self._f.flush()
 
     def close(self) -> None:
-        if self._f is not None:
-            self._f.close()
-            self._f = None
+        with self._lock:
+            if self._f is not None:
+                self._f.close()
+                self._f = None
 
 
 def finished_ok(path: str | os.PathLike[str]) -> set[str]:

@@ -242,6 +242,16 @@ class Batch(Iterator[Outcome]):
         self.on_event: Callable[[Task, LiveEvent], None] | None = None
         self._buf = bytearray(_limits.READ_CHUNK)  # one read buffer: only this loop pumps
         self._gen = self._loop()
+        # The loop runs in a thread of its own (started by the first ``next``), so the children stay
+        # supervised however long the reader takes over each outcome. Ended outcomes wait for the reader
+        # in ``_handoff``; while ``max_concurrent`` of them wait, no new task starts (the running ones go on).
+        self._driver: threading.Thread | None = None
+        self._handoff: deque[Outcome] = deque()
+        self._handoff_cv = threading.Condition()
+        self._driven = False  # the loop has ended
+        self._driver_error: BaseException | None = None
+        self._wake_lock = threading.Lock()
+        self._supervised = False  # the children and spawner threads are finished with
 
     # -- the public face ---------------------------------------------------
 
@@ -262,9 +272,66 @@ class Batch(Iterator[Outcome]):
         if self._handed is not None:
             self.emitted(self._handed)
             self._handed = None
-        out = next(self._gen)
+        try:
+            out = self._take()
+        except StopIteration:
+            self._finish_cleanup()
+            raise
         self._handed = out
         return out
+
+    def _take(self) -> Outcome:
+        """The next outcome from the loop's thread (started here the first time)."""
+        if self._driver is None:
+            if self._closed:
+                raise StopIteration
+            self._driver = threading.Thread(target=self._drive, name="spoolparse-batch", daemon=True)
+            self._driver.start()
+        cv = self._handoff_cv
+        try:
+            with cv:
+                while not self._handoff and not self._driven:
+                    cv.wait()
+                out = self._handoff.popleft() if self._handoff else None
+                room = len(self._handoff) == self.max_concurrent - 1
+        except BaseException:  # Ctrl-C (or a signal made an exception) while waiting: cancel, as the loop did
+            self._stop_driver()
+            raise
+        if out is not None:
+            if room:
+                self._wake(None)  # the reader caught up: the loop may start tasks again
+            return out
+        if self._driver_error is not None:
+            error, self._driver_error = self._driver_error, None
+            raise error
+        raise StopIteration
+
+    def _drive(self) -> None:
+        """The loop's thread: run the batch, hand each outcome over."""
+        try:
+            for out in self._gen:
+                with self._handoff_cv:
+                    self._handoff.append(out)
+                    self._handoff_cv.notify()
+        except BaseException as e:
+            self._driver_error = e
+        finally:
+            with self._handoff_cv:
+                self._driven = True
+                self._handoff_cv.notify_all()
+
+    def _stop_driver(self) -> None:
+        """Stop the loop's thread (it cancels what runs) and wait for it; undelivered outcomes become
+        :attr:`cancelled`'s first."""
+        driver = self._driver
+        if driver is None:
+            return
+        self._stop.set()
+        self._wake(None)
+        with _signals_held():  # a second Ctrl-C must not cut the wait short and leave children behind
+            driver.join()
+        self.cancelled[:0] = list(self._handoff)
+        self._handoff.clear()
 
     def emitted(self, outcome: Outcome) -> None:
         """Say that ``outcome`` reached its reader (iterating does so for the one before).
@@ -279,13 +346,17 @@ class Batch(Iterator[Outcome]):
     def request_stop(self) -> None:
         """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
         self._stop.set()
+        self._wake(None)
 
     def close(self) -> list[Outcome]:
         """Cancel what is running (TERM, short grace, KILL), delete spools and cgroups; idempotent.
 
         Returns the ``cancelled`` outcomes (also in :attr:`cancelled`).
         """
-        self._gen.close()
+        if self._driver is not None:
+            self._stop_driver()
+        else:
+            self._gen.close()
         self._finish_cleanup()
         return self.cancelled
 
@@ -381,10 +452,10 @@ class Batch(Iterator[Outcome]):
             self._cancel_all()
             raise
         finally:
-            self._finish_cleanup()
+            self._finish_supervision()
 
     def _admit(self) -> None:
-        while self.running < self.max_concurrent:
+        while self.running < self.max_concurrent and len(self._handoff) < self.max_concurrent:
             now = _now()
             cand = self._next_candidate(now)
             if cand is None:
@@ -452,9 +523,10 @@ class Batch(Iterator[Outcome]):
             if cg is not None:
                 cg.attached()
 
-    def _wake(self, _future: Future[Child]) -> None:
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
+    def _wake(self, _future: Future[Child] | None) -> None:
+        with self._wake_lock, contextlib.suppress(OSError):
+            if self._wake_w >= 0:  # closed (and its number maybe reused) once the batch is finished
+                os.write(self._wake_w, b"x")
 
     def _collect_started(self, *, block: bool = False) -> None:
         """Move children whose spawn finished into the running set (or give them a ``spawn_error``)."""
@@ -808,17 +880,8 @@ class Batch(Iterator[Outcome]):
 
         A second Ctrl-C (or SIGTERM) during this cleanup is ignored, so it cannot leave children behind.
         """
-        saved: dict[signal.Signals, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(OSError, ValueError):
-                    saved[sig] = signal.signal(sig, signal.SIG_IGN)
-        try:
+        with _signals_held():
             self._cancel_running()
-        finally:
-            for sig, handler in saved.items():
-                with contextlib.suppress(OSError, ValueError, TypeError):
-                    signal.signal(sig, handler)
 
     def _cancel_running(self) -> None:
         self._collect_started(block=True)
@@ -855,9 +918,24 @@ class Batch(Iterator[Outcome]):
         self._retry.clear()
 
     def _finish_cleanup(self) -> None:
+        """The batch is over for its reader: the children (if the loop did not), the job log, the wake pipe."""
         if self._closed:
             return
         self._closed = True
+        self._finish_supervision()
+        with self._wake_lock:
+            for fd in (self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._wake_r = self._wake_w = -1
+        if self.joblog is not None:
+            self.joblog.close()  # after the last outcome was handed out: its final line is in
+
+    def _finish_supervision(self) -> None:
+        """The loop is over: anything still running is killed, the spawner threads end (idempotent)."""
+        if self._supervised:
+            return
+        self._supervised = True
         for s in list(self._running.values()):  # only after an error inside the cleanup itself
             s.child.kill_now()
             s.child.close()
@@ -867,11 +945,6 @@ class Batch(Iterator[Outcome]):
         if self._spawner is not None:
             self._spawner.shutdown(wait=True)
             self._spawner = None
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        if self.joblog is not None:
-            self.joblog.close()
 
 
 def run_many(
@@ -919,8 +992,10 @@ def run_many(
     starting tasks on a condition: ``"soon"`` / ``"now"`` after the first task
     that is not ``ok``, ``"now,fail=3"``, ``"soon,fail=10%"``,
     ``"now,success=1"`` (:mod:`spoolparse.runner.halt`); the tasks it never
-    starts get ``skipped`` outcomes. Supervision happens while the iterator is advanced: keep the loop
-    body short, or use :func:`arun_many`.
+    starts get ``skipped`` outcomes. The supervisor runs in a thread of its own from the first
+    ``next``: timeouts and memory kills fire on time however long the loop body takes; while
+    ``max_concurrent`` ended outcomes wait for it, no new task starts. Leave early with
+    :meth:`Batch.close` (or ``with run_many(...) as batch``): it cancels what runs.
 
     On ``KeyboardInterrupt`` (or when the returned :class:`Batch` is closed)
     every running group is killed, spools and cgroups are removed, every
@@ -947,6 +1022,22 @@ def run_many(
 
         return run_many_ray(tasks, backend=backend, address=address, options=opts)
     return Batch(tasks, opts)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored for the block, in the main thread (elsewhere a no-op)."""
+    saved: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(OSError, ValueError):
+                saved[sig] = signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                signal.signal(sig, handler)
 
 
 class _Failed:
