@@ -79,6 +79,7 @@ def test_runs_leave_nothing_behind(spool_dir: Path) -> None:
     _check_runs(200, spool_dir)
 
 
+@pytest.mark.slow
 def test_runs_from_short_lived_threads_leave_no_descriptor(spool_dir: Path) -> None:
     # nothing may be kept per thread; the one thread that forks for short-lived ones is made once
     warm = threading.Thread(target=_one, args=(3, spool_dir))

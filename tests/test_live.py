@@ -223,6 +223,7 @@ def _inotify_instances() -> int:
     return n
 
 
+@pytest.mark.slow
 def test_two_hundred_threads_share_one_inotify_instance() -> None:
     """The per-user limit is 128 instances by default: one per thread would run out of them."""
     from concurrent.futures import ThreadPoolExecutor
