@@ -48,6 +48,9 @@ REQUEUES = 2
 RETRY_BACKOFF = 1.0
 #: Seconds between a batch's memory samples, spool pumps and watchdog checks (``sample_interval``).
 SAMPLE_INTERVAL = 0.1
+#: Seconds between memory readings of a task with no memory limit of its own (its cgroup's usage, or its
+#: process tree in ``/proc``): they only feed admission and peaks. Near ``stop_at``, every sample interval.
+MEMORY_SAMPLE_INTERVAL = 1.0
 #: Seconds between SIGTERM and SIGKILL after Ctrl-C in the parent.
 INTERRUPT_GRACE = 0.5
 #: Polling interval bounds (seconds): the back-off during a kill's grace and, where

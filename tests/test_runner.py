@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import psutil
@@ -485,3 +486,35 @@ def test_a_slow_reader_does_not_hold_back_supervision() -> None:
     assert second.verdict == "timeout"
     # ended at about its 0.5 s deadline, not when the reader came back 3 s later
     assert second.wall_s < 2.0, second.wall_s
+
+
+def test_quiet_children_cost_a_look_at_their_spools_not_a_read_or_a_proc_walk_each_tick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Memory of tasks with no limit is read once a second; a spool that did not grow is not read."""
+    from spoolparse.process import Child
+    from spoolparse.runner import scheduler
+
+    walks = pumps = 0
+    real_walk, real_pump = scheduler.sample_trees, Child.pump
+
+    def walk(roots: Any) -> dict[int, int]:
+        nonlocal walks
+        walks += 1
+        return real_walk(roots)
+
+    def pump(self: Child, limit: int = 1 << 20) -> Any:
+        nonlocal pumps
+        pumps += 1
+        return real_pump(self, limit)
+
+    monkeypatch.setattr(scheduler, "sample_trees", walk)
+    monkeypatch.setattr(Child, "pump", pump)
+    n, interval = 10, 0.05
+    tasks = [Task(["sh", "-c", "echo '{\"type\":\"thread.started\",\"thread_id\":\"t\"}'; sleep 2"], id=f"q{i}")
+             for i in range(n)]
+    outs = list(run_many(tasks, max_concurrent=n, sample_interval=interval, memory_probe=FixedProbe(BIG)))
+    assert len(outs) == n
+    ticks = 2 / interval  # about 40 sample ticks while they sleep
+    assert walks <= 4, walks  # once a second (was: every tick)
+    assert pumps <= n * 6, (pumps, n * ticks)  # the first line, a look once a second, the end

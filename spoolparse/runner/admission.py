@@ -103,6 +103,10 @@ class Admission:
         pending = sum(max(0, u) for u in untouched)
         return used + pending + estimate <= budget
 
+    def near_limits(self, margin: float = 0.1) -> bool:
+        """Whether the last reading is within ``margin`` (a share of the total) of ``stop_at``."""
+        return self.last_total > 0 and self.last_used >= (self.stop_at - margin) * self.last_total
+
     def must_kill(self) -> bool:
         """Whether used memory is at or above ``kill_at``."""
         used, total = self.sample(fresh=True)

@@ -230,6 +230,7 @@ class Batch(Iterator[Outcome]):
         self._ids: set[str] = set()  # every id read so far (O(tasks), a few dozen bytes each)
         self._pressure_victim: _Slot | None = None
         self._next_sample = 0.0
+        self._next_memory_sample = 0.0
         self._stop = threading.Event()
         self._closed = False
         self.cancelled: list[Outcome] = []
@@ -625,14 +626,20 @@ class Batch(Iterator[Outcome]):
 
     def _sample(self, now: float) -> None:
         slots = [s for s in self._running.values() if s.sweep_until is None]
+        # Memory of a task with no limit of its own only feeds admission and its peak: read once a
+        # second (every interval near stop_at); a watchdog's limit is checked every interval.
+        every = now >= self._next_memory_sample or self.admission.near_limits()
+        if every:
+            self._next_memory_sample = now + _limits.MEMORY_SAMPLE_INTERVAL
         # children younger than half an interval still count with their whole estimate as
         # reserved; skipping them spares a /proc scan when tasks are short
         young = now - self.sample_interval / 2
-        sampled = [s for s in slots if s.cg is None and (s.limit is not None or s.started <= young)]
+        sampled = [s for s in slots if s.cg is None and (s.limit is not None or (every and s.started <= young))]
         sizes = sample_trees(s.child.pid for s in sampled) if sampled else {}
         for s in slots:
             if s.cg is not None:
-                s.usage = s.cg.usage()
+                if every:
+                    s.usage = s.cg.usage()
             elif s.child.pid in sizes:
                 s.usage = sizes[s.child.pid]
                 if s.usage:
@@ -642,6 +649,10 @@ class Batch(Iterator[Outcome]):
                 s.forced = "killed_memory"
                 s.child.signal(signal.SIGKILL)
             with contextlib.suppress(OSError):
+                # a quiet child costs two fstat calls; once a second every spool is checked all the same
+                # (a full disk fails a child's writes without growing its spool)
+                if not s.child.has_news() and not every:
+                    continue
                 _, live = s.child.pump(PUMP_PER_TICK)
                 if live and self.on_event is not None:
                     for ev in live:
@@ -691,6 +702,11 @@ class Batch(Iterator[Outcome]):
         s.rc = s.child.returncode = s.child.proc.returncode = rc
         if ru is not None:
             s.cpu = ru.ru_utime + ru.ru_stime
+            if ru.ru_maxrss > 0:
+                # the largest resident set of the leader and the descendants it waited for: a peak that
+                # sampling (once a second) can miss for a short task
+                s.peak = max(s.peak, ru.ru_maxrss * 1024)
+                s.sampled = True
         if self._leftovers(s):
             # what the child left behind gets the same TERM, grace, KILL as a timeout
             self._kill(s, signal.SIGTERM)
