@@ -206,14 +206,22 @@ class Lifecycle:
                     self._kill_at = now + self._grace
                 self.phase = Phase.SWEEPING
 
-    def stop(self, now: float, reason: str, *, grace: float | None = None) -> None:
+    def stop(self, now: float, reason: str, *, grace: float | None = None, kill: bool = False) -> None:
         """End the child now: TERM, and KILL after ``grace`` (default: the policy's; 0: KILL right after TERM).
 
-        For interrupts, errors, full spools, memory kills. Only the first
-        ``reason`` is kept. A shorter grace than the one running takes over.
+        For interrupts, errors, full spools. Only the first ``reason`` is
+        kept. A shorter grace than the one running takes over. ``kill``: KILL
+        at once, no TERM (memory kills: a process over its memory must not get
+        to run a handler that may allocate more).
         """
         if self.reason is None:
             self.reason = reason
+        if kill and self.phase in (Phase.RUNNING, Phase.TERMINATING):
+            self._kill(now)
+            self.phase = Phase.KILLED
+            return
+        if kill:
+            grace = 0.0
         g = self._grace if grace is None else grace
         if math.isnan(g) or g < 0:
             g = 0.0

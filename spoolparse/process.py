@@ -231,6 +231,8 @@ class Child:
         self.returncode: int | None = None
         #: CPU seconds of the child (user + system), once reaped.
         self.cpu = 0.0
+        #: Largest resident set (bytes) of the child and the descendants it waited for, once reaped.
+        self.max_rss = 0
         self._timed_out = False
         self._pidfd = -1
         self._held = False
@@ -433,6 +435,7 @@ class Child:
             self.returncode = self.proc.returncode = os.waitstatus_to_exitcode(status)
             if ru is not None:
                 self.cpu = ru.ru_utime + ru.ru_stime
+                self.max_rss = ru.ru_maxrss * 1024
         return self.returncode
 
     def _release(self) -> None:

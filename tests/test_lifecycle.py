@@ -256,3 +256,15 @@ def test_bad_times_are_refused(timeout: float, grace: float, soft: float | None)
         check_times(timeout, grace, soft)
     with pytest.raises(ValueError):
         Deadlines(timeout=timeout, grace=grace, soft_timeout=soft)
+
+
+def test_a_memory_kill_is_kill_at_once_with_no_term() -> None:
+    for timeout in (None, 1.0):  # running, or already in a timeout's grace
+        life = Lifecycle(Deadlines(timeout=timeout, grace=10), started=0.0)
+        first = life.next_action(2.0)
+        if timeout is not None:
+            assert first == Send(signal.SIGTERM)
+        life.stop(2.0, "killed_memory", kill=True)
+        assert life.next_action(2.0) == Send(signal.SIGKILL)
+        assert life.next_action(2.0) == Wait(None)  # then the leader's exit
+        assert life.reason == ("timeout" if timeout is not None else "killed_memory")

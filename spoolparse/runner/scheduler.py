@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import _limits
+from .._lifecycle import Deadlines, Done
 from .._proc import raise_open_files_limit
 from .._spawn import mark_long_lived
 from ..errors import Error, UsageError
-from ..process import Child, group_alive
+from ..process import Child
 from ..providers.base import LiveEvent
 from ..result import Result
 from ..spool import resolve_spool_dir
@@ -99,14 +100,11 @@ class _Slot:
     started_wall: float
     forced: str | None = None  # timeout / killed_memory / requeue / cancelled
     soft_sent: bool = False
-    term_at: float | None = None
     usage: int = 0
     peak: int = 0
     sampled: bool = False
     rc: int | None = None
     cpu: float = 0.0
-    sweep_until: float | None = None
-    sweep_killed: bool = False
     key: int = 0  # in _running: the pidfd, or -pid where there is none
 
 
@@ -505,6 +503,12 @@ class Batch(Iterator[Outcome]):
         """In a spawner thread: start the child (its cgroup joined before exec)."""
         task, cg = p.task, p.cg
         env = None if task.env is None else {**os.environ, **task.env}
+        deadlines = Deadlines(
+            timeout=task.timeout if task.timeout is not None else self.timeout,
+            grace=self.grace,
+            soft_timeout=task.soft_timeout if task.soft_timeout is not None else self.soft_timeout,
+            soft_signal=self.soft_signal,
+        )
         try:
             return Child(
                 list(task.argv),
@@ -517,6 +521,7 @@ class Batch(Iterator[Outcome]):
                 preexec_fn=cg.preexec() if cg is not None else None,
                 cgroup=cg,  # the guardian holds its directories: killed and removed if we die
                 read_buffer=self._buf,
+                deadlines=deadlines,
                 # outcomes carry the summary only: without a listener tool lines go unread
                 live=self.on_event is not None,
             )
@@ -576,14 +581,14 @@ class Batch(Iterator[Outcome]):
                 self._poll.register(key, select.POLLIN)
             self._starting.remove(p)
             if self._halted and self.halt is not None and self.halt.when == "now":
-                slot.forced = "cancelled"
-                self._kill(slot, signal.SIGKILL)
+                self._end(slot, "cancelled")
 
     def _wait(self) -> None:
         now = _now()
         timeout = TICK
         for s in self._running.values():
-            for at in self._deadlines(s):
+            at = s.child.life.deadline
+            if at is not None:
                 timeout = min(timeout, at - now)
         if self._retry:
             timeout = min(timeout, self._retry[0].ready_at - now)
@@ -596,17 +601,6 @@ class Batch(Iterator[Outcome]):
         elif timeout > 0:
             time.sleep(timeout)
 
-    def _deadlines(self, s: _Slot) -> Iterator[float]:
-        if s.sweep_until is not None:
-            yield s.sweep_until
-            return
-        if s.soft_timeout is not None and not s.soft_sent:
-            yield s.started + s.soft_timeout
-        if s.timeout is not None and s.term_at is None:
-            yield s.started + s.timeout
-        if s.term_at is not None:
-            yield s.term_at + self.grace
-
     def _tick(self) -> None:
         if self._starting:
             self._collect_started()
@@ -617,15 +611,18 @@ class Batch(Iterator[Outcome]):
             self._sample(now)
         ready = self._ready
         for key, s in list(self._running.items()):
-            self._enforce_time(s, now)
-            if s.sweep_until is not None:
-                self._sweep(s, now)
-            # a pidfd turns readable on exit: only those (and, now and then, all) need a waitid
-            elif (key in ready or key < 0 or everyone) and s.child.exited():
-                self._leader_exited(s, now)
+            if self._running.get(key) is not s:
+                continue  # finalized meanwhile (a halt ends the others from inside a finalize)
+            # the child's lifecycle (spoolparse._lifecycle, the one written for run and arun too) decides
+            # when to signal, reap and sweep; it is advanced when its pidfd turned readable (an exit), when
+            # one of its deadlines is due, and now and then in any case
+            due = s.child.life.deadline
+            look = key in ready or key < 0 or everyone or (due is not None and due <= now)
+            if look and isinstance(s.child.advance(now), Done):
+                self._finalize(s)
 
     def _sample(self, now: float) -> None:
-        slots = [s for s in self._running.values() if s.sweep_until is None]
+        slots = [s for s in self._running.values() if not s.child.life.leader_exited]
         # Memory of a task with no limit of its own only feeds admission and its peak: read once a
         # second (every interval near stop_at); a watchdog's limit is checked every interval.
         every = now >= self._next_memory_sample or self.admission.near_limits()
@@ -646,8 +643,7 @@ class Batch(Iterator[Outcome]):
                     s.sampled = True
             s.peak = max(s.peak, s.usage)
             if s.cg is None and s.limit is not None and s.usage > s.limit and s.forced is None:
-                s.forced = "killed_memory"
-                s.child.signal(signal.SIGKILL)
+                self._end(s, "killed_memory")
             with contextlib.suppress(OSError):
                 # a quiet child costs two fstat calls; once a second every spool is checked all the same
                 # (a full disk fails a child's writes without growing its spool)
@@ -658,8 +654,7 @@ class Batch(Iterator[Outcome]):
                     for ev in live:
                         self.on_event(s.task, ev)
                 if s.forced is None and s.child.check_spool() is not None:
-                    s.forced = "failed"
-                    s.child.signal(signal.SIGKILL)
+                    self._end(s, "failed")
         victim = self._pressure_victim
         if victim is not None and any(s is victim for s in self._running.values()):
             return  # one pressure kill at a time: wait until its memory is back
@@ -667,71 +662,17 @@ class Batch(Iterator[Outcome]):
         if slots and self.admission.must_kill():
             youngest = max((s for s in slots if s.forced is None), key=lambda s: s.started, default=None)
             if youngest is not None:
-                youngest.forced = "requeue"
-                self._kill(youngest, signal.SIGKILL)
+                self._end(youngest, "requeue")
                 self._pressure_victim = youngest
 
-    def _kill(self, s: _Slot, sig: int) -> None:
-        s.child.signal(sig)
-        if s.cg is not None:
-            s.cg.kill(sig)
+    def _end(self, s: _Slot, why: str) -> None:
+        """End the slot's child at once with SIGKILL: ``why`` becomes its verdict's cause.
 
-    def _enforce_time(self, s: _Slot, now: float) -> None:
-        if s.sweep_until is not None:
-            return
-        if s.soft_timeout is not None and not s.soft_sent and now >= s.started + s.soft_timeout:
-            s.soft_sent = True
-            s.child.signal(self.soft_signal)
-        if s.timeout is not None and s.term_at is None and now >= s.started + s.timeout:
-            s.term_at = now
-            if s.forced is None:
-                s.forced = "timeout"
-                s.child.timed_out = True
-            self._kill(s, signal.SIGTERM)
-        elif s.term_at is not None and now >= s.term_at + self.grace:
-            self._kill(s, signal.SIGKILL)
-
-    def _leader_exited(self, s: _Slot, now: float) -> None:
-        try:
-            pid, status, ru = os.wait4(s.child.pid, os.WNOHANG)
-        except ChildProcessError:
-            pid, status, ru = s.child.pid, 0, None
-        if pid == 0:
-            return
-        rc = os.waitstatus_to_exitcode(status)
-        s.rc = s.child.returncode = s.child.proc.returncode = rc
-        if ru is not None:
-            s.cpu = ru.ru_utime + ru.ru_stime
-            if ru.ru_maxrss > 0:
-                # the largest resident set of the leader and the descendants it waited for: a peak that
-                # sampling (once a second) can miss for a short task
-                s.peak = max(s.peak, ru.ru_maxrss * 1024)
-                s.sampled = True
-        if self._leftovers(s):
-            # what the child left behind gets the same TERM, grace, KILL as a timeout
-            self._kill(s, signal.SIGTERM)
-            s.sweep_until = now + self.grace
-        else:
-            self._finalize(s)
-
-    def _leftovers(self, s: _Slot) -> bool:
-        if s.cg is not None and s.cg.procs():
-            return True
-        return group_alive(s.child.pgid)
-
-    def _sweep(self, s: _Slot, now: float) -> None:
-        if not self._leftovers(s):
-            self._finalize(s)
-            return
-        assert s.sweep_until is not None
-        if now < s.sweep_until:
-            return
-        if not s.sweep_killed:
-            s.sweep_killed = True
-            self._kill(s, signal.SIGKILL)
-            s.sweep_until = now + 1.0
-        else:
-            self._finalize(s)  # unkillable leftovers (uninterruptible sleep): give up waiting
+        The signal goes out when the tick advances the child's lifecycle, later in this same tick.
+        """
+        if s.forced is None:
+            s.forced = why
+        s.child.life.stop(_now(), why, kill=True)
 
     def _unregister(self, s: _Slot) -> None:
         if self._running.get(s.key) is s:
@@ -748,6 +689,16 @@ class Batch(Iterator[Outcome]):
     def _finalize(self, s: _Slot, *, cancelled: bool = False) -> Outcome:
         """The slot's outcome; it leaves the running set only at the end, so an interrupt cannot lose it."""
         child = s.child
+        # what the lifecycle saw: the leader's status, its CPU, a timeout, the soft signal
+        life = child.life
+        s.rc, s.cpu, s.soft_sent = child.returncode, child.cpu, life.soft_sent
+        if life.timed_out and s.forced is None:
+            s.forced = "timeout"
+        if child.max_rss:
+            # the largest resident set of the leader and the descendants it waited for: a peak that
+            # sampling (once a second) can miss for a short task
+            s.peak = max(s.peak, child.max_rss)
+            s.sampled = True
         summary: Summary | None = None
         error: str | None = None
         res_ok = False
@@ -874,9 +825,7 @@ class Batch(Iterator[Outcome]):
             self._halted = True  # what was read and not started gets a skipped outcome (_skip_rest)
             if self.halt is not None and self.halt.when == "now":
                 for s in self._running.values():
-                    if s.forced is None:
-                        s.forced = "cancelled"
-                    self._kill(s, signal.SIGKILL)
+                    self._end(s, "cancelled")
         if not self.ordered:
             self._out.append(out)
             return
@@ -902,24 +851,17 @@ class Batch(Iterator[Outcome]):
     def _cancel_running(self) -> None:
         self._collect_started(block=True)
         slots = list(self._running.values())
+        now = _now()
         for s in slots:
-            self._kill(s, signal.SIGTERM)
-        deadline = _now() + _limits.INTERRUPT_GRACE
-        while _now() < deadline and not all(s.child.exited() for s in slots):
-            time.sleep(0.01)
+            if s.forced is None:
+                s.forced = "cancelled"
+            s.child.life.stop(now, "cancelled", grace=_limits.INTERRUPT_GRACE)
+            s.child.advance(now)  # every TERM out first: the graces run side by side
         for s in slots:
-            self._kill(s, signal.SIGKILL)
-        for s in slots:
-            with contextlib.suppress(ChildProcessError):
-                _, status, ru = os.wait4(s.child.pid, 0)
-                s.rc = s.child.returncode = s.child.proc.returncode = os.waitstatus_to_exitcode(status)
-                s.cpu = ru.ru_utime + ru.ru_stime
+            with contextlib.suppress(OSError):
+                s.child.settle()  # KILL at the end of the grace, reap, sweep what is left
             if s.child.returncode is None:
-                s.child.returncode = s.child.proc.returncode = s.rc = -signal.SIGKILL
-            end = _now() + 1.0
-            while self._leftovers(s) and _now() < end:
-                self._kill(s, signal.SIGKILL)
-                time.sleep(0.01)
+                s.child.returncode = s.child.proc.returncode = -signal.SIGKILL
             self.cancelled.append(self._finalize(s, cancelled=True))
         # finished but not yet handed out (or held back for order): never lost, reported with them
         undelivered = list(self._out) + [self._reorder.pop(k) for k in sorted(self._reorder)]
