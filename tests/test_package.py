@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -254,3 +255,16 @@ def test_the_wheel_has_no_test_code_and_the_sdist_carries_the_tests(tmp_path: Pa
         members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
     for needed in ("tests/conftest.py", "tests/helpers.py", "fixtures/fake_codex.py", "LICENSE", "pyproject.toml"):
         assert needed in members, needed
+    # and its tests run from it, against its own code
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "src", filter="data") if sys.version_info >= (3, 12) else tar.extractall(
+            tmp_path / "src")
+    tree = next((tmp_path / "src").iterdir())
+    env = {**os.environ, "PYTHONPATH": str(tree), "HYPOTHESIS_PROFILE": "dev"}
+    where = subprocess.run([sys.executable, "-c", "import spoolparse; print(spoolparse.__file__)"],
+                           capture_output=True, text=True, cwd=tree, env=env, check=True).stdout
+    assert where.startswith(str(tree)), where
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_lines.py",
+                        "tests/test_codex.py", "tests/test_docs.py", "tests/test_cli.py"],
+                       capture_output=True, text=True, cwd=tree, env=env, timeout=600)
+    assert p.returncode == 0 and " passed" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
