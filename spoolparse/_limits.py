@@ -48,6 +48,10 @@ REQUEUES = 2
 RETRY_BACKOFF = 1.0
 #: Seconds between a batch's memory samples, spool pumps and watchdog checks (``sample_interval``).
 SAMPLE_INTERVAL = 0.1
+#: Seconds a live follower lets a writing child write on before it is woken again: one read then takes many
+#: lines instead of a wake-up per write (a steady writer would otherwise keep a core busy); it delays a live
+#: event by at most this much, never an exit or a timeout.
+READ_GAP = 0.005
 #: Seconds between memory readings of a task with no memory limit of its own (its cgroup's usage, or its
 #: process tree in ``/proc``): they only feed admission and peaks. Near ``stop_at``, every sample interval.
 MEMORY_SAMPLE_INTERVAL = 1.0

@@ -27,6 +27,7 @@ import select
 import struct
 import sys
 import threading
+import time
 
 from . import _limits
 from ._signals import helper_thread
@@ -219,6 +220,9 @@ class _Dispatcher:
                 for efd in targets:
                     with contextlib.suppress(OSError):
                         os.eventfd_write(efd, 1)
+            # writes meanwhile merge into one event per spool (the kernel merges a repeated event): a
+            # steady writer wakes its follower at most once per READ_GAP, not once per write
+            time.sleep(_limits.READ_GAP)
 
 
 _dispatcher: _Dispatcher | None = None

@@ -60,6 +60,14 @@ class _LoopWatch:
             wake = self.wakers.get(wd)
             if wake is not None:
                 wake()
+        # writes meanwhile merge into one event per spool: a steady writer wakes its run at most once per
+        # READ_GAP, not once per write (the runs' exits come through their pidfds, never delayed)
+        self.loop.remove_reader(self.ino.fileno())
+        self.loop.call_later(_limits.READ_GAP, self._resume)
+
+    def _resume(self) -> None:
+        if not self.ino.closed and not self.loop.is_closed():
+            self.loop.add_reader(self.ino.fileno(), self._readable)
 
     def add(self, fd: int, wake: Callable[[], None]) -> int:
         wd = self.ino.watch(fd)
