@@ -285,3 +285,27 @@ def test_events_written_during_the_grace_are_followed() -> None:
     with res:
         assert res.timed_out and res.returncode in (-9, -15)  # -15: TERM came before the child's handler
         assert seen == _posthoc(res)
+
+
+def test_a_steady_writer_is_read_in_batches_not_once_per_write() -> None:
+    """3,000 lines, one write each, one every 0.2 ms or so: the run wakes far fewer times than that."""
+    producer = (
+        "import sys, time\n"
+        "pad = 'x' * 1000\n"
+        "for i in range(3000):\n"
+        "    sys.stdout.write('{\"type\":\"item.completed\",\"item\":{\"id\":\"%d\",\"type\":\"reasoning\","
+        "\"text\":\"%s\"}}\\n' % (i, pad))\n"
+        "    sys.stdout.flush()\n"
+        "    time.sleep(0.0002)\n"
+        "print('{\"type\":\"item.completed\",\"item\":{\"id\":\"a\",\"type\":\"agent_message\",\"text\":\"done\"}}')\n"
+        "print('{\"type\":\"turn.completed\",\"usage\":{}}')\n"
+    )
+
+    async def main() -> tuple[bool, int]:
+        async with aio.open_run([sys.executable, "-c", producer], keep_output=False) as run:
+            res = await run.wait()
+            return res.ok, run.wakeups
+
+    ok, wakeups = asyncio.run(main())
+    assert ok
+    assert wakeups < 600, wakeups  # one per READ_GAP at most: about 1 s of writing; once per write: 3,000
