@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 
 from hypothesis import HealthCheck, settings
+
+# Batches read the estimates `spoolparse calibrate` recorded: the tests use a record of their own (empty until
+# a test writes one), never the user's, and never write to it.
+os.environ["SPOOLPARSE_CALIBRATIONS"] = os.path.join(tempfile.mkdtemp(prefix="spoolparse-tests-"), "calibrations.json")
 
 # A shell without job control starts a background command with SIGINT ignored, and Python then installs no
 # KeyboardInterrupt handler: the tests that interrupt a run with SIGINT would wait out their agents instead.

@@ -176,3 +176,46 @@ def test_calibrate_stops_before_pressure_and_reports_failures() -> None:
     assert "could pass stop_at" in report["stopped"]
     failing = calibrate(["false"], max_concurrency=4, memory_probe=FixedProbe(1 << 40))
     assert failing["failures"] and failing["levels"][0]["verdicts"] == {"failed": 1}
+
+
+def test_calibrate_records_its_estimate_and_batch_reserves_it_for_that_program(tmp_path: Path) -> None:
+    from spoolparse.runner import Batch, Task
+    from spoolparse.runner.calibrations import recorded
+
+    from .runner_support import FixedProbe
+
+    path = tmp_path / "calibrations.json"
+    env = {**os.environ, "SPOOLPARSE_CALIBRATIONS": str(path)}
+    p = subprocess.run([*CLI, "calibrate", "--max-concurrency", "1", "--", *HOG, "--mib", "20"],
+                       capture_output=True, env=env)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    program = os.path.basename(HOG[0])
+    assert report["recorded"] == str(path)
+    assert recorded(str(path)) == {program: report["memory_per_task"]}
+    # --no-record leaves the file as it was
+    again = subprocess.run([*CLI, "calibrate", "--no-record", "--max-concurrency", "1", "--", "true"],
+                           capture_output=True, env=env)
+    assert again.returncode == 0 and "recorded" not in json.loads(again.stdout)
+    assert set(recorded(str(path))) == {program}
+
+    os.environ["SPOOLPARSE_CALIBRATIONS"], saved = str(path), os.environ["SPOOLPARSE_CALIBRATIONS"]
+    try:
+        probe = FixedProbe(1 << 40)
+        with Batch([], memory_probe=probe) as b:  # no memory_per_task: the record counts
+            assert b.estimate_for(Task([*HOG, "--mib", "1"])) == report["memory_per_task"]
+            assert b.estimate_for(Task(["sleep", "1"])) == 1 << 30  # not calibrated: the default
+            assert b.estimate_for(Task(["sleep", "1"], memory=5 << 20)) == 5 << 20  # the task's own first
+        with Batch([], memory_per_task=64 << 20, memory_probe=probe) as b:  # given: it wins over the record
+            assert b.estimate_for(Task([*HOG, "--mib", "1"])) == 64 << 20
+    finally:
+        os.environ["SPOOLPARSE_CALIBRATIONS"] = saved
+
+
+def test_the_progress_header_says_what_bounds_the_concurrency(tmp_path: Path) -> None:
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text('{"id": "a", "cmd": ["true"]}\n')
+    for extra, bounds in ((["-j", "3"], ["-j 3 (-j)"]), ([], ["(CPUs: ", "(memory: ("])):
+        p = subprocess.run([*CLI, "batch", str(tasks), "--progress", *extra], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert any(b in p.stderr.splitlines()[0] for b in bounds), p.stderr

@@ -44,6 +44,7 @@ from .._signals import Interrupted, interrupts
 from ..errors import Error, UsageError
 from .admission import cpu_cap
 from .calibrate import calibrate
+from .calibrations import calibrations_path, record
 from .halt import Halt, parse_halt
 from .options import ENFORCE_MODES, BatchOptions
 from .scheduler import RETRY_VERDICTS, Batch, InvalidTask, run_many
@@ -148,7 +149,8 @@ def register(sub: Any) -> None:
     b.add_argument("-j", "--jobs", dest="max_concurrent", type=_positive, metavar="N",
                    help=f"most tasks at once (default: from memory, at most {cpu_cap()} here)")
     b.add_argument("--memory-per-task", type=positive_size, metavar="SIZE",
-                   help="memory reserved for a task that names none (default: 1G)")
+                   help="memory reserved for a task that names none (default: what calibrate recorded for the task's "
+                   "program, else 1G)")
     b.add_argument("--memory-limit", type=positive_size, metavar="SIZE",
                    help="cap each task's process tree (cgroup if possible, else an RSS watchdog)")
     b.add_argument("--reserve", type=parse_size, metavar="SIZE",
@@ -222,6 +224,10 @@ def register(sub: Any) -> None:
     c.add_argument("--timeout", type=parse_duration, metavar="DURATION", help="per run")
     _stop_at(c, "never go where the next level could pass this", default=_limits.STOP_AT)
     c.add_argument("--pretty", action="store_true", help="indent the JSON")
+    c.add_argument("--record", action=argparse.BooleanOptionalAction, default=True,
+                   help="record the recommended --memory-per-task for this program, which batch then uses for its "
+                   "tasks when --memory-per-task is not given (default: yes; the file: $SPOOLPARSE_CALIBRATIONS, "
+                   "else ~/.cache/spoolparse/calibrations.json)")
     c.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARG ...]", help="the command to measure")
     c.set_defaults(func=_cmd_calibrate)
 
@@ -511,7 +517,8 @@ def _run_batch(
             elif progress is not None and isinstance(batch, Batch):
                 a = batch.admission
                 sys.stderr.write(
-                    f"spoolparse: batch: -j {batch.max_concurrent}, memory {_gib(a.probe.total())} GiB, "
+                    f"spoolparse: batch: -j {batch.max_concurrent} ({batch.concurrency_bound}), "
+                    f"memory {_gib(a.probe.total())} GiB, "
                     f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, "
                     f"cgroups: {batch.placement.enforcement or 'none'}\n"
                 )
@@ -571,5 +578,11 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         command, max_concurrency=args.max_concurrency, timeout=args.timeout, stop_at=args.stop_at,
         log=sys.stderr if sys.stderr.isatty() else None,
     )
+    if args.record:
+        try:
+            report["recorded"] = record(report)  # batch reserves this for the program's tasks from now on
+        except OSError as e:
+            report["recorded"] = None
+            warn(f"cannot record the calibration in {calibrations_path()}: {e.strerror or e}")
     emit_json(report, pretty=args.pretty)
     return 0 if report["per_task_peak"] is not None and not report["failures"] else 1

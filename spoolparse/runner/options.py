@@ -47,8 +47,9 @@ class BatchOptions:
 
     #: Most tasks at once; ``None``: from memory (floor((total − reserve) / memory_per_task), CPU-capped).
     max_concurrent: int | None = None
-    #: Memory reserved for a task that names none (bytes; ``None``: the default, 1 GiB).
-    memory_per_task: int = DEFAULT_MEMORY_PER_TASK
+    #: Memory reserved for a task that names none (bytes). ``None``: what ``spoolparse calibrate`` recorded
+    #: for the task's program, else :data:`DEFAULT_MEMORY_PER_TASK` (1 GiB).
+    memory_per_task: int | None = None
     #: Cap on each task's process tree (bytes): a cgroup where one can be made, else an RSS watchdog.
     memory_limit: int | None = None
     #: Memory kept for everything else when choosing ``max_concurrent`` (``None``: max(2 GiB, 10 %)).
@@ -97,8 +98,6 @@ class BatchOptions:
     keep_transcript: KeepTranscript = "failed"
 
     def __post_init__(self) -> None:
-        if self.memory_per_task is None:  # None asks for the default (as run_many has always taken)
-            object.__setattr__(self, "memory_per_task", DEFAULT_MEMORY_PER_TASK)
         object.__setattr__(self, "halt", parse_halt(self.halt))
         if self.enforce not in ENFORCE_MODES:
             raise UsageError(f"enforce must be one of {', '.join(ENFORCE_MODES)}, not {self.enforce!r}")
@@ -127,6 +126,11 @@ class BatchOptions:
             raise UsageError("resume needs a joblog to read")
         if self.resume not in (True, False, "failed"):
             raise UsageError(f"resume must be True, False or 'failed', not {self.resume!r}")
+
+    @property
+    def default_estimate(self) -> int:
+        """The estimate of a task that names none and whose program has no recorded calibration."""
+        return self.memory_per_task if self.memory_per_task is not None else DEFAULT_MEMORY_PER_TASK
 
     @property
     def halt_condition(self) -> Halt | None:

@@ -110,7 +110,7 @@ class RayBatch(Iterator[Outcome]):
         self._ray = _import_ray()
         self._own_ray = _connect(self._ray, address)
         self.joblog = JobLog(joblog) if joblog is not None else None
-        self.ledger = Ledger(retries=options.requeues, memory_per_task=options.memory_per_task)
+        self.ledger = Ledger(retries=options.requeues, memory_per_task=options.default_estimate)
         self._pull = _puller(tasks)
         self._held: tuple[int, Task | InvalidTask] | None = None
         self._exhausted = False

@@ -53,9 +53,9 @@ class NodeRunner:
         if capacity is None:
             total = probe.total()
             reserve = default_reserve(total) if options.reserve is None else options.reserve
-            capacity = auto_concurrency(total, options.memory_per_task, reserve=reserve)
+            capacity = auto_concurrency(total, options.default_estimate, reserve=reserve)
         self.capacity: int = capacity
-        self.memory_per_task: int = options.memory_per_task
+        self.memory_per_task: int = options.default_estimate
         # attempts that end in a local requeue (memory pressure) are read back from a node-local job log
         fd, self.log_path = tempfile.mkstemp(prefix="spoolparse-node-", suffix=".ndjson")
         os.close(fd)

@@ -39,7 +39,8 @@ from ..providers.base import LiveEvent
 from ..result import Result
 from ..spool import resolve_spool_dir
 from ..types import Summary
-from .admission import Admission, auto_concurrency, default_reserve
+from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
+from .calibrations import program_of, recorded
 from .cgroup import ChildCgroup, Placement, enforcement_of
 from .halt import Tally
 from .joblog import JobLog, done_ids
@@ -174,15 +175,22 @@ class Batch(Iterator[Outcome]):
         )
         total = self.probe.total()
         self.reserve = default_reserve(total) if o.reserve is None else o.reserve
+        self.memory_per_task = o.default_estimate
+        #: Recorded ``calibrate`` estimates by program, used when ``memory_per_task`` is not given.
+        self.calibrated: dict[str, int] = recorded() if o.memory_per_task is None else {}
         max_concurrent = o.max_concurrent
         if max_concurrent is None:
-            max_concurrent = auto_concurrency(total, o.memory_per_task, reserve=self.reserve)
-            log.info(
-                "max_concurrent %d: (total %d - reserve %d) / memory_per_task %d, CPU cap applied",
-                max_concurrent, total, self.reserve, o.memory_per_task,
+            per_task = min([self.memory_per_task, *self.calibrated.values()])
+            by_memory = max(1, (total - self.reserve) // per_task)
+            max_concurrent = auto_concurrency(total, per_task, reserve=self.reserve)
+            self.concurrency_bound = (
+                f"memory: ({_gib(total)} - {_gib(self.reserve)} reserve) / {_gib(per_task)} per task"
+                if max_concurrent == by_memory else f"CPUs: {max_concurrent} ({cpu_cap() // 4 or 1} x 4)"
             )
+        else:
+            self.concurrency_bound = "-j"
+        log.info("max_concurrent %d, bounded by %s", max_concurrent, self.concurrency_bound)
         self.max_concurrent = max_concurrent
-        self.memory_per_task = o.memory_per_task
         self.memory_limit = o.memory_limit
         self.requeues = o.requeues
         self.retries = o.retries
@@ -342,6 +350,15 @@ class Batch(Iterator[Outcome]):
         if self.joblog is not None:
             self.joblog.emitted(outcome)
 
+    def estimate_for(self, task: Task) -> int:
+        """The memory admission reserves for ``task``: its own ``memory``, else what ``calibrate`` recorded
+        for its program (when ``memory_per_task`` was not given), else ``memory_per_task``."""
+        if task.memory:
+            return task.memory
+        if self.calibrated:
+            return self.calibrated.get(program_of(task.argv), self.memory_per_task)
+        return self.memory_per_task
+
     def request_stop(self) -> None:
         """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
         self._stop.set()
@@ -466,7 +483,7 @@ class Batch(Iterator[Outcome]):
                 self._log(out, None, final=True, started=time.time(), hold=True)
                 self._final(out, seq)
                 continue
-            estimate = task.memory or self.memory_per_task
+            estimate = self.estimate_for(task)
             untouched = [s.estimate - s.usage for s in self._running.values()]
             untouched.extend(p.estimate for p in self._starting)
             if not self.admission.may_start(estimate, untouched, running=self.running):
@@ -996,6 +1013,10 @@ def _signals_held() -> Iterator[None]:
         for sig, handler in saved.items():
             with contextlib.suppress(OSError, ValueError, TypeError):
                 signal.signal(sig, handler)
+
+
+def _gib(n: int) -> str:
+    return f"{n / _limits.GiB:.1f} GiB"
 
 
 class _Failed:
