@@ -52,7 +52,7 @@ def test_spawn_errors_and_bad_items_do_not_stop_the_batch() -> None:
 
 
 def test_ordered_outcomes_come_in_input_order() -> None:
-    delays = [0.3, 0.0, 0.2, 0.0, 0.1, 0.0]
+    delays = [1.0, 0.0, 0.2, 0.0, 0.1, 0.0]  # t0 ends last by far, even on a loaded machine
     tasks = [Task(argv=["sleep", str(d)], id=f"t{i}") for i, d in enumerate(delays)]
     outs = list(run_many(tasks, max_concurrent=3, ordered=True, memory_probe=FixedProbe(BIG)))
     assert [o.id for o in outs] == [f"t{i}" for i in range(len(delays))]
@@ -518,3 +518,22 @@ def test_quiet_children_cost_a_look_at_their_spools_not_a_read_or_a_proc_walk_ea
     ticks = 2 / interval  # about 40 sample ticks while they sleep
     assert walks <= 4, walks  # once a second (was: every tick)
     assert pumps <= n * 6, (pumps, n * ticks)  # the first line, a look once a second, the end
+
+
+@pytest.mark.parametrize(("forced", "ok", "oom", "soft", "cancelled", "want"), [
+    (None, True, False, False, False, "ok"),
+    (None, False, False, False, False, "failed"),
+    ("cancelled", True, False, False, False, "cancelled"),
+    (None, True, False, False, True, "cancelled"),  # cancelled comes first
+    ("requeue", False, False, False, False, "killed_memory"),
+    (None, False, True, False, False, "killed_memory"),  # the kernel's OOM kill in its cgroup
+    ("timeout", False, True, False, False, "killed_memory"),  # memory before time
+    ("timeout", True, False, False, False, "timeout"),
+    (None, False, False, True, False, "timeout"),  # the soft signal ended it
+    ("failed", True, False, False, False, "failed"),  # a full spool, whatever the run said
+])
+def test_the_runner_verdict_has_one_order(forced: str | None, ok: bool, oom: bool, soft: bool, cancelled: bool,
+                                          want: str) -> None:
+    from spoolparse.runner.verdicts import runner_verdict
+
+    assert runner_verdict(forced=forced, ok=ok, oom=oom, soft_ended=soft, cancelled=cancelled) == want

@@ -47,8 +47,9 @@ from .calibrate import calibrate
 from .calibrations import calibrations_path, record
 from .halt import Halt, parse_halt
 from .options import ENFORCE_MODES, BatchOptions
-from .scheduler import RETRY_VERDICTS, Batch, InvalidTask, run_many
+from .scheduler import Batch, InvalidTask, run_many
 from .tasks import Task
+from .verdicts import RETRY_VERDICTS
 
 if TYPE_CHECKING:
     from ..providers.base import LiveEvent

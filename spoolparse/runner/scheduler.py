@@ -42,12 +42,14 @@ from ..types import Summary
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
 from .calibrations import program_of, recorded
 from .cgroup import ChildCgroup, Placement, enforcement_of
+from .emission import Emission
 from .halt import Tally
 from .joblog import JobLog, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .options import ENFORCE_MODES, BatchOptions
 from .results import keep
 from .tasks import Outcome, Task, TaskLike, as_task
+from .verdicts import RETRY_VERDICTS, memory_kill_error, runner_verdict
 
 if TYPE_CHECKING:
     from .ray_backend import RayBatch
@@ -122,11 +124,6 @@ class _Pending:
     enforcement: str
     started_wall: float
     future: Future[Child] | None = None
-
-
-#: Verdicts ``retries`` runs again: the agent failed, timed out or outgrew its own memory limit. Not
-#: ``spawn_error`` (a missing command stays missing), ``cancelled`` or ``skipped``.
-RETRY_VERDICTS = ("failed", "timeout", "killed_memory")
 
 
 @dataclass(order=True)
@@ -220,9 +217,8 @@ class Batch(Iterator[Outcome]):
         self._exhausted = False
         self._seq = 0  # order among the tasks that run (skipped ones take no place)
         self._pulled = 0
-        self._emit_next = 0
-        self._reorder: dict[int, Outcome] = {}
-        self._out: deque[Outcome] = deque()
+        self._emission = Emission(ordered=self.ordered)
+        self._out = self._emission.ready  # ended outcomes for the loop to hand over
         self._handed: Outcome | None = None  # handed to the reader, not yet known to be printed
         self._running: dict[int, _Slot] = {}  # by pidfd, or by -pid when there is none
         self._retry: list[_Retry] = []
@@ -406,7 +402,7 @@ class Batch(Iterator[Outcome]):
             r = self._retry[0]
             return r.seq, r.task, r.attempts
         if self._held is None and not self._exhausted and not self._halted:
-            if self.ordered and self._seq - self._emit_next >= self.window:
+            if self._emission.ahead(self._seq) >= self.window:
                 return None
             while True:
                 item = self._pull()
@@ -743,25 +739,15 @@ class Batch(Iterator[Outcome]):
             oom = s.cg.oom_killed()
             cg_notes = s.cg.memory_note(), s.cg.pids_note()
             s.cg.remove()
-        if cancelled or s.forced == "cancelled":
-            verdict = "cancelled"
-        elif s.forced == "requeue" or s.forced == "killed_memory" or oom:
-            verdict = "killed_memory"
-        elif s.forced == "timeout" or (s.soft_sent and s.rc == -self.soft_signal):
-            verdict = "timeout"  # also when the soft signal itself ended it
-        elif s.forced == "failed":
-            verdict = "failed"
-        else:
-            verdict = "ok" if res_ok else "failed"
+        verdict = runner_verdict(
+            forced=s.forced, ok=res_ok, oom=oom, soft_ended=s.soft_sent and s.rc == -self.soft_signal,
+            cancelled=cancelled,
+        )
         if verdict == "killed_memory" and (error is None or error.startswith("the process was killed")):
-            # the run's verdict names the signal; the runner knows why it sent it
-            error = (
-                "killed: host memory above kill_at"
-                if s.forced == "requeue"
-                else f"killed: process tree over its memory limit {s.limit} ({s.enforcement})"
+            error = memory_kill_error(
+                requeue=s.forced == "requeue", limit=s.limit, enforcement=s.enforcement,
+                cgroup_note=cg_notes[0] if cg_notes is not None else None,
             )
-            if cg_notes is not None and s.forced != "requeue":
-                error += f"; {cg_notes[0]}"
         if cg_notes is not None and cg_notes[1] is not None and verdict != "ok":
             error = f"{error}; {cg_notes[1]}" if error else cg_notes[1]
         rc = s.rc
@@ -843,17 +829,10 @@ class Batch(Iterator[Outcome]):
             if self.halt is not None and self.halt.when == "now":
                 for s in self._running.values():
                     self._end(s, "cancelled")
-        if not self.ordered:
-            self._out.append(out)
-            return
-        self._reorder[seq] = out
-        while self._emit_next in self._reorder:
-            self._out.append(self._reorder.pop(self._emit_next))
-            self._emit_next += 1
+        self._emission.add(seq, out)
         # halting or resuming leaves holes in the order: past them once nothing can fill them
         if not self.running and not self._retry and (self._exhausted or self._halted) and self._held is None:
-            for k in sorted(self._reorder):
-                self._out.append(self._reorder.pop(k))
+            self._emission.past_holes()
 
     # -- cancelling --------------------------------------------------------
 
@@ -881,8 +860,7 @@ class Batch(Iterator[Outcome]):
                 s.child.returncode = s.child.proc.returncode = -signal.SIGKILL
             self.cancelled.append(self._finalize(s, cancelled=True))
         # finished but not yet handed out (or held back for order): never lost, reported with them
-        undelivered = list(self._out) + [self._reorder.pop(k) for k in sorted(self._reorder)]
-        self._out.clear()
+        undelivered = self._emission.take_undelivered()
         self.cancelled[:0] = undelivered
         for r in self._retry:
             out = Outcome(

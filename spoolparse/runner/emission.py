@@ -1,0 +1,51 @@
+"""Outcomes on their way to the reader: as tasks end, or in input order.
+
+In order, an outcome waits until every task read before it has one; the
+runner starts at most ``window`` tasks ahead of the oldest without one
+(:meth:`Emission.ahead`), so what waits is bounded. A halt or a resume leaves
+holes in the order (tasks that never run): :meth:`past_holes` lets what
+waits go once nothing can fill them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from .tasks import Outcome
+
+__all__ = ["Emission"]
+
+
+class Emission:
+    def __init__(self, *, ordered: bool) -> None:
+        self.ordered = ordered
+        #: Outcomes ready for the reader, oldest first.
+        self.ready: deque[Outcome] = deque()
+        self._waiting: dict[int, Outcome] = {}  # by input order, for an earlier one
+        self._next = 0  # the input order of the next outcome due (in order)
+
+    def add(self, seq: int, out: Outcome) -> None:
+        """The final outcome of the task ``seq`` (its place among the tasks that run)."""
+        if not self.ordered:
+            self.ready.append(out)
+            return
+        self._waiting[seq] = out
+        while self._next in self._waiting:
+            self.ready.append(self._waiting.pop(self._next))
+            self._next += 1
+
+    def ahead(self, seq: int) -> int:
+        """How far the task ``seq`` would be ahead of the oldest task without an outcome (in order)."""
+        return seq - self._next if self.ordered else 0
+
+    def past_holes(self) -> None:
+        """Nothing can fill the holes in the order any more: what waits is ready, in order."""
+        for k in sorted(self._waiting):
+            self.ready.append(self._waiting.pop(k))
+
+    def take_undelivered(self) -> list[Outcome]:
+        """Every outcome not yet handed out, ready ones first, then those that waited (for cancelling)."""
+        self.past_holes()
+        out = list(self.ready)
+        self.ready.clear()
+        return out
