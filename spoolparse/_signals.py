@@ -22,7 +22,9 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["ENDING", "Interrupted", "deferred", "interrupts", "interrupt_was_handled", "helper_thread"]
+__all__ = [
+    "ENDING", "Interrupted", "deferred", "interrupts", "interrupt_was_handled", "uninterruptible", "helper_thread",
+]
 
 #: The signals that end spoolparse in an orderly way.
 ENDING: tuple[signal.Signals, ...] = tuple(
@@ -106,6 +108,23 @@ def interrupt_was_handled() -> None:
     (130, 128+N). Each ``exec()`` of a string starts by clearing that mark.
     """
     exec("None")
+
+
+@contextlib.contextmanager
+def uninterruptible() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored for the block, in the main thread (elsewhere a no-op): a cleanup that ends
+    children (TERM, grace, KILL) must not be cut short by a second Ctrl-C and leave some behind."""
+    saved: dict[int, Any] = {}
+    if _in_main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(OSError, ValueError):
+                saved[sig] = signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                signal.signal(signum, handler)
 
 
 def helper_thread() -> None:

@@ -45,10 +45,10 @@ def _sleepers(token: str) -> list[int]:
     return found
 
 
-def _start_run(env: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
+def _start_run(env: dict[str, str], *extra: str, agent: str = AGENT) -> subprocess.Popen[bytes]:
     # the signals are sent to spoolparse alone, as a supervisor or `kill PID` would
     return subprocess.Popen(
-        [*CLI, "run", *extra, "--", "sh", "-c", AGENT],
+        [*CLI, "run", *extra, "--", "sh", "-c", agent],
         env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal,
     )
 
@@ -75,9 +75,10 @@ def test_run_ends_its_agent_prints_the_summary_and_exits_128_plus_n(sig: signal.
     assert wait_gone(token) == []
 
 
-def test_kill_9_of_run_takes_its_agents_with_it() -> None:
+def _kill_9_once_the_agent_is_under_way(agent: str) -> list[int]:
+    """``spoolparse run -- sh -c AGENT``, ``kill -9`` once both its sleeps run; what is left of them after 5 s."""
     token, env = marker()
-    p = _start_run(env)
+    p = _start_run(env, agent=agent)
     try:
         assert wait_for(lambda: len(_sleepers(token)) == 2), marked_pids(token)
         p.kill()
@@ -86,7 +87,11 @@ def test_kill_9_of_run_takes_its_agents_with_it() -> None:
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert wait_gone(token, timeout=5.0) == []
+    return wait_gone(token, timeout=5.0)
+
+
+def test_kill_9_of_run_takes_its_agents_with_it() -> None:
+    assert _kill_9_once_the_agent_is_under_way(AGENT) == []
 
 
 def test_ctrl_c_at_any_instant_leaves_no_agent_and_no_noise() -> None:
@@ -192,19 +197,7 @@ def test_kill_9_right_after_the_spawn_takes_the_agents_with_it() -> None:
     """The agent's first act stops spoolparse (as a busy host can leave it unscheduled right after the fork),
     then starts its children; ``kill -9`` then must still take them all, so the agent's group has to be
     known to the guardian before the agent runs anything."""
-    token, env = marker()
-    agent = f"kill -STOP $PPID; echo '{STARTED}'; sleep 300 & setsid sleep 301 & wait"
-    p = subprocess.Popen([*CLI, "run", "--", "sh", "-c", agent], env={**os.environ, **env},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal)
-    try:
-        assert wait_for(lambda: len(_sleepers(token)) == 2), marked_pids(token)
-        p.kill()
-        p.wait(10)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert wait_gone(token, timeout=5.0) == []
+    assert _kill_9_once_the_agent_is_under_way(f"kill -STOP $PPID; {AGENT}") == []
 
 
 class _Owner:

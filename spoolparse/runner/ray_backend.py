@@ -19,14 +19,14 @@ import asyncio
 import contextlib
 import importlib
 import os
-import signal
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
 from typing import Any
 
+from .._signals import uninterruptible
 from ..errors import Error, UsageError
+from .emission import Emission
 from .halt import Halt, Tally
 from .joblog import JobLog, done_ids
 from .options import BatchOptions
@@ -117,9 +117,8 @@ class RayBatch(Iterator[Outcome]):
         self._halted = False
         self._seq = 0
         self._pulled = 0
-        self._emit_next = 0
-        self._reorder: dict[int, Outcome] = {}
-        self._out: deque[Outcome] = deque()
+        self._emission = Emission(ordered=self.ordered)
+        self._out = self._emission.ready  # ended outcomes for the loop to hand over
         self._actors: dict[str, Any] = {}
         self._addresses: dict[str, str] = {}
         self._calls: dict[Any, str] = {}  # outstanding exchange -> node
@@ -246,7 +245,7 @@ class RayBatch(Iterator[Outcome]):
             r = self.ledger.requeue[0]
             return r.seq, r.task, r.before
         if self._held is None and not self._exhausted and not self._halted:
-            if self.ordered and self._seq - self._emit_next >= sum(n.window for n in self.ledger.live()):
+            if self.ordered and self._emission.ahead(self._seq) >= sum(n.window for n in self.ledger.live()):
                 return None
             while True:
                 item = self._pull()
@@ -420,16 +419,9 @@ class RayBatch(Iterator[Outcome]):
                 self._stop_nodes()
                 for rec in self.ledger.cancel_all("cancelled: the batch halted"):
                     self._record(rec)
-        if not self.ordered:
-            self._out.append(out)
-            return
-        self._reorder[seq] = out
-        while self._emit_next in self._reorder:
-            self._out.append(self._reorder.pop(self._emit_next))
-            self._emit_next += 1
+        self._emission.add(seq, out)
         if self._finished() or (self._halted and not self.ledger.in_flight()):
-            for k in sorted(self._reorder):
-                self._out.append(self._reorder.pop(k))
+            self._emission.past_holes()
 
     # -- cancelling --------------------------------------------------------------------------
 
@@ -453,24 +445,14 @@ class RayBatch(Iterator[Outcome]):
             node.lost = "stopped"
 
     def _cancel_all(self) -> None:
-        saved: dict[signal.Signals, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(OSError, ValueError):
-                    saved[sig] = signal.signal(sig, signal.SIG_IGN)
-        try:
+        with uninterruptible():
             self._stop_nodes()
-            undelivered = list(self._out) + [self._reorder.pop(k) for k in sorted(self._reorder)]
-            self._out.clear()
+            undelivered = self._emission.take_undelivered()
             records = self.ledger.cancel_all("cancelled")
             for rec in records:
                 if self.joblog is not None:
                     self.joblog.write(rec.outcome, argv=list(rec.task.argv), final=True, started=rec.started)
             self.cancelled[:0] = undelivered + [r.outcome for r in records]
-        finally:
-            for sig, handler in saved.items():
-                with contextlib.suppress(OSError, ValueError, TypeError):
-                    signal.signal(sig, handler)
 
     def _finish_cleanup(self) -> None:
         if self._closed:

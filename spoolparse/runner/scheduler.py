@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _limits
 from .._lifecycle import Deadlines, Done
 from .._proc import raise_open_files_limit
+from .._signals import uninterruptible
 from .._spawn import mark_long_lived
 from ..errors import Error, UsageError
 from ..process import Child
@@ -331,7 +332,7 @@ class Batch(Iterator[Outcome]):
             return
         self._stop.set()
         self._wake(None)
-        with _signals_held():  # a second Ctrl-C must not cut the wait short and leave children behind
+        with uninterruptible():  # a second Ctrl-C must not cut the wait short and leave children behind
             driver.join()
         self.cancelled[:0] = list(self._handoff)
         self._handoff.clear()
@@ -841,7 +842,7 @@ class Batch(Iterator[Outcome]):
 
         A second Ctrl-C (or SIGTERM) during this cleanup is ignored, so it cannot leave children behind.
         """
-        with _signals_held():
+        with uninterruptible():
             self._cancel_running()
 
     def _cancel_running(self) -> None:
@@ -975,22 +976,6 @@ def run_many(
 
         return run_many_ray(tasks, backend=backend, address=address, options=opts)
     return Batch(tasks, opts)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM ignored for the block, in the main thread (elsewhere a no-op)."""
-    saved: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(OSError, ValueError):
-                saved[sig] = signal.signal(sig, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            with contextlib.suppress(OSError, ValueError, TypeError):
-                signal.signal(sig, handler)
 
 
 def _gib(n: int) -> str:
