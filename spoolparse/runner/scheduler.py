@@ -922,8 +922,10 @@ def run_many(
     ``max_concurrent``, are started ahead of the oldest unfinished one).
 
     Memory: a task starts only while used memory is below ``stop_at`` of the
-    total and its estimate (``Task.memory`` or ``memory_per_task``, default
-    1 GiB) fits next to what running tasks have reserved but not yet used.
+    total and its estimate (``Task.memory``, else ``memory_per_task``, else
+    what ``spoolparse calibrate`` recorded for the task's program, else 1 GiB:
+    :meth:`Batch.estimate_for`) fits next to what running tasks have reserved
+    but not yet used.
     Above ``kill_at`` the youngest task is killed and requeued after
     ``retry_backoff`` seconds (doubling), up to ``requeues`` times; then its
     verdict is ``killed_memory``. A task whose verdict is in
