@@ -339,9 +339,9 @@ def _main(argv: list[str]) -> int:
         fail("standard output is closed: there is nowhere to print the result")
         return EXIT_USAGE
     with deferred():
-        # The C extensions load with Ctrl-C held back: orjson's module init crashes (SIGSEGV) when a
-        # KeyboardInterrupt is raised inside it. A signal that came meanwhile is raised right after.
-        import ijson  # type: ignore[import-untyped]  # noqa: F401
+        # orjson loads with Ctrl-C held back: its module init crashes (SIGSEGV) when a KeyboardInterrupt is
+        # raised inside it. A signal that came meanwhile is raised right after. (ijson loads on first use,
+        # the same way: spoolparse._ijson.)
         import orjson  # noqa: F401
     parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)

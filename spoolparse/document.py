@@ -32,9 +32,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final
 
-import ijson  # type: ignore[import-untyped]
-
-from . import _limits
+from . import _ijson, _limits
 from .lines import (
     KEEP,
     NOTE,
@@ -115,6 +113,7 @@ class _ArrayStream:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
+        ijson = _ijson.module()
         self.sink = ijson.sendable_list()
         self.coro = ijson.items_coro(self.sink, "item", use_float=True)
         self.offset = 0  # stream offset of the next byte
@@ -316,7 +315,7 @@ class DocumentScanner:
         assert self._array is not None
         try:
             self._array.feed(data)
-        except (ijson.JSONError, UnicodeDecodeError):  # yajl cannot decode a lone surrogate escape
+        except (_ijson.module().JSONError, UnicodeDecodeError):  # yajl cannot decode a lone surrogate escape
             # The items before the bad bytes still count; the rest of the document is not read.
             self._broken = True
             self._count_invalid()
@@ -373,7 +372,7 @@ class DocumentScanner:
         elif self._array is not None:
             try:
                 self._array.close()
-            except (ijson.JSONError, UnicodeDecodeError):
+            except (_ijson.module().JSONError, UnicodeDecodeError):
                 self._count_invalid()
             self._settle(out)
         else:

@@ -34,10 +34,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, Any, Final, Protocol, Union
 
-import ijson  # type: ignore[import-untyped]
 import orjson
 
-from . import _limits
+from . import _ijson, _limits
 from ._topkeys import TopKeys
 from .errors import UsageError
 
@@ -221,10 +220,7 @@ def probe_type(prefix: bytes) -> str | None:
         # an untyped object, told without the incremental parser's ~10 µs
         return ""
     # bad UTF-8 reads as U+FFFD here as in a kept line's decode, so it cannot hide the type
-    return _probe_json(ijson.parse, data.decode("utf-8", "replace").encode())
-
-
-_py_parse = ijson.get_backend("python").parse
+    return _probe_json(_ijson.module().parse, data.decode("utf-8", "replace").encode())
 
 
 def _probe_json(parse: Callable[[IO[bytes]], Iterator[tuple[str, str, Any]]], data: bytes) -> str:
@@ -251,10 +247,10 @@ def _probe_json(parse: Callable[[IO[bytes]], Iterator[tuple[str, str, Any]]], da
             elif path == "msg.type":
                 msg = value
     except UnicodeDecodeError:
-        if parse is not _py_parse:
+        if parse is not _ijson.python_parse():
             # yajl cannot decode a lone surrogate escape; the pure-Python parser can, and it reads as
             # U+FFFD, as in a kept line's decode
-            key: str = _no_surrogates(_probe_json(_py_parse, data))
+            key: str = _no_surrogates(_probe_json(_ijson.python_parse(), data))
             return key
     except Exception:
         pass

@@ -54,7 +54,7 @@ def test_lazy_names_are_the_real_objects_and_all_is_complete() -> None:
 @pytest.mark.parametrize(
     ("argv", "unwanted"),
     [
-        (["parse", "{small}"], ("asyncio", "rich", "ray", "psutil")),
+        (["parse", "{small}"], ("asyncio", "rich", "ray", "psutil", "ijson")),  # ijson: on first need
         (["--version"], ("asyncio", "rich", "ray", "psutil")),
         (["run", "--no-progress", "--", "true"], ("asyncio", "rich", "ray")),
     ],

@@ -82,7 +82,9 @@ def test_streams_reach_every_providers_retained_events(name: str) -> None:
 
     kept: list[int] = []
 
-    @settings(max_examples=settings().max_examples, database=None)  # the profile's: 100 by default
+    # the profile's count (100 by default), always the same examples: a share measured on 20 random ones
+    # could fall short by chance
+    @settings(max_examples=settings().max_examples, database=None, derandomize=True)
     @given(stream=h.streams(oversize=False, keys=h.provider_keys(name)))
     def sample(stream: bytes) -> None:
         kept.append(len(h.retained_events(h.reference(stream), retain)))
