@@ -75,6 +75,7 @@ def test_arbitrary_bytes_keep_every_invariant(blob: bytes) -> None:
     h.fuzz_one(blob)
 
 
+@pytest.mark.slow  # a check of the test generator itself: it needs many examples to mean anything
 @pytest.mark.parametrize("name", ALL)
 def test_streams_reach_every_providers_retained_events(name: str) -> None:
     # the generator is only worth its examples if it makes lines each provider keeps
@@ -82,9 +83,9 @@ def test_streams_reach_every_providers_retained_events(name: str) -> None:
 
     kept: list[int] = []
 
-    # the profile's count (100 by default), always the same examples: a share measured on 20 random ones
-    # could fall short by chance
-    @settings(max_examples=settings().max_examples, database=None, derandomize=True)
+    # at least 100 examples (the first few are minimal streams that keep nothing): a share measured on the
+    # dev profile's 20 could fall short by chance
+    @settings(max_examples=max(100, settings().max_examples), database=None)
     @given(stream=h.streams(oversize=False, keys=h.provider_keys(name)))
     def sample(stream: bytes) -> None:
         kept.append(len(h.retained_events(h.reference(stream), retain)))
