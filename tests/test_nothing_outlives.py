@@ -102,7 +102,18 @@ def test_ctrl_c_at_any_instant_leaves_no_agent_and_no_noise() -> None:
         time.sleep(rng.uniform(0.0, 0.6))  # from before the interpreter is up to after the agent started
         p.send_signal(signal.SIGINT)
         try:
-            _, err = p.communicate(timeout=30)
+            try:
+                _, err = p.communicate(timeout=15)
+            except subprocess.TimeoutExpired as e:
+                # Inside CPython's import machinery, before any of our code runs, a KeyboardInterrupt can land
+                # in a weakref callback, which swallows it ("Exception ignored in ..."): that Ctrl-C is lost
+                # and the run goes on, as the README says. A second one is then ours to handle.
+                lost = e.stderr or b""
+                assert _swallowed_while_loading(lost.decode()), lost
+                p.send_signal(signal.SIGINT)
+                _, err = p.communicate(timeout=30)
+                assert p.returncode == 130 and err.endswith(b"spoolparse: error: interrupted by SIGINT\n"), err
+                err = b""  # what the second Ctrl-C printed was checked; the lost one's message is CPython's
         finally:
             if p.poll() is None:
                 p.kill()
@@ -115,6 +126,12 @@ def test_ctrl_c_at_any_instant_leaves_no_agent_and_no_noise() -> None:
             assert err == b""
         else:
             assert p.returncode == 130, (p.returncode, err)
+
+
+def _swallowed_while_loading(err: str) -> bool:
+    """CPython's own report of a KeyboardInterrupt swallowed by an import-machinery weakref callback."""
+    return (err.startswith("Exception ignored in: <function ")
+            and '  File "<frozen importlib._bootstrap>"' in err and err.rstrip().endswith("KeyboardInterrupt:"))
 
 
 def _while_loading(err: str) -> bool:
