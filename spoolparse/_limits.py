@@ -55,6 +55,10 @@ READ_GAP = 0.005
 #: Seconds between memory readings of a task with no memory limit of its own (its cgroup's usage, or its
 #: process tree in ``/proc``): they only feed admission and peaks. Near ``stop_at``, every sample interval.
 MEMORY_SAMPLE_INTERVAL = 1.0
+#: Seconds between a child's checks for a full disk and the file size limit (a child failing its writes
+#: stops growing its spool, so nothing is lost by looking once a second); ``max_spool_bytes`` is checked on
+#: every read.
+SPOOL_CHECK_INTERVAL = 1.0
 #: Seconds between SIGTERM and SIGKILL after Ctrl-C in the parent.
 INTERRUPT_GRACE = 0.5
 #: Polling interval bounds (seconds): the back-off during a kill's grace and, where

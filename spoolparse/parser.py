@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from . import _limits
 from .document import DOCUMENT, DocumentScanner, sniff
-from .lines import NOTE, SKIP, Buffer, Dropped, LineScanner, Loads, Record, RetainFn
+from .lines import NOTE, SKIP, Buffer, Dropped, LineScanner, Loads, Noted, Record, RetainFn
 from .providers import AutoProvider, Provider, make_provider
 from .providers.base import LiveEvent
 from .result import Result
@@ -130,11 +130,15 @@ class StreamParser:
                 self.dropped_count += 1
                 if len(self.dropped) < _limits.MAX_DROPPED_RECORDS:
                     self.dropped.append(rec.as_dict())
+            elif type(rec) is Noted and self._settled and not self.live:
+                # classified before detection, in the same read: with nobody listening, a noted line
+                # only makes live events, so it goes the way of the lines after it (unread)
+                continue
             live.extend(p.see(rec))
-        if not self._settled and isinstance(p, AutoProvider) and p.chosen is not None:
-            self._settled = True
-            # drops the decisions cached before detection, which still looked at noted lines
-            self.scanner.retain = p.retain if self.live else _without_notes(p.chosen.retain)
+            if not self._settled and isinstance(p, AutoProvider) and p.chosen is not None:
+                self._settled = True
+                # drops the decisions cached before detection, which still looked at noted lines
+                self.scanner.retain = p.retain if self.live else _without_notes(p.chosen.retain)
         return self._stamp(live) if self.live else []
 
     def _stamp(self, live: list[LiveEvent]) -> list[LiveEvent]:

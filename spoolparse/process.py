@@ -27,11 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, Literal, Protocol, Union
 
 from . import _limits
-from ._guardian import guardian
+from ._guardian import Registration, guardian
 from ._lifecycle import Check, Deadlines, Done, Lifecycle, Reap, Send, Wait
 from ._proc import proc_stats
 from ._signals import Interrupted, deferred
-from ._spawn import deathsig_preexec, spawn
+from ._spawn import Gate, check_program, deathsig_preexec, gated_argv, spawn
 from ._wait import SpoolWaiter
 from .errors import SpawnError, SpoolFullError, UsageError
 from .lines import Loads
@@ -185,7 +185,10 @@ class Child:
     :meth:`advance` does what the lifecycle asks and says until when to sleep.
     ``deadlines`` is the child's time policy (timeout, grace, soft signal);
     ``cgroup`` is ``"auto"`` (one of our own where it can be made), a cgroup
-    made by the caller, or ``None`` (the process group alone).
+    made by the caller, or ``None`` (the process group alone); the child
+    joins it before it execs. With stdin ``/dev/null`` and no ``preexec_fn``
+    the child starts gated (:mod:`spoolparse._spawn`): ``vfork``, no Python
+    in the child.
     """
 
     def __init__(
@@ -228,6 +231,7 @@ class Child:
         self.started = time.monotonic()
         self.spool_full: str | None = None
         self._seen_sizes = (-1, -1)  # spool sizes at the last has_news()
+        self._next_thorough_check = 0.0  # see check_spool()
         self.returncode: int | None = None
         #: CPU seconds of the child (user + system), once reaped.
         self.cpu = 0.0
@@ -240,26 +244,40 @@ class Child:
         self.cgroup: Cgroup | None = None
         self._own_cgroup = cgroup == "auto"
         self.life = Lifecycle(deadlines if deadlines is not None else Deadlines(), started=self.started)
+        gate: Gate | None = None
+        registration: Registration | None = None
         try:
             self.stderr = open_spool(self.spool_dir)
             stdin, self._stdin_close = _stdin_for(input, self.spool_dir)
             self.cgroup = _auto_cgroup() if cgroup == "auto" else cgroup
-            join = self.cgroup.preexec() if self._own_cgroup and self.cgroup is not None else None
-            # the child itself tells the guardian about its group, before it runs anything
-            registration = guardian.registration(self._cgroup_dirs())
-            preexec = _preexec([deathsig_preexec(), join, registration, preexec_fn])
+            program = ["/bin/sh", "-c", self.args] if isinstance(self.args, str) else self.args
+            argv: list[str] | None = None
+            if stdin is subprocess.DEVNULL and preexec_fn is None and guardian.start():
+                argv = gated_argv(program, [os.path.join(d, "cgroup.procs") for d in self._cgroup_dirs()])
+            if argv is not None:
+                try:
+                    check_program(program[0], env=env, cwd=cwd)
+                except OSError as e:
+                    raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
+                gate = Gate()
+                stdin, preexec = gate.r, None
+            else:
+                argv = program
+                join = self.cgroup.preexec() if self.cgroup is not None else None
+                # the child itself tells the guardian about its group, before it runs anything
+                registration = guardian.registration(self._cgroup_dirs())
+                preexec = _preexec([deathsig_preexec(), join, registration, preexec_fn])
 
             def start() -> subprocess.Popen[bytes]:
                 try:
                     with registration or contextlib.nullcontext():
                         return subprocess.Popen(  # an argv list; a shell only when asked
-                            self.args,
+                            argv,
                             stdin=stdin,
                             stdout=self.stdout,
                             stderr=self.stderr,
                             cwd=cwd,
                             env=env,
-                            shell=shell,
                             start_new_session=True,
                             preexec_fn=preexec,
                         )
@@ -275,11 +293,19 @@ class Child:
                     if registration is not None:
                         registration.done(None)  # a child that registered itself and then failed to exec
                     raise
+                finally:
+                    if gate is not None:
+                        gate.started()
                 self.pid = self.pgid = self.proc.pid  # start_new_session: the child leads its own group
                 self._held = True
                 if registration is not None:
                     registration.done(self.pid)
+                if gate is not None:
+                    guardian.hold(self.pid, self._cgroup_dirs())
+                    gate.open()
         except BaseException:
+            if gate is not None:
+                gate.close()
             if self._held:
                 self.kill_now()
             self.close()
@@ -288,7 +314,7 @@ class Child:
             if self._stdin_close is not None:
                 self._stdin_close.close()  # the child has its own copy
                 self._stdin_close = None
-            if self._own_cgroup and self.cgroup is not None:
+            if self.cgroup is not None:
                 self.cgroup.attached()
         try:
             self._pidfd = os.pidfd_open(self.pid)
@@ -376,11 +402,21 @@ class Child:
             time.sleep(max(0.0, timeout))
         return self.exited()
 
-    def check_spool(self) -> str | None:
-        """Why the spool is full, once it is (then nothing past this point is parsed)."""
+    def check_spool(self, *, thorough: bool = False) -> str | None:
+        """Why the spool is full, once it is (then nothing past this point is parsed).
+
+        ``max_spool_bytes`` is checked on every call; the disk and the file size limit once per
+        :data:`~spoolparse._limits.SPOOL_CHECK_INTERVAL`, or now with ``thorough``.
+        """
         if self.spool_full is None:
             assert self.stderr is not None
-            self.spool_full = spool_problem((self.stdout.fileno(), self.stderr.fileno()), self.max_spool_bytes)
+            now = time.monotonic()
+            thorough = thorough or now >= self._next_thorough_check
+            if thorough:
+                self._next_thorough_check = now + _limits.SPOOL_CHECK_INTERVAL
+            self.spool_full = spool_problem(
+                (self.stdout.fileno(), self.stderr.fileno()), self.max_spool_bytes, thorough=thorough
+            )
             if self.spool_full is not None and self.max_spool_bytes is None:
                 # A full disk can hold a transcript of any size: parse what is here, no more.
                 self._read_limit = os.fstat(self.stdout.fileno()).st_size
@@ -518,9 +554,9 @@ class Child:
         spool_full = self.spool_full
         if spool_full is None and rc == -getattr(signal, "SIGXFSZ", 25):
             spool_full = self.spool_full = "file size limit (RLIMIT_FSIZE) reached"
-        elif spool_full is None and rc != 0:
+        elif spool_full is None:
             # a child that dies of ENOSPC can exit before a poll sees the disk full: look once more
-            spool_full = self.check_spool()
+            spool_full = self.check_spool(thorough=True)
         res = self.parser.finish(
             args=self.args,
             returncode=rc,

@@ -130,9 +130,9 @@ def open_spool(directory: str) -> IO[bytes]:
         raise SpoolDirError(directory, e.errno or errno.EIO, f"cannot hold a spool file ({e.strerror})") from e
 
 
-def spool_problem(fds: tuple[int, ...], max_bytes: int | None) -> str | None:
-    """Why the spool is full, or ``None``: over ``max_bytes`` together, a spool at the file size limit
-    (``RLIMIT_FSIZE``, which the child inherits), or no room left on its filesystem."""
+def spool_problem(fds: tuple[int, ...], max_bytes: int | None, *, thorough: bool = True) -> str | None:
+    """Why the spool is full, or ``None``: over ``max_bytes`` together, or (``thorough``) a spool at the
+    file size limit (``RLIMIT_FSIZE``, which the child inherits) or no room left on its filesystem."""
     total = 0
     largest = 0
     for fd in fds:
@@ -141,6 +141,8 @@ def spool_problem(fds: tuple[int, ...], max_bytes: int | None) -> str | None:
         largest = max(largest, size)
     if max_bytes is not None and total > max_bytes:
         return f"max_spool_bytes {max_bytes} exceeded"
+    if not thorough:
+        return None
     # a child that ignores SIGXFSZ (Python does) just fails its writes with EFBIG: only the size tells
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if limit != resource.RLIM_INFINITY and largest >= limit:

@@ -256,3 +256,63 @@ def test_the_child_registers_its_own_group_and_a_failed_exec_is_taken_back(argv:
         assert pid == proc.pid and owner.calls == []
     else:  # the exec failed: that number is free again, so the guardian must forget it
         assert owner.calls == [("release", pid, ["/sys/fs/cgroup/pids/x"])]
+
+
+#: An agent that reports its parent-death signal, its open descriptors and what its stdin is.
+_INTROSPECT = [
+    sys.executable, "-c",
+    "import ctypes, json, os\n"
+    "sig = ctypes.c_int(0)\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(2, ctypes.byref(sig), 0, 0, 0)\n"  # PR_GET_PDEATHSIG
+    "fds = sorted(int(n) for n in os.listdir('/proc/self/fd'))\n"
+    "print(json.dumps({'type': 'result', 'result': json.dumps({'deathsig': sig.value, 'fds': fds,"
+    " 'stdin': os.readlink('/proc/self/fd/0')})}))\n",
+]
+
+
+@pytest.mark.parametrize("given", [None, b"prompt"], ids=["gated", "preexec"])
+def test_both_ways_of_starting_give_the_agent_its_death_signal_and_nothing_of_ours(given: bytes | None) -> None:
+    """stdin /dev/null: the gated start (vfork, a shim, setpriv); with input: the preexec_fn start."""
+    import spoolparse
+    from spoolparse import process as process_mod
+
+    preexecs: list[object] = []
+    real = subprocess.Popen
+
+    def spy(*a: Any, **kw: Any) -> Any:
+        preexecs.append(kw.get("preexec_fn"))
+        return real(*a, **kw)
+
+    process_mod.subprocess.Popen = spy  # type: ignore[misc]
+    try:
+        with spoolparse.run(_INTROSPECT, input=given) as r:
+            assert r.ok, r.error
+            seen = json.loads(r.text or "")
+    finally:
+        process_mod.subprocess.Popen = real  # type: ignore[misc]
+    assert (preexecs[0] is None) == (given is None)  # no Python between fork and exec: vfork
+    assert seen["deathsig"] == signal.SIGKILL
+    assert seen["fds"][:3] == [0, 1, 2] and len(seen["fds"]) == 4  # the fourth: listdir's own
+    assert (seen["stdin"] == "/dev/null") == (given is None)
+
+
+def test_a_gate_never_opened_runs_nothing(tmp_path: Path) -> None:
+    """We died between the fork and opening the gate: the child reads end of file and runs nothing."""
+    from spoolparse._spawn import Gate, gated_argv
+
+    marker_file = tmp_path / "ran"
+    argv = gated_argv(["touch", str(marker_file)], [])
+    if argv is None:
+        pytest.skip("no setpriv --pdeathsig here: the preexec_fn start is used")
+    gate = Gate()
+    proc = subprocess.Popen(argv, stdin=gate.r, start_new_session=True)
+    gate.close()
+    assert proc.wait(timeout=30) == 126
+    assert not marker_file.exists()
+    gate = Gate()
+    proc = subprocess.Popen(argv, stdin=gate.r, start_new_session=True)
+    gate.started()
+    time.sleep(0.2)
+    assert proc.poll() is None and not marker_file.exists()  # waiting at the gate
+    gate.open()
+    assert proc.wait(timeout=30) == 0 and marker_file.exists()

@@ -125,11 +125,12 @@ ECHO_ARGV = [sys.executable, "-c", "import json,sys; print(json.dumps({'type':'r
 
 
 def test_no_shell_unless_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    shells: list[bool] = []
+    argvs: list[list[str]] = []
     real = process_mod.subprocess.Popen
 
     def spy(*a: Any, **kw: Any) -> Any:
-        shells.append(kw.get("shell", False))
+        assert not kw.get("shell", False)  # a shell, when asked for, is an argv of our own
+        argvs.append(list(a[0]))
         return real(*a, **kw)
 
     monkeypatch.setattr(process_mod.subprocess, "Popen", spy)
@@ -144,7 +145,9 @@ def test_no_shell_unless_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     with spoolparse.run(f"touch {marker}", shell=True) as r:
         assert r.ok
     assert marker.exists()
-    assert shells == [False, True]
+    # the command reaches the exec as the argv's tail (a start shim may come first, taking it as "$@")
+    assert argvs[0][-len(ECHO_ARGV) - 1 :] == [*ECHO_ARGV, hostile]
+    assert argvs[1][-3:] == ["/bin/sh", "-c", f"touch {marker}"]
 
 
 def test_commands_are_shown_as_quoted_argv() -> None:

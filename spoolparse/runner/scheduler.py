@@ -523,25 +523,20 @@ class Batch(Iterator[Outcome]):
             soft_timeout=task.soft_timeout if task.soft_timeout is not None else self.soft_timeout,
             soft_signal=self.soft_signal,
         )
-        try:
-            return Child(
-                list(task.argv),
-                input=task.input,
-                cwd=task.cwd,
-                env=env,
-                provider=task.provider,
-                spool_dir=self.spool_dir,
-                max_spool_bytes=self.max_spool_bytes,
-                preexec_fn=cg.preexec() if cg is not None else None,
-                cgroup=cg,  # the guardian holds its directories: killed and removed if we die
-                read_buffer=self._buf,
-                deadlines=deadlines,
-                # outcomes carry the summary only: without a listener tool lines go unread
-                live=self.on_event is not None,
-            )
-        finally:
-            if cg is not None:
-                cg.attached()
+        return Child(
+            list(task.argv),
+            input=task.input,
+            cwd=task.cwd,
+            env=env,
+            provider=task.provider,
+            spool_dir=self.spool_dir,
+            max_spool_bytes=self.max_spool_bytes,
+            cgroup=cg,  # joined before exec; the guardian holds its directories: killed and removed if we die
+            read_buffer=self._buf,
+            deadlines=deadlines,
+            # outcomes carry the summary only: without a listener tool lines go unread
+            live=self.on_event is not None,
+        )
 
     def _wake(self, _future: Future[Child] | None) -> None:
         with self._wake_lock, contextlib.suppress(OSError):
