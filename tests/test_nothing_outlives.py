@@ -303,7 +303,7 @@ def test_a_gate_never_opened_runs_nothing(tmp_path: Path) -> None:
     marker_file = tmp_path / "ran"
     argv = gated_argv(["touch", str(marker_file)], [])
     if argv is None:
-        pytest.skip("no setpriv --pdeathsig here: the preexec_fn start is used")
+        pytest.skip("needs setpriv with --pdeathsig (util-linux 2.33+); without it the preexec_fn start is used")
     gate = Gate()
     proc = subprocess.Popen(argv, stdin=gate.r, start_new_session=True)
     gate.close()
