@@ -158,9 +158,10 @@ class Gate:
             self.w = -1
 
 
-def check_program(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> None:
-    """Raise what :class:`subprocess.Popen` raises when ``argv0`` cannot be executed (the gated child finds
-    out only after the fork, as an exit status)."""
+def check_program(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> bool:
+    """Raise what :class:`subprocess.Popen` raises when ``argv0`` cannot be found or executed (the gated
+    child finds out only after the fork, as an exit status); ``False`` when only ``execve`` itself can tell
+    (not an ELF file nor a ``#!`` script: ``setpriv`` would run it with ``/bin/sh`` where Popen fails)."""
     if os.sep in argv0:
         candidates = [argv0 if cwd is None else os.path.join(cwd, argv0)]
     else:
@@ -172,7 +173,12 @@ def check_program(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.Pa
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode) and os.access(path, os.X_OK):
-            return
+            try:
+                with open(path, "rb") as f:
+                    magic = f.read(4)
+            except OSError:
+                return False
+            return magic == b"\x7fELF" or magic.startswith(b"#!")
         err = errno.EACCES
     raise OSError(err, os.strerror(err), argv0)
 

@@ -256,9 +256,11 @@ class Child:
                 argv = gated_argv(program, [os.path.join(d, "cgroup.procs") for d in self._cgroup_dirs()])
             if argv is not None:
                 try:
-                    check_program(program[0], env=env, cwd=cwd)
+                    if not check_program(program[0], env=env, cwd=cwd):
+                        argv = None
                 except OSError as e:
                     raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
+            if argv is not None:
                 gate = Gate()
                 stdin, preexec = gate.r, None
             else:
