@@ -194,10 +194,12 @@ def test_watchdog_caps_a_task_without_a_cgroup() -> None:
 
 def test_soft_timeout_signals_and_hard_timeout_kills_an_ignoring_grandchild() -> None:
     token, env = marker()
-    soft = Task(argv=[*HOG, "--mib", "1", "--hold", "2.0"], id="soft", soft_timeout=0.8, env=env)
+    # Deadlines leave a loaded machine time to start Python and install the handlers (a signal that arrives
+    # before them ends the child by its default action, which is not what is under test).
+    soft = Task(argv=[*HOG, "--mib", "1", "--hold", "3.0"], id="soft", soft_timeout=1.5, env=env)
     hard = Task(
         argv=[*FAKE_CODEX, "--orphan", "--ignore-term", "--size", "4K", "--hang", "60"],
-        id="hard", timeout=0.5, env=env,
+        id="hard", timeout=1.5, env=env,
     )
     t0 = time.monotonic()
     outs = one_each(

@@ -543,8 +543,7 @@ def _run_batch(
                 for outcome in batch.close():  # each ended task's outcome, then its final job-log line
                     with contextlib.suppress(OSError):
                         emit_json(outcome.to_dict(), out=out)
-                        if isinstance(batch, Batch):
-                            batch.emitted(outcome)
+                        batch.emitted(outcome)
             if progress is not None:
                 progress.clear()
             fail(str(e) if isinstance(e, Interrupted) else "interrupted")

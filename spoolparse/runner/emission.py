@@ -10,10 +10,53 @@ waits go once nothing can fill them.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 
+from .joblog import JobLog
 from .tasks import Outcome
 
-__all__ = ["Emission"]
+__all__ = ["Emission", "HandsOut"]
+
+
+class HandsOut(Iterator[Outcome]):
+    """A batch's outcomes to its reader; an ``ok`` one is final in the job log only once it was printed.
+
+    The outcome handed out last counts as printed when the reader asks for
+    the next one (the ``batch`` command prints each before it asks again);
+    outcomes handed out another way (those :meth:`close` returns) count
+    once :meth:`emitted` is called for each. Until then a crash leaves the
+    task to ``--resume``, which never skips a task whose outcome was lost.
+    """
+
+    joblog: JobLog | None
+    _handed: Outcome | None = None  # handed to the reader, not yet known to be printed
+
+    def _take(self) -> Outcome:
+        """The next outcome, or :class:`StopIteration`."""
+        raise NotImplementedError
+
+    def _all_out(self) -> None:
+        """Every outcome is out."""
+
+    def __iter__(self) -> HandsOut:
+        return self
+
+    def __next__(self) -> Outcome:
+        if self._handed is not None:
+            self.emitted(self._handed)
+            self._handed = None
+        try:
+            out = self._take()
+        except StopIteration:
+            self._all_out()
+            raise
+        self._handed = out
+        return out
+
+    def emitted(self, outcome: Outcome) -> None:
+        """Say that ``outcome`` reached its reader: its final job-log line is written now."""
+        if self.joblog is not None:
+            self.joblog.emitted(outcome)
 
 
 class Emission:

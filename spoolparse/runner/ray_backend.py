@@ -21,12 +21,12 @@ import importlib
 import os
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
 from typing import Any
 
 from .._signals import uninterruptible
 from ..errors import Error, UsageError
-from .emission import Emission
+from .emission import Emission, HandsOut
 from .halt import Halt, Tally
 from .joblog import JobLog, done_ids
 from .options import BatchOptions
@@ -83,7 +83,7 @@ def _connect(ray: Any, address: str | None) -> bool:
     return True
 
 
-class RayBatch(Iterator[Outcome]):
+class RayBatch(HandsOut):
     """A batch running on a Ray cluster: iterate it for outcomes; :meth:`close` cancels every node.
 
     Made by ``run_many(..., backend="ray")``. As with :class:`Batch`, after an
@@ -172,10 +172,7 @@ class RayBatch(Iterator[Outcome]):
             parts.append(f"{name} lost" if n["lost"] else f"{name} {n['running']}/{n['done']}")
         return " | ".join(parts)
 
-    def __iter__(self) -> RayBatch:
-        return self
-
-    def __next__(self) -> Outcome:
+    def _take(self) -> Outcome:
         return next(self._gen)
 
     def request_stop(self) -> None:
@@ -406,8 +403,9 @@ class RayBatch(Iterator[Outcome]):
 
     def _record(self, rec: Record, *, argv: bool = True) -> None:
         if self.joblog is not None:
+            # a final line waits until its outcome is printed (HandsOut), so --resume after a crash reruns it
             self.joblog.write(rec.outcome, argv=list(rec.task.argv) if argv else None, final=rec.final,
-                              started=rec.started)
+                              started=rec.started, hold=rec.final)
         if rec.final:
             self._final(rec.outcome, rec.seq)
 

@@ -23,7 +23,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Generator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
@@ -43,7 +43,7 @@ from ..types import Summary
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
 from .calibrations import program_of, recorded
 from .cgroup import ChildCgroup, Placement, enforcement_of
-from .emission import Emission
+from .emission import Emission, HandsOut
 from .halt import Tally
 from .joblog import JobLog, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
@@ -139,7 +139,7 @@ def _now() -> float:
     return time.monotonic()
 
 
-class Batch(Iterator[Outcome]):
+class Batch(HandsOut):
     """A running batch: iterate it for outcomes; :meth:`close` cancels what is still running.
 
     Made by :func:`run_many`. After an interrupt (or :meth:`close`),
@@ -220,7 +220,6 @@ class Batch(Iterator[Outcome]):
         self._pulled = 0
         self._emission = Emission(ordered=self.ordered)
         self._out = self._emission.ready  # ended outcomes for the loop to hand over
-        self._handed: Outcome | None = None  # handed to the reader, not yet known to be printed
         self._running: dict[int, _Slot] = {}  # by pidfd, or by -pid when there is none
         self._retry: list[_Retry] = []
         self._poll = select.poll()
@@ -268,21 +267,8 @@ class Batch(Iterator[Outcome]):
         """Tasks waiting to be retried, plus one pulled but not yet admitted."""
         return len(self._retry) + (self._held is not None)
 
-    def __iter__(self) -> Batch:
-        return self
-
-    def __next__(self) -> Outcome:
-        # asked for the next one: the reader is done with the last (printed it), so it is final in the log
-        if self._handed is not None:
-            self.emitted(self._handed)
-            self._handed = None
-        try:
-            out = self._take()
-        except StopIteration:
-            self._finish_cleanup()
-            raise
-        self._handed = out
-        return out
+    def _all_out(self) -> None:
+        self._finish_cleanup()
 
     def _take(self) -> Outcome:
         """The next outcome from the loop's thread (started here the first time)."""
@@ -336,16 +322,6 @@ class Batch(Iterator[Outcome]):
             driver.join()
         self.cancelled[:0] = list(self._handoff)
         self._handoff.clear()
-
-    def emitted(self, outcome: Outcome) -> None:
-        """Say that ``outcome`` reached its reader (iterating does so for the one before).
-
-        Its final job-log line is written only now, so a crash before the
-        outcome was printed leaves the task to ``resume``, never marked done.
-        For the outcomes :meth:`close` returns, call it once each is printed.
-        """
-        if self.joblog is not None:
-            self.joblog.emitted(outcome)
 
     def estimate_for(self, task: Task) -> int:
         """The memory admission reserves for ``task``: its own ``memory``, else what ``calibrate`` recorded
