@@ -9,6 +9,8 @@ writer is us::
 
     +g <pgid>      a process group was made        -g <pgid>   it is gone
     +c <path>      a cgroup directory was made     -c <path>   it is gone
+    +m <token>     every process whose environment has SPOOLPARSE_RUNNER_MARK=<token>
+    +f <path>      a file to delete once all is gone
 
 When the pipe closes (we exited, crashed, or were killed) it sends SIGKILL to
 every group and cgroup still listed, repeats that for up to
@@ -17,8 +19,20 @@ and exits. Nobody is left to read an answer by then, so there is no grace.
 It sits in its own session, ignoring the terminal's signals, so a Ctrl-C
 meant for us does not take it down first.
 
+A mark is for a process that starts agents on someone else's behalf and can
+be killed by it: a Ray node runner (an actor process), which ``ray.kill``,
+Ray's memory monitor or a lost node end with SIGKILL, and whose agents' own
+children may have left every group and have no cgroup. The runner marks its
+environment (every agent inherits the mark) and starts its guardian
+``detach``-ed: the process started here forks it and exits, so the guardian
+is nobody's child by the time an agent runs (Ray kills a dying worker's
+children, which must not include the one who cleans up after it). The mark
+sweep reads ``/proc/*/environ`` until no marked process is left (at most
+:data:`SWEEP_FOR` seconds).
+
 A normal exit lists nothing: every run removes its entries once its child and
-leftovers are gone.
+leftovers are gone. :meth:`Guardian.finish` closes the pipe on purpose and
+waits until the guardian's work is over (it closes its stdout as it exits).
 """
 
 from __future__ import annotations
@@ -33,10 +47,16 @@ import sys
 import threading
 import time
 
-__all__ = ["Guardian", "Registration", "guardian", "GIVE_UP"]
+__all__ = ["Guardian", "Registration", "guardian", "GIVE_UP", "MARK_VAR", "SWEEP_FOR", "marked", "sweep"]
 
 #: Seconds the guardian keeps killing what is left before it gives up (D-state processes).
 GIVE_UP = 1.0
+#: The environment variable carrying a runner's mark.
+MARK_VAR = "SPOOLPARSE_RUNNER_MARK"
+#: Seconds the guardian keeps sweeping marked processes (a process may be mid-fork).
+SWEEP_FOR = 2.0
+#: Seconds a detached guardian may take to start.
+READY_WITHIN = 30.0
 
 
 # -- the parent's side ---------------------------------------------------------
@@ -49,38 +69,65 @@ class Guardian:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._fd = -1
+        self._out = -1  # the read end of its stdout: end of file once its work is over
+        self._guardian_pid: int | None = None
         self._failed = False
         self._pid = os.getpid()
 
     @property
     def pid(self) -> int | None:
         """The guardian's pid, once started."""
-        return self._proc.pid if self._proc is not None else None
+        return self._guardian_pid if self._fd >= 0 else None
 
-    def _start(self) -> bool:
+    def _start(self, detach: bool = False) -> bool:
         if self._fd >= 0 and self._pid == os.getpid():
             return True
         if self._failed:
             return False
+        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid())]
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", os.path.abspath(__file__)],
+                [*argv, "--detach"] if detach else argv,
                 stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
                 cwd="/",
+                env={k: v for k, v in os.environ.items() if k != MARK_VAR},  # never swept by its own mark
             )
         except (OSError, ValueError):
             self._failed = True  # a bare interpreter (no sys.executable): PDEATHSIG alone
             return False
-        assert self._proc.stdin is not None
-        # ours alone: a raw descriptor, so no buffered file object ever tries to flush it at exit
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        # ours alone: raw descriptors, so no buffered file object ever tries to flush one at exit
         self._fd = os.dup(self._proc.stdin.fileno())
-        os.set_inheritable(self._fd, False)
+        self._out = os.dup(self._proc.stdout.fileno())
+        for fd in (self._fd, self._out):
+            os.set_inheritable(fd, False)
         self._proc.stdin.close()
+        self._proc.stdout.close()
         self._pid = os.getpid()
+        self._guardian_pid = self._proc.pid
+        if detach:
+            ready = _read_within(self._out, READY_WITHIN, 16)  # "r<pid>\n", written at once
+            self._proc.wait()  # the process that forked it: gone already, or killed here
+            if ready is None or not ready.startswith(b"r") or not ready.endswith(b"\n"):
+                self._proc.kill()
+                self._close()
+                self._failed = True
+                return False
+            self._guardian_pid = int(ready[1:])
         return True
+
+    def _close(self) -> subprocess.Popen[bytes] | None:
+        """Forget the guardian (its pipes closed): the next start makes a new one."""
+        for fd in (self._fd, self._out):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fd = self._out = -1
+        proc, self._proc = self._proc, None
+        return proc
 
     def _send(self, line: str) -> None:
         with self._lock:
@@ -112,22 +159,72 @@ class Guardian:
         """The group and cgroups are empty: the guardian forgets them."""
         self._send("".join([f"-g {pgid}\n"] + [f"-c {d}\n" for d in cgroups]))
 
-    def start(self) -> bool:
-        """Start the guardian now (else it starts with the first child); ``False`` when it cannot run."""
+    def start(self, *, detach: bool = False) -> bool:
+        """Start the guardian now (else it starts with the first child); ``False`` when it cannot run.
+
+        ``detach``: it is made nobody's child, and this returns once it is on its own (about 20 ms; see
+        the module docstring). It applies when this call starts the guardian: call it before any spawn.
+        """
         with self._lock:
-            return self._start()
+            return self._start(detach)
+
+    def mark(self, token: str) -> None:
+        """Every process carrying ``token`` in :data:`MARK_VAR` is killed when we are gone."""
+        self._send(f"+m {token}\n")
+
+    def leave(self, path: str) -> None:
+        """``path`` is deleted once all is killed (we may not live to)."""
+        self._send(f"+f {path}\n")
+
+    def finish(self, timeout: float) -> bool:
+        """Set the guardian off now and wait (at most ``timeout`` seconds) until its work is over.
+
+        It kills what it holds and sweeps the marks as if we had died; a later spawn starts a new guardian.
+        """
+        with self._lock:
+            if self._fd < 0 or self._pid != os.getpid():
+                return True
+            os.close(self._fd)
+            self._fd = -1
+            done = _read_within(self._out, timeout, -1) is not None
+            proc = self._close()
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(0.1 if done else 0)  # ours when not detached: reaped, not left a zombie
+        return done
 
     def _after_fork(self) -> None:
         if getattr(_forking, "registration", None) is not None:
             return  # a child of ours about to exec: its Registration writes first, and exec closes the pipe
         # a forked copy of us must not hold the pipe open (the guardian would outwait our death)
-        if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-        self._fd = -1
+        for fd in (self._fd, self._out):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fd = self._out = -1
         self._proc = None
         self._failed = False
         self._lock = threading.Lock()
+
+
+def _read_within(fd: int, timeout: float, n: int) -> bytes | None:
+    """One read of at most ``n`` bytes from ``fd`` (``n=-1``: read until end of file, then ``b""``);
+    ``None`` after ``timeout``."""
+    poller = select.poll()  # poll, not select: a busy parent's descriptor numbers may pass 1,024
+    poller.register(fd, select.POLLIN)
+    end = time.monotonic() + timeout
+    while True:
+        left = end - time.monotonic()
+        if left <= 0 or not poller.poll(left * 1000):
+            return None
+        try:
+            data = os.read(fd, 4096)
+        except InterruptedError:
+            continue
+        except OSError:
+            return b""
+        if not data or n > 0:
+            return data[:n] if n > 0 else b""
 
 
 #: Which Registration the thread is forking for (the at-fork handler of the child must keep the pipe open).
@@ -224,10 +321,57 @@ def _kill_group(pgid: int) -> bool:
     return False
 
 
-def serve(fd: int) -> None:
-    """Read the parent's lines from ``fd``; when it closes, kill what is listed."""
+def marked(token: str, *, exclude: frozenset[int] = frozenset()) -> list[int]:
+    """Live processes whose environment carries ``token`` in :data:`MARK_VAR` (zombies excluded)."""
+    needle = f"{MARK_VAR}={token}".encode()
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in exclude:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read()
+            if needle not in env.split(b"\0"):
+                continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def _kill_marked(token: str, exclude: frozenset[int]) -> int:
+    """SIGKILL every process carrying ``token`` (and the group of one that leads it); how many were seen."""
+    pids = marked(token, exclude=exclude)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) == pid:  # an agent leads its own group: take the group with it
+                os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
+def sweep(token: str, *, exclude: frozenset[int] = frozenset(), duration: float = SWEEP_FOR) -> int:
+    """SIGKILL every marked process until none is seen (at most ``duration`` seconds); how many were seen."""
+    killed = 0
+    end = time.monotonic() + duration
+    while True:
+        seen = _kill_marked(token, exclude)
+        killed += seen
+        if not seen or time.monotonic() >= end:
+            return killed
+        time.sleep(0.05)
+
+
+def serve(fd: int, parent: int = 0) -> None:
+    """Read the parent's lines from ``fd``; when it closes, kill what is listed (never ``parent`` nor us)."""
     groups: set[int] = set()
     cgroups: set[str] = set()
+    marks: set[str] = set()
+    files: list[str] = []
     pending = b""
     while True:
         try:
@@ -251,22 +395,36 @@ def serve(fd: int) -> None:
                     cgroups.add(arg.decode("utf-8", "surrogateescape"))
                 elif op == b"-c":
                     cgroups.discard(arg.decode("utf-8", "surrogateescape"))
+                elif op == b"+m":
+                    marks.add(arg.decode("utf-8", "surrogateescape"))
+                elif op == b"+f":
+                    files.append(arg.decode("utf-8", "surrogateescape"))
             except ValueError:
                 continue
-    end = time.monotonic() + GIVE_UP
-    while groups or cgroups:
+    exclude = frozenset({os.getpid(), parent})
+    end = time.monotonic() + (SWEEP_FOR if marks else GIVE_UP)
+    while groups or cgroups or marks:
         groups = {g for g in groups if not _kill_group(g)}
         cgroups = {c for c in cgroups if not _kill_cgroup(c)}
+        marks = {m for m in marks if _kill_marked(m, exclude)}
         if time.monotonic() >= end:
             break
-        time.sleep(0.01)  # killed members turn into zombies for their new parent to reap
+        time.sleep(0.05 if marks else 0.01)  # killed members turn into zombies for their new parent to reap
+    for path in files:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    """``guardian.py PARENT_PID [--detach]``: serve the pipe on stdin; stdout closes when the work is over."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_IGN)
-    serve(0)
+    if "--detach" in argv:
+        if os.fork():
+            os._exit(0)  # it lives on as the grandchild, no longer the parent's child
+        os.write(1, b"r%d\n" % os.getpid())
+    serve(0, int(argv[0]) if argv and argv[0].isdigit() else 0)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

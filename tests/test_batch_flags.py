@@ -377,7 +377,7 @@ def test_a_ray_node_runs_its_share_with_the_drivers_options() -> None:
         finally:
             await node.cancel()
 
-    saved = dict(os.environ)  # a node marks its environment for its agents' reaper
+    saved = dict(os.environ)  # a node marks its environment for its guardian's sweep
     try:
         outs = asyncio.run(go())
     finally:

@@ -142,7 +142,8 @@ def _while_loading(err: str) -> bool:
     """
     frames = re.findall(r'^  File "([^"]+)", line \d+, in (\S+)$', err, re.M)
     ours = [fn for path, fn in frames if "/spoolparse/" in path]
-    return bool(frames) and all(fn == "<module>" for fn in ours)
+    # a module's body, or a class body it runs as it loads (our classes are CamelCase, functions are not)
+    return bool(frames) and all(fn == "<module>" or fn[:1].isupper() for fn in ours)
 
 
 def _tasks(path: Path, rows: list[dict[str, Any]]) -> Path:

@@ -130,6 +130,24 @@ def test_ordered_outcomes_come_in_input_order_across_nodes(cluster: Any) -> None
 
 
 @inside
+def test_the_input_rules_are_those_of_a_local_batch(cluster: Any) -> None:
+    # one intake for both runners: a duplicate id is its own error, and a halt gives every task read an outcome
+    dup = list(run_many([Task(id="a", argv=fake()), Task(id="a", argv=fake()), Task(id="b", argv=fake())],
+                        backend="ray", max_concurrent=1, memory_per_task=64 * MiB))
+    assert sorted((o.id, o.verdict) for o in dup) == [("a", "ok"), ("a", "spawn_error"), ("b", "ok")]
+    assert any("duplicate task id 'a'" in (o.error or "") for o in dup)
+    tasks = [Task(id="f", argv=fake("--fail", "boom"))]
+    tasks += [Task(id=f"h{i}", argv=fake("--hang", "0.5")) for i in range(12)]
+    outs = one_each(run_many(tasks, backend="ray", max_concurrent=1, ordered=True, halt="soon",
+                             memory_per_task=64 * MiB), [t.id for t in tasks if t.id])
+    assert outs["f"].verdict == "failed"
+    skipped = [o for o in outs.values() if o.verdict == "skipped"]
+    assert len(skipped) >= 6  # at most 2 x -j per node (3 nodes) were sent before the halt
+    assert all(o.error == "not started: the batch halted (--halt)" for o in skipped)
+    assert all(o.verdict in ("ok", "skipped") for k, o in outs.items() if k != "f")
+
+
+@inside
 def test_a_node_with_less_free_memory_gets_fewer_tasks(cluster: Any) -> None:
     nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
     roomy, tight, full = (n[:12] for n in nodes[:3])

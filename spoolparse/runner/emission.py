@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
+from .intake import Intake
 from .joblog import JobLog
 from .tasks import Outcome
 
@@ -19,7 +20,7 @@ __all__ = ["Emission", "HandsOut"]
 
 
 class HandsOut(Iterator[Outcome]):
-    """A batch's outcomes to its reader; an ``ok`` one is final in the job log only once it was printed.
+    """A batch (local or on Ray) as its reader sees it: outcomes, each final in the job log once it was printed.
 
     The outcome handed out last counts as printed when the reader asks for
     the next one (the ``batch`` command prints each before it asks again);
@@ -29,7 +30,18 @@ class HandsOut(Iterator[Outcome]):
     """
 
     joblog: JobLog | None
+    intake: Intake
     _handed: Outcome | None = None  # handed to the reader, not yet known to be printed
+
+    @property
+    def skipped(self) -> int:
+        """Tasks skipped because the job log has them done (``resume``)."""
+        return self.intake.skipped
+
+    @property
+    def skip(self) -> set[str]:
+        """The ids ``resume`` skips."""
+        return self.intake.skip
 
     def _take(self) -> Outcome:
         """The next outcome, or :class:`StopIteration`."""

@@ -25,16 +25,17 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, I
 from typing import Any
 
 from .._signals import uninterruptible
-from ..errors import Error, UsageError
+from ..errors import UsageError
+from .arun import relay
 from .emission import Emission, HandsOut
 from .halt import Halt, Tally
+from .intake import Intake, InvalidTask, async_source
 from .joblog import JobLog, done_ids
 from .options import BatchOptions
 from .ray_ledger import Ledger, Record
 from .ray_node import NodeRunner
 from .ray_wire import dumps, loads
-from .scheduler import _END, _LATER, InvalidTask, _async_source, relay
-from .tasks import Outcome, Task, TaskLike, as_task
+from .tasks import Outcome, Task, TaskLike
 
 __all__ = ["RayBatch", "run_many_ray", "arun_many_ray", "BACKENDS", "NODE_GRACE", "RAY_MISSING"]
 
@@ -106,17 +107,13 @@ class RayBatch(HandsOut):
         self.ordered: bool = options.ordered
         self.halt: Halt | None = options.halt_condition
         joblog = options.joblog
-        self.skip: set[str] = done_ids(joblog, options.resume) if options.resume and joblog is not None else set()
         self._ray = _import_ray()
         self._own_ray = _connect(self._ray, address)
         self.joblog = JobLog(joblog) if joblog is not None else None
         self.ledger = Ledger(retries=options.requeues, memory_per_task=options.default_estimate)
-        self._pull = _puller(tasks)
-        self._held: tuple[int, Task | InvalidTask] | None = None
-        self._exhausted = False
+        done = done_ids(joblog, options.resume) if options.resume and joblog is not None else set()
+        self.intake = Intake(tasks, done)
         self._halted = False
-        self._seq = 0
-        self._pulled = 0
         self._emission = Emission(ordered=self.ordered)
         self._out = self._emission.ready  # ended outcomes for the loop to hand over
         self._actors: dict[str, Any] = {}
@@ -131,7 +128,6 @@ class RayBatch(HandsOut):
         self.cancelled: list[Outcome] = []
         #: Counters for progress displays.
         self.tally = Tally()
-        self.skipped = 0
         self.wire_bytes = [0, 0]  # sent, received
         self.on_tick: Callable[[RayBatch], None] | None = None
         try:
@@ -151,7 +147,7 @@ class RayBatch(HandsOut):
 
     @property
     def queued(self) -> int:
-        return len(self.ledger.requeue) + (self._held is not None)
+        return len(self.ledger.requeue) + (self.intake.held is not None)
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
@@ -241,41 +237,20 @@ class RayBatch(HandsOut):
         if self.ledger.requeue:
             r = self.ledger.requeue[0]
             return r.seq, r.task, r.before
-        if self._held is None and not self._exhausted and not self._halted:
-            if self.ordered and self._emission.ahead(self._seq) >= sum(n.window for n in self.ledger.live()):
-                return None
-            while True:
-                item = self._pull()
-                if item is _END:
-                    self._exhausted = True
-                    return None
-                if item is _LATER:
-                    return None
-                index = self._pulled
-                self._pulled += 1
-                task: Task | InvalidTask
-                if isinstance(item, InvalidTask):
-                    task = item
-                else:
-                    try:
-                        task = as_task(item, index)
-                    except Error as e:
-                        task = InvalidTask(str(index), str(e))
-                if task.id in self.skip:
-                    self.skipped += 1
-                    continue
-                self._held = (self._seq, task)
-                self._seq += 1
-                break
-        if self._held is None:
+        intake = self.intake
+        if self._halted:  # a halt sends nothing new: what was read and not sent is skipped (_skip_rest)
             return None
-        return self._held[0], self._held[1], 0
+        window = sum(n.window for n in self.ledger.live())
+        if intake.held is None and self.ordered and self._emission.ahead(intake.seq) >= window:
+            return None
+        task = intake.hold_next()
+        return None if task is None else (intake.held_seq, task, 0)
 
     def _consume(self, seq: int) -> None:
         if self.ledger.requeue and self.ledger.requeue[0].seq == seq:
             self.ledger.requeue.popleft()
         else:
-            self._held = None
+            self.intake.release()
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -289,6 +264,11 @@ class RayBatch(HandsOut):
                 self._send()
                 while self._out:
                     yield self._out.popleft()
+                if self._halted and not self.ledger.in_flight() and not self.ledger.requeue:
+                    self._skip_rest()
+                    while self._out:
+                        yield self._out.popleft()
+                    break
                 if self._finished():
                     break
                 self._receive()
@@ -306,8 +286,8 @@ class RayBatch(HandsOut):
 
     def _finished(self) -> bool:
         return (
-            (self._exhausted or self._halted)
-            and self._held is None
+            (self.intake.exhausted or self._halted)
+            and self.intake.held is None
             and not self.ledger.requeue
             and not self.ledger.in_flight()
         )
@@ -338,7 +318,7 @@ class RayBatch(HandsOut):
                     break
                 self._consume(seq)
                 batch.append(self.ledger.dispatch(name, seq, task, before))
-            more = not self._exhausted or bool(self.ledger.requeue) or self._held is not None
+            more = not self.intake.exhausted or bool(self.ledger.requeue) or self.intake.held is not None
             if batch or node.inflight or more:
                 self._call(name, dumps(batch) if batch else b"", POLL)
         if not self.ledger.live():
@@ -412,7 +392,6 @@ class RayBatch(HandsOut):
     def _final(self, out: Outcome, seq: int) -> None:
         if self.tally.add(out.verdict, self.halt) and not self._halted:
             self._halted = True
-            self._held = None
             if self.halt is not None and self.halt.when == "now":
                 self._stop_nodes()
                 for rec in self.ledger.cancel_all("cancelled: the batch halted"):
@@ -420,6 +399,15 @@ class RayBatch(HandsOut):
         self._emission.add(seq, out)
         if self._finished() or (self._halted and not self.ledger.in_flight()):
             self._emission.past_holes()
+
+    def _skip_rest(self) -> None:
+        """After a halt: a ``skipped`` outcome for every task read and not sent, and every one still to read.
+
+        As for a local batch: not written to the job log, so ``resume`` runs them.
+        """
+        for seq, task in self.intake.rest():
+            why = "not started: the batch halted (--halt)"
+            self._final(Outcome(id=str(task.id), verdict="skipped", attempts=0, error=why), seq)
 
     # -- cancelling --------------------------------------------------------------------------
 
@@ -472,17 +460,6 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def _puller(tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any]) -> Callable[[], Any]:
-    if callable(tasks) and not isinstance(tasks, Iterable):
-        return tasks
-    it = iter(tasks)
-
-    def pull() -> Any:
-        return next(it, _END)
-
-    return pull
-
-
 def _backend(backend: str, address: str | None) -> None:
     if backend not in BACKENDS:
         raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -511,7 +488,7 @@ async def arun_many_ray(
     source: Any = tasks
     feed = None
     if isinstance(tasks, AsyncIterable):
-        source, feed = _async_source(tasks, MAX_SEND)
+        source, feed = async_source(tasks, MAX_SEND)
     batch = await asyncio.to_thread(RayBatch, source, address=address, options=options)
     feeder = loop.create_task(feed()) if feed is not None else None
     try:

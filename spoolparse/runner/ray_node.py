@@ -8,7 +8,9 @@ a status report out. The actor is asynchronous, so an exchange waiting for
 outcomes never holds up the next one.
 
 When the actor process dies — ``ray.kill``, its node removed, Ray's memory
-monitor — a watcher (:mod:`spoolparse.runner.reaper`) kills its agents.
+monitor — its guardian (:mod:`spoolparse._guardian`, the one every run has,
+started detached and given the runner's environment mark) kills its agents
+and whatever they started, and deletes the node's job log.
 
 This module does not import Ray: the driver wraps the class with
 ``ray.remote`` when it places the actors.
@@ -19,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
 import tempfile
 import uuid
 from collections import deque
@@ -28,12 +29,12 @@ from typing import Any
 
 import orjson
 
-from . import reaper
+from .._guardian import MARK_VAR, SWEEP_FOR, guardian, marked
 from .admission import Admission, auto_concurrency, default_reserve
+from .arun import arun_many
 from .memory import HostMemory, MemoryProbe
 from .options import BatchOptions
 from .ray_wire import decode_task, dumps, encode_outcome, loads
-from .scheduler import arun_many
 from .tasks import Task
 
 __all__ = ["NodeRunner"]
@@ -67,8 +68,13 @@ class NodeRunner:
             window=None, halt=None,
         )
         self.token = uuid.uuid4().hex
-        os.environ[reaper.MARK_VAR] = self.token  # every agent started from here inherits it
-        self.reaper: subprocess.Popen[bytes] = reaper.start(self.token, self.log_path)
+        # nobody's child before any agent runs (Ray kills a dying worker's children), and told to sweep
+        # the mark every agent inherits (their children may have left every group, with no cgroup)
+        if not guardian.start(detach=True):
+            raise OSError("cannot start the guardian that kills this node's agents if the node runner dies")
+        guardian.mark(self.token)
+        guardian.leave(self.log_path)
+        os.environ[MARK_VAR] = self.token  # every agent started from here inherits it
         self.inbox: deque[Task] = deque()
         self.waiting_est = 0
         self.outbox: list[dict[str, Any]] = []
@@ -113,13 +119,13 @@ class NodeRunner:
         })
 
     async def cancel(self) -> int:
-        """Kill every agent (TERM, short grace, KILL), stop the watcher; returns how many marked processes remain."""
+        """Kill every agent (TERM, short grace, KILL), set the guardian off; how many marked processes remain."""
         if self._runner is not None:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._runner
-        left = len(reaper.marked(self.token, exclude=frozenset({os.getpid()})))
-        await asyncio.to_thread(reaper.finished, self.reaper, reaper.SWEEP_FOR + 3)  # it sweeps once more
+        left = len(marked(self.token, exclude=frozenset({os.getpid()})))
+        await asyncio.to_thread(guardian.finish, SWEEP_FOR + 3)  # it sweeps once more
         with contextlib.suppress(OSError):
             os.unlink(self.log_path)
         return left

@@ -6,56 +6,59 @@ tick), and on each tick pumps the spools, samples memory, enforces timeouts
 and caps, and admits new tasks. Tasks are pulled from the input only when a
 slot is free, so memory and open files are O(``max_concurrent``), never
 O(number of tasks).
+
+This module is that loop and its admission; the rest is each in a module of
+its own: the input (:mod:`.intake`), starting children (:mod:`.spawning`),
+how each child ends (:mod:`spoolparse._lifecycle`, advanced from here), a
+running task and its outcome (:mod:`.slot`, verdicts in :mod:`.verdicts`),
+the order outcomes go out in and when they are final in the job log
+(:mod:`.emission`), and the asyncio face (:mod:`.arun`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
 import math
 import os
-import queue
 import select
 import signal
 import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Generator, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
+from collections.abc import Callable, Generator, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import _limits
-from .._lifecycle import Deadlines, Done
+from .._lifecycle import Done
 from .._proc import raise_open_files_limit
 from .._signals import uninterruptible
-from .._spawn import mark_long_lived
 from ..errors import Error, UsageError
 from ..process import Child
 from ..providers.base import LiveEvent
-from ..result import Result
 from ..spool import resolve_spool_dir
-from ..types import Summary
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
 from .calibrations import program_of, recorded
 from .cgroup import ChildCgroup, Placement, enforcement_of
 from .emission import Emission, HandsOut
 from .halt import Tally
+from .intake import Intake, InvalidTask
 from .joblog import JobLog, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .options import ENFORCE_MODES, BatchOptions
-from .results import keep
-from .tasks import Outcome, Task, TaskLike, as_task
-from .verdicts import RETRY_VERDICTS, memory_kill_error, runner_verdict
+from .slot import Slot, outcome_of
+from .spawning import Pending, Spawner, child_for
+from .tasks import Outcome, Task, TaskLike
+from .verdicts import RETRY_VERDICTS
 
 if TYPE_CHECKING:
     from .ray_backend import RayBatch
 
-__all__ = ["run_many", "arun_many", "Batch", "BatchOptions", "InvalidTask", "ENFORCE_MODES"]
+__all__ = ["run_many", "Batch", "BatchOptions", "InvalidTask", "ENFORCE_MODES"]
 
 log = logging.getLogger("spoolparse.runner")
 
@@ -66,65 +69,12 @@ TICK = 0.05
 SAMPLE_INTERVAL = _limits.SAMPLE_INTERVAL
 #: Bytes read from one child's spool per tick (the rest waits for the next one).
 PUMP_PER_TICK = 4 * _limits.MiB
-#: Threads that fork+exec children (at most ``max_concurrent``).
-SPAWN_THREADS = 8
 #: Default pids.max of a child cgroup.
 PIDS_MAX = _limits.PIDS_MAX
 
 
-@dataclass
-class InvalidTask:
-    """An input item that is not a task (a bad batch line): it gets a ``spawn_error`` outcome."""
-
-    id: str
-    error: str
-
-
 class _Stop(Exception):
     """Raised inside the loop when another thread asked the batch to stop."""
-
-
-_END = object()
-_LATER = object()
-
-
-@dataclass(eq=False)
-class _Slot:
-    seq: int
-    task: Task
-    attempt: int
-    child: Child
-    cg: ChildCgroup | None
-    enforcement: str
-    estimate: int
-    limit: int | None
-    timeout: float | None
-    soft_timeout: float | None
-    started: float
-    started_wall: float
-    forced: str | None = None  # timeout / killed_memory / requeue / cancelled
-    soft_sent: bool = False
-    usage: int = 0
-    peak: int = 0
-    sampled: bool = False
-    rc: int | None = None
-    cpu: float = 0.0
-    key: int = 0  # in _running: the pidfd, or -pid where there is none
-
-
-@dataclass(eq=False)
-class _Pending:
-    """A task being spawned in a spawner thread."""
-
-    seq: int
-    task: Task
-    attempt: int
-    estimate: int
-    limit: int | None
-    cg: ChildCgroup | None
-    enforcement: str
-    started_wall: float
-    future: Future[Child] | None = None
 
 
 @dataclass(order=True)
@@ -210,27 +160,20 @@ class Batch(HandsOut):
         self.results = o.results
         self.keep_transcript = o.keep_transcript
         self.placement = Placement.detect() if o.enforce != "watchdog" else Placement(None)
-        self.skip: set[str] = done_ids(o.joblog, o.resume) if o.resume and o.joblog is not None else set()
+        self.intake = Intake(tasks, done_ids(o.joblog, o.resume) if o.resume and o.joblog is not None else set())
         self.joblog = JobLog(o.joblog) if o.joblog is not None else None
-        self._pull = self._puller(tasks)
-        self._held: Task | InvalidTask | None = None
-        self._held_seq = 0
-        self._exhausted = False
-        self._seq = 0  # order among the tasks that run (skipped ones take no place)
-        self._pulled = 0
         self._emission = Emission(ordered=self.ordered)
         self._out = self._emission.ready  # ended outcomes for the loop to hand over
-        self._running: dict[int, _Slot] = {}  # by pidfd, or by -pid when there is none
+        self._running: dict[int, Slot] = {}  # by pidfd, or by -pid when there is none
         self._retry: list[_Retry] = []
         self._poll = select.poll()
-        self._starting: list[_Pending] = []
+        self._spawner = Spawner(self.max_concurrent, self._wake)
+        self._starting = self._spawner.starting
         self._ready: set[int] = set()
-        self._spawner: ThreadPoolExecutor | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._poll.register(self._wake_r, select.POLLIN)
         self._halted = False
-        self._ids: set[str] = set()  # every id read so far (O(tasks), a few dozen bytes each)
-        self._pressure_victim: _Slot | None = None
+        self._pressure_victim: Slot | None = None
         self._next_sample = 0.0
         self._next_memory_sample = 0.0
         self._stop = threading.Event()
@@ -238,7 +181,6 @@ class Batch(HandsOut):
         self.cancelled: list[Outcome] = []
         #: Counters for progress displays.
         self.tally = Tally()
-        self.skipped = 0
         self.on_tick: Callable[[Batch], None] | None = None
         #: Called with each task's live events while it runs (from the batch loop: it must be quick).
         #: Set before iterating; without it tool lines go unread.
@@ -265,7 +207,7 @@ class Batch(HandsOut):
     @property
     def queued(self) -> int:
         """Tasks waiting to be retried, plus one pulled but not yet admitted."""
-        return len(self._retry) + (self._held is not None)
+        return len(self._retry) + (self.intake.held is not None)
 
     def _all_out(self) -> None:
         self._finish_cleanup()
@@ -363,53 +305,18 @@ class Batch(HandsOut):
 
     # -- the input ---------------------------------------------------------
 
-    def _puller(self, tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any]) -> Callable[[], Any]:
-        if callable(tasks) and not isinstance(tasks, Iterable):
-            return tasks
-        it = iter(tasks)
-
-        def pull() -> Any:
-            return next(it, _END)
-
-        return pull
-
     def _next_candidate(self, now: float) -> tuple[int, Task | InvalidTask, int] | None:
         """(seq, task, attempts so far) of what to start next, without consuming it yet."""
         if self._retry and self._retry[0].ready_at <= now:
             r = self._retry[0]
             return r.seq, r.task, r.attempts
-        if self._held is None and not self._exhausted and not self._halted:
-            if self._emission.ahead(self._seq) >= self.window:
-                return None
-            while True:
-                item = self._pull()
-                if item is _END:
-                    self._exhausted = True
-                    return None
-                if item is _LATER:
-                    return None
-                index = self._pulled  # ids of bare argv lists: their input position, stable across resumes
-                self._pulled += 1
-                if isinstance(item, InvalidTask):
-                    task: Task | InvalidTask = item
-                else:
-                    try:
-                        task = as_task(item, index)
-                    except Error as e:
-                        task = InvalidTask(str(index), str(e))
-                if str(task.id) in self._ids:  # never merged with the first, nor skipped for it on --resume
-                    task = InvalidTask(str(task.id), f"duplicate task id {task.id!r}: ids must be unique")
-                else:
-                    self._ids.add(str(task.id))
-                    if task.id in self.skip:
-                        self.skipped += 1
-                        continue
-                self._held, self._held_seq = task, self._seq
-                self._seq += 1
-                break
-        if self._held is None or self._halted:  # a halt starts nothing new: the held task is skipped
+        intake = self.intake
+        if self._halted:  # a halt starts nothing new: the held task is skipped
             return None
-        return self._held_seq, self._held, 0
+        if intake.held is None and self._emission.ahead(intake.seq) >= self.window:
+            return None
+        task = intake.hold_next()
+        return None if task is None else (intake.held_seq, task, 0)
 
     # -- the loop ----------------------------------------------------------
 
@@ -423,7 +330,7 @@ class Batch(HandsOut):
                 self._admit()
                 while self._out:
                     yield self._out.popleft()
-                if not self.running and not self._retry and (self._exhausted or self._halted):
+                if not self.running and not self._retry and (self.intake.exhausted or self._halted):
                     if self._halted:
                         self._skip_rest()
                         while self._out:
@@ -451,7 +358,7 @@ class Batch(HandsOut):
                 return
             seq, task, attempts = cand
             if isinstance(task, InvalidTask):
-                self._held = None
+                self.intake.release()
                 out = Outcome(id=task.id, verdict="spawn_error", attempts=0, error=task.error)
                 self._log(out, None, final=True, started=time.time(), hold=True)
                 self._final(out, seq)
@@ -464,7 +371,7 @@ class Batch(HandsOut):
             if self._retry and self._retry[0].seq == seq and self._retry[0].task is task:
                 self._retry.pop(0)
             else:
-                self._held = None
+                self.intake.release()
             self._start(seq, task, attempts + 1, estimate)
 
     def _start(self, seq: int, task: Task, attempt: int, estimate: int) -> None:
@@ -478,41 +385,11 @@ class Batch(HandsOut):
                 log.warning("cannot make a cgroup (%s); falling back to RSS sampling", e)
                 cg = None
         enforcement = enforcement_of(cg, limit)
-        p = _Pending(seq, task, attempt, estimate, limit, cg, enforcement, time.time())
-        if self._spawner is None:
-            # fork+exec waits for the exec: spawning from a few threads overlaps that wait
-            # its threads outlive every child they fork (shut down last): PR_SET_PDEATHSIG is safe there
-            self._spawner = ThreadPoolExecutor(
-                min(SPAWN_THREADS, self.max_concurrent), "spoolparse-spawn", initializer=mark_long_lived
-            )
-        p.future = self._spawner.submit(self._spawn, p)
-        p.future.add_done_callback(self._wake)
-        self._starting.append(p)
+        self._spawner.start(Pending(seq, task, attempt, estimate, limit, cg, enforcement, time.time()), self._spawn)
 
-    def _spawn(self, p: _Pending) -> Child:
+    def _spawn(self, p: Pending) -> Child:
         """In a spawner thread: start the child (its cgroup joined before exec)."""
-        task, cg = p.task, p.cg
-        env = None if task.env is None else {**os.environ, **task.env}
-        deadlines = Deadlines(
-            timeout=task.timeout if task.timeout is not None else self.timeout,
-            grace=self.grace,
-            soft_timeout=task.soft_timeout if task.soft_timeout is not None else self.soft_timeout,
-            soft_signal=self.soft_signal,
-        )
-        return Child(
-            list(task.argv),
-            input=task.input,
-            cwd=task.cwd,
-            env=env,
-            provider=task.provider,
-            spool_dir=self.spool_dir,
-            max_spool_bytes=self.max_spool_bytes,
-            cgroup=cg,  # joined before exec; the guardian holds its directories: killed and removed if we die
-            read_buffer=self._buf,
-            deadlines=deadlines,
-            # outcomes carry the summary only: without a listener tool lines go unread
-            live=self.on_event is not None,
-        )
+        return child_for(p.task, self.options, cgroup=p.cg, read_buffer=self._buf, live=self.on_event is not None)
 
     def _wake(self, _future: Future[Child] | None) -> None:
         with self._wake_lock, contextlib.suppress(OSError):
@@ -521,20 +398,16 @@ class Batch(HandsOut):
 
     def _collect_started(self, *, block: bool = False) -> None:
         """Move children whose spawn finished into the running set (or give them a ``spawn_error``)."""
-        if block and self._starting:
-            wait_futures([p.future for p in self._starting if p.future is not None])
+        finished = self._spawner.finished(block=block)
         with contextlib.suppress(OSError):
             while os.read(self._wake_r, 4096):
                 pass
-        for p in list(self._starting):
-            fut = p.future
-            assert fut is not None
-            if not fut.done():
-                continue
+        for p in finished:
+            assert p.future is not None
             try:
-                child = fut.result()
+                child = p.future.result()
             except (Error, OSError, subprocess.SubprocessError) as e:
-                self._starting.remove(p)
+                self._spawner.forget(p)
                 if p.cg is not None:
                     p.cg.remove()
                 out = Outcome(
@@ -545,7 +418,7 @@ class Batch(HandsOut):
                 self._final(out, p.seq)
                 continue
             task = p.task
-            slot = _Slot(
+            slot = Slot(
                 seq=p.seq,
                 task=task,
                 attempt=p.attempt,
@@ -564,7 +437,7 @@ class Batch(HandsOut):
             self._running.setdefault(key, slot)
             if key >= 0:
                 self._poll.register(key, select.POLLIN)
-            self._starting.remove(p)
+            self._spawner.forget(p)
             if self._halted and self.halt is not None and self.halt.when == "now":
                 self._end(slot, "cancelled")
 
@@ -650,7 +523,7 @@ class Batch(HandsOut):
                 self._end(youngest, "requeue")
                 self._pressure_victim = youngest
 
-    def _end(self, s: _Slot, why: str) -> None:
+    def _end(self, s: Slot, why: str) -> None:
         """End the slot's child at once with SIGKILL: ``why`` becomes its verdict's cause.
 
         The signal goes out when the tick advances the child's lifecycle, later in this same tick.
@@ -659,7 +532,7 @@ class Batch(HandsOut):
             s.forced = why
         s.child.life.stop(_now(), why, kill=True)
 
-    def _unregister(self, s: _Slot) -> None:
+    def _unregister(self, s: Slot) -> None:
         if self._running.get(s.key) is s:
             del self._running[s.key]
             if s.key >= 0:
@@ -671,72 +544,15 @@ class Batch(HandsOut):
             for ev in events:
                 self.on_event(task, ev)
 
-    def _finalize(self, s: _Slot, *, cancelled: bool = False) -> Outcome:
+    def _finalize(self, s: Slot, *, cancelled: bool = False) -> Outcome:
         """The slot's outcome; it leaves the running set only at the end, so an interrupt cannot lose it."""
-        child = s.child
-        # what the lifecycle saw: the leader's status, its CPU, a timeout, the soft signal
-        life = child.life
-        s.rc, s.cpu, s.soft_sent = child.returncode, child.cpu, life.soft_sent
-        if life.timed_out and s.forced is None:
-            s.forced = "timeout"
-        if child.max_rss:
-            # the largest resident set of the leader and the descendants it waited for: a peak that
-            # sampling (once a second) can miss for a short task
-            s.peak = max(s.peak, child.max_rss)
-            s.sampled = True
-        summary: Summary | None = None
-        error: str | None = None
-        res_ok = False
-        try:
-            # the rest of the backlog's events reach the listener too (the last text, the usage), a step at a time
-            emit = functools.partial(self._emit_events, s.task) if self.on_event is not None else None
-            res, _ = child.result(keep_output=self.results is not None, timeout=s.timeout, emit=emit)
-            summary = res.summary()
-            res_ok = res.ok
-            error = res.error
-            if self.results is not None and (self.keep_transcript == "all" or not res_ok or s.forced is not None):
-                self._keep(s, res)
-        except Exception as e:
-            error = f"cannot read the result: {type(e).__name__}: {e}"
-        finally:
-            child.close()
-        peak: int | None = s.peak if s.sampled else None
-        source = "sampled" if s.sampled else None
-        oom = False
-        cg_notes: tuple[str, str | None] | None = None
-        if s.cg is not None:
-            cg_peak = s.cg.peak()
-            if cg_peak is not None:
-                peak, source = cg_peak, "cgroup"
-            oom = s.cg.oom_killed()
-            cg_notes = s.cg.memory_note(), s.cg.pids_note()
-            s.cg.remove()
-        verdict = runner_verdict(
-            forced=s.forced, ok=res_ok, oom=oom, soft_ended=s.soft_sent and s.rc == -self.soft_signal,
-            cancelled=cancelled,
+        # the rest of the backlog's events reach the listener too (the last text, the usage), a step at a time
+        emit = functools.partial(self._emit_events, s.task) if self.on_event is not None else None
+        out = outcome_of(
+            s, cancelled=cancelled, soft_signal=self.soft_signal, results=self.results,
+            keep_transcript=self.keep_transcript, emit=emit,
         )
-        if verdict == "killed_memory" and (error is None or error.startswith("the process was killed")):
-            error = memory_kill_error(
-                requeue=s.forced == "requeue", limit=s.limit, enforcement=s.enforcement,
-                cgroup_note=cg_notes[0] if cg_notes is not None else None,
-            )
-        if cg_notes is not None and cg_notes[1] is not None and verdict != "ok":
-            error = f"{error}; {cg_notes[1]}" if error else cg_notes[1]
-        rc = s.rc
-        out = Outcome(
-            id=str(s.task.id),
-            verdict=verdict,
-            attempts=s.attempt,
-            wall_s=_now() - s.started,
-            cpu_s=s.cpu,
-            peak_memory=peak,
-            peak_source=source,
-            returncode=rc,
-            signal=-rc if rc is not None and rc < 0 else None,
-            enforcement=s.enforcement,
-            error=error,
-            summary=summary,
-        )
+        verdict = out.verdict
         failures = self._failures.get(s.seq, 0)
         requeue = s.forced == "requeue" and s.attempt - failures <= self.requeues
         retry = verdict in RETRY_VERDICTS and s.forced != "requeue" and failures < self.retries
@@ -755,14 +571,6 @@ class Batch(HandsOut):
         self._unregister(s)
         return out
 
-    def _keep(self, s: _Slot, res: Result) -> None:
-        """The task's transcript into ``results``: a link, not a copy (a problem is logged, not fatal)."""
-        assert self.results is not None and res.stdout is not None and res.stderr is not None
-        try:
-            keep(self.results, str(s.task.id), {"stdout": res.stdout, "stderr": res.stderr})
-        except OSError as e:
-            log.warning("cannot keep the transcript of %s in %s: %s", s.task.id, self.results, e)
-
     def _log(self, out: Outcome, task: Task | None, *, final: bool, started: float, hold: bool = False) -> None:
         if self.joblog is not None:
             argv = list(task.argv) if task is not None else None
@@ -773,27 +581,9 @@ class Batch(HandsOut):
 
         Each input line so gets exactly one outcome. Not written to the job log: ``resume`` runs them.
         """
-        pending: list[tuple[int, Task | InvalidTask]] = []
-        if self._held is not None:
-            pending.append((self._held_seq, self._held))
-            self._held = None
-        while True:
-            for seq, task in pending:
-                out = Outcome(id=str(task.id), verdict="skipped", attempts=0,
-                              error="not started: the batch halted (--halt)")
-                self._final(out, seq)
-            item = self._pull()
-            if item is _END or item is _LATER:
-                self._exhausted = item is _END
-                return
-            index = self._pulled
-            self._pulled += 1
-            try:
-                task = item if isinstance(item, InvalidTask) else as_task(item, index)
-            except Error as e:
-                task = InvalidTask(str(index), str(e))
-            pending = [(self._seq, task)]
-            self._seq += 1
+        for seq, task in self.intake.rest():
+            why = "not started: the batch halted (--halt)"
+            self._final(Outcome(id=str(task.id), verdict="skipped", attempts=0, error=why), seq)
 
     def _final(self, out: Outcome, seq: int) -> None:
         if self.tally.add(out.verdict, self.halt) and not self._halted:
@@ -803,7 +593,8 @@ class Batch(HandsOut):
                     self._end(s, "cancelled")
         self._emission.add(seq, out)
         # halting or resuming leaves holes in the order: past them once nothing can fill them
-        if not self.running and not self._retry and (self._exhausted or self._halted) and self._held is None:
+        over = (self.intake.exhausted or self._halted) and self.intake.held is None
+        if over and not self.running and not self._retry:
             self._emission.past_holes()
 
     # -- cancelling --------------------------------------------------------
@@ -867,9 +658,7 @@ class Batch(HandsOut):
             if s.cg is not None:
                 s.cg.remove()
         self._running.clear()
-        if self._spawner is not None:
-            self._spawner.shutdown(wait=True)
-            self._spawner = None
+        self._spawner.shutdown()
 
 
 def run_many(
@@ -953,132 +742,3 @@ def run_many(
 
 def _gib(n: int) -> str:
     return f"{n / _limits.GiB:.1f} GiB"
-
-
-class _Failed:
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
-_DONE = object()
-
-
-async def relay(batch: Any, window: int, name: str) -> AsyncGenerator[Outcome, None]:
-    """Iterate ``batch`` (a :class:`Batch`, or the Ray driver) in a thread of its own; yield its outcomes here.
-
-    The thread keeps supervising while the consumer awaits; at most ``window``
-    outcomes wait for it. Leaving early (or cancellation) asks the batch to
-    stop and waits for its thread.
-    """
-    loop = asyncio.get_running_loop()
-    outq: asyncio.Queue[Any] = asyncio.Queue()
-    credits = threading.Semaphore(window)
-
-    def drive() -> None:
-        try:
-            for out in batch:
-                while not credits.acquire(timeout=TICK):
-                    if batch._stop.is_set():
-                        break
-                loop.call_soon_threadsafe(outq.put_nowait, out)
-        except BaseException as e:
-            loop.call_soon_threadsafe(outq.put_nowait, _Failed(e))
-        else:
-            loop.call_soon_threadsafe(outq.put_nowait, _DONE)
-
-    thread = threading.Thread(target=drive, name=name, daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = await outq.get()
-            if item is _DONE:
-                break
-            if isinstance(item, _Failed):
-                raise item.exc
-            credits.release()
-            yield item
-    finally:
-        batch.request_stop()
-        credits.release()
-        await asyncio.shield(asyncio.to_thread(thread.join))
-
-
-def _async_source(
-    tasks: AsyncIterable[TaskLike | InvalidTask], depth: int
-) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """A non-blocking pull over an async iterable (fed by a task on the event loop), and that feeder."""
-    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    finished = threading.Event()
-    failed: list[BaseException] = []
-
-    async def feed() -> None:
-        try:
-            async for item in tasks:
-                while True:
-                    try:
-                        q.put_nowait(item)
-                        break
-                    except queue.Full:
-                        await asyncio.sleep(0.005)
-        except Exception as e:
-            failed.append(e)  # raised from the batch, as a failing sync iterator's would be
-        finally:
-            finished.set()
-
-    def pull() -> Any:
-        try:
-            return q.get_nowait()
-        except queue.Empty:
-            pass
-        if finished.is_set():
-            try:
-                return q.get_nowait()
-            except queue.Empty:
-                if failed:
-                    raise failed[0] from None
-                return _END
-        return _LATER
-
-    return pull, feed
-
-
-async def arun_many(
-    tasks: Iterable[TaskLike | InvalidTask] | AsyncIterable[TaskLike | InvalidTask],
-    options: BatchOptions | None = None,
-    *,
-    backend: str = "local",
-    address: str | None = None,
-    **changes: Any,
-) -> AsyncIterator[Outcome]:
-    """:func:`run_many` for asyncio: ``async for outcome in arun_many(tasks, ...)``.
-
-    ``tasks`` may be an async iterable. The supervisor loop runs in one
-    thread and hands outcomes to the event loop (at most ``window`` waiting),
-    so children stay supervised while the consumer awaits. Leaving the loop
-    early, or cancellation, cancels the batch as :meth:`Batch.close` does.
-
-    .. seealso:: :func:`run_many`
-    """
-    loop = asyncio.get_running_loop()
-    feeder: asyncio.Task[Any] | None = None
-    opts = BatchOptions.of(options, changes, caller="arun_many")
-    if backend != "local" or address is not None:
-        from .ray_backend import arun_many_ray  # Ray is an optional extra: imported only when asked for
-
-        async for out in arun_many_ray(tasks, backend=backend, address=address, options=opts):
-            yield out
-        return
-    source: Any = tasks
-    if isinstance(tasks, AsyncIterable):
-        source, feed = _async_source(tasks, max(1, opts.max_concurrent or 16))
-    batch = Batch(source, opts)
-    if isinstance(tasks, AsyncIterable):
-        feeder = loop.create_task(feed())
-    try:
-        # closed as we leave, not whenever it is collected: leaving early stops the batch at once
-        async with contextlib.aclosing(relay(batch, batch.window, "spoolparse-runner")) as outcomes:
-            async for out in outcomes:
-                yield out
-    finally:
-        if feeder is not None:
-            feeder.cancel()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union, cast
 
@@ -104,7 +104,15 @@ def as_task(item: TaskLike, index: int) -> Task:
         return item
     if isinstance(item, (str, bytes)):
         raise UsageError("a task is an argv list or a Task, not a string")
-    return Task(argv=[os.fspath(a) for a in item], id=str(index))
+    if isinstance(item, Mapping) or not isinstance(item, Iterable):
+        # a mapping iterates over its keys: {"cmd": [...]} would run "cmd"
+        raise UsageError(f"a task is an argv list or a Task, not {type(item).__name__}")
+    argv: list[Any] = []
+    for a in item:
+        if not isinstance(a, (str, bytes, os.PathLike)):
+            raise UsageError(f"an argv item is a string or a path, not {type(a).__name__}")
+        argv.append(os.fspath(a))
+    return Task(argv=argv, id=str(index))
 
 
 @dataclass

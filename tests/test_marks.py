@@ -1,4 +1,5 @@
-"""The runner's watcher: when the runner dies, however it dies, its agents (and theirs) die too."""
+"""A marked runner (a Ray node runner): when it dies, however it dies, its guardian kills every process
+carrying its mark — its agents and all they started, in whatever group — and deletes what it leaves."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,37 +17,47 @@ from .runner_support import FAKE_CODEX
 
 RUNNER = textwrap.dedent("""
     import os, subprocess, sys, time
-    from spoolparse.runner import reaper
-    token = sys.argv[1]
-    os.environ[reaper.MARK_VAR] = token
-    w = reaper.start(token)
+    from spoolparse._guardian import MARK_VAR, guardian
+    token, left = sys.argv[1], sys.argv[2]
+    assert guardian.start(detach=True)
+    guardian.mark(token)
+    guardian.leave(left)
+    os.environ[MARK_VAR] = token
     for _ in range(2):
-        subprocess.Popen(sys.argv[2:], start_new_session=True, stdout=subprocess.DEVNULL)
-    print("ready", flush=True)
+        subprocess.Popen(sys.argv[3:], start_new_session=True, stdout=subprocess.DEVNULL)
+    print("ready", guardian.pid, flush=True)
     if os.environ.get("CANCEL"):
         time.sleep(1)
-        print(reaper.finished(w, 10), flush=True)
+        print(guardian.finish(10), flush=True)
     time.sleep(3600)
 """)
 
 
 def mark_of(token: str) -> list[int]:
     """Processes carrying the watcher's mark (the test helper looks for its own variable)."""
-    from spoolparse.runner.reaper import marked
+    from spoolparse._guardian import marked
 
     return marked(token)
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, "closed"])
-def test_the_watcher_kills_every_marked_process_once_the_runner_is_gone(how: object) -> None:
+def test_the_guardian_kills_every_marked_process_once_the_runner_is_gone(how: object, tmp_path: Path) -> None:
     token = os.urandom(8).hex()
+    left = tmp_path / "node-log.ndjson"
+    left.write_text("")
     env = {**os.environ, "CANCEL": "1" if how == "closed" else ""}
     runner = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, token, *FAKE_CODEX, "--size", "4K", "--hang", "60", "--orphan"],
+        [sys.executable, "-c", RUNNER, token, str(left), *FAKE_CODEX, "--size", "4K", "--hang", "60", "--orphan"],
         stdout=subprocess.PIPE, env=env,
     )
     try:
-        assert runner.stdout is not None and runner.stdout.readline() == b"ready\n"
+        assert runner.stdout is not None
+        word, pid = runner.stdout.readline().split()
+        assert word == b"ready"
+        # detached: nobody's child (Ray kills a dying worker's children), so not the runner's
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            stat = f.read()
+        assert int(stat[stat.rfind(b")") + 2 :].split()[1]) != runner.pid
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and len(mark_of(token)) < 4:  # two agents, each with a grandchild
             time.sleep(0.05)
@@ -58,9 +70,9 @@ def test_the_watcher_kills_every_marked_process_once_the_runner_is_gone(how: obj
             runner.send_signal(how)
             runner.wait(10)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and mark_of(token):
+        while time.monotonic() < deadline and (mark_of(token) or left.exists()):
             time.sleep(0.05)
-        assert mark_of(token) == []
+        assert mark_of(token) == [] and not left.exists()
     finally:
         runner.kill()
         runner.wait()
@@ -70,7 +82,7 @@ def test_the_watcher_kills_every_marked_process_once_the_runner_is_gone(how: obj
 
 def test_marked_processes_are_found_by_their_environment() -> None:
     token = os.urandom(8).hex()
-    from spoolparse.runner.reaper import MARK_VAR, sweep
+    from spoolparse._guardian import MARK_VAR, sweep
 
     p = subprocess.Popen(["sleep", "60"], env={**os.environ, MARK_VAR: token})
     try:

@@ -1,0 +1,139 @@
+"""A running task of a local batch, and the outcome its slot becomes once the child is done.
+
+The outcome gathers what the child's lifecycle saw (status, CPU, a timeout,
+the soft signal), what the result says (the answer, ``ok``, its error), what
+memory it reached (the cgroup's peak where it had one, else the sampled one)
+and why the runner ended it, if it did; the verdict comes from
+:func:`~spoolparse.runner.verdicts.runner_verdict`, the one rule for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..process import Child
+from ..providers.base import LiveEvent
+from ..result import Result
+from ..types import Summary
+from .cgroup import ChildCgroup
+from .results import keep
+from .tasks import Outcome, Task
+from .verdicts import memory_kill_error, runner_verdict
+
+__all__ = ["Slot", "outcome_of"]
+
+log = logging.getLogger("spoolparse.runner")
+
+
+@dataclass(eq=False)
+class Slot:
+    """A task whose child runs (or ran, until its outcome is made)."""
+
+    seq: int
+    task: Task
+    attempt: int
+    child: Child
+    cg: ChildCgroup | None
+    enforcement: str
+    estimate: int
+    limit: int | None
+    timeout: float | None
+    soft_timeout: float | None
+    started: float
+    started_wall: float
+    forced: str | None = None  # timeout / killed_memory / requeue / cancelled
+    soft_sent: bool = False
+    usage: int = 0
+    peak: int = 0
+    sampled: bool = False
+    rc: int | None = None
+    cpu: float = 0.0
+    key: int = 0  # in the loop's running set: the pidfd, or -pid where there is none
+
+
+def outcome_of(
+    s: Slot,
+    *,
+    cancelled: bool,
+    soft_signal: int,
+    results: str | os.PathLike[str] | None,
+    keep_transcript: str,
+    emit: Callable[[list[LiveEvent]], None] | None,
+) -> Outcome:
+    """Read the slot's result (its backlog's events go to ``emit``), close its child and cgroup: its outcome.
+
+    ``results`` keeps the transcript (all of them with ``keep_transcript="all"``, else those not ``ok``).
+    """
+    child = s.child
+    life = child.life
+    s.rc, s.cpu, s.soft_sent = child.returncode, child.cpu, life.soft_sent
+    if life.timed_out and s.forced is None:
+        s.forced = "timeout"
+    if child.max_rss:
+        # the largest resident set of the leader and the descendants it waited for: a peak that
+        # sampling (once a second) can miss for a short task
+        s.peak = max(s.peak, child.max_rss)
+        s.sampled = True
+    summary: Summary | None = None
+    error: str | None = None
+    res_ok = False
+    try:
+        res, _ = child.result(keep_output=results is not None, timeout=s.timeout, emit=emit)
+        summary = res.summary()
+        res_ok = res.ok
+        error = res.error
+        if results is not None and (keep_transcript == "all" or not res_ok or s.forced is not None):
+            _keep(results, s.task, res)
+    except Exception as e:
+        error = f"cannot read the result: {type(e).__name__}: {e}"
+    finally:
+        child.close()
+    peak: int | None = s.peak if s.sampled else None
+    source = "sampled" if s.sampled else None
+    oom = False
+    cg_notes: tuple[str, str | None] | None = None
+    if s.cg is not None:
+        cg_peak = s.cg.peak()
+        if cg_peak is not None:
+            peak, source = cg_peak, "cgroup"
+        oom = s.cg.oom_killed()
+        cg_notes = s.cg.memory_note(), s.cg.pids_note()
+        s.cg.remove()
+    verdict = runner_verdict(
+        forced=s.forced, ok=res_ok, oom=oom, soft_ended=s.soft_sent and s.rc == -soft_signal, cancelled=cancelled,
+    )
+    if verdict == "killed_memory" and (error is None or error.startswith("the process was killed")):
+        error = memory_kill_error(
+            requeue=s.forced == "requeue", limit=s.limit, enforcement=s.enforcement,
+            cgroup_note=cg_notes[0] if cg_notes is not None else None,
+        )
+    if cg_notes is not None and cg_notes[1] is not None and verdict != "ok":
+        error = f"{error}; {cg_notes[1]}" if error else cg_notes[1]
+    rc = s.rc
+    return Outcome(
+        id=str(s.task.id),
+        verdict=verdict,
+        attempts=s.attempt,
+        wall_s=time.monotonic() - s.started,
+        cpu_s=s.cpu,
+        peak_memory=peak,
+        peak_source=source,
+        returncode=rc,
+        signal=-rc if rc is not None and rc < 0 else None,
+        enforcement=s.enforcement,
+        error=error,
+        summary=summary,
+    )
+
+
+def _keep(results: str | os.PathLike[str], task: Task, res: Result) -> None:
+    """The task's transcript into ``results``: a link, not a copy (a problem is logged, not fatal)."""
+    assert res.stdout is not None and res.stderr is not None
+    try:
+        keep(results, str(task.id), {"stdout": res.stdout, "stderr": res.stderr})
+    except OSError as e:
+        log.warning("cannot keep the transcript of %s in %s: %s", task.id, os.fspath(results), e)
