@@ -58,6 +58,7 @@ FAMILY = {
     "kimi": "kimi",
     "copilot": "copilot",
     "kilo": "opencode",
+    "antigravity": "antigravity",
 }
 ALL_FIXTURES = sorted(
     str(p.relative_to(FIXTURES)) for p in FIXTURES.glob("*/*") if p.suffix in (".json", ".jsonl")
@@ -88,14 +89,15 @@ def test_detection_across_the_fixture_set(name: str) -> None:
 
 def test_detection_order_and_names() -> None:
     assert list(PROVIDERS) == [
-        "codex", "qwen", "amp", "cursor", "droid", "claude", "gemini", "opencode", "kilo", "copilot", "kimi"
+        "codex", "qwen", "amp", "cursor", "droid", "claude", "gemini", "opencode", "kilo", "copilot", "kimi",
+        "antigravity",
     ]
     assert names() == ["auto", *PROVIDERS, "generic"]
     for name in names():
         p = make_provider(name)
         assert p.name == name
     with pytest.raises(UsageError):
-        make_provider("antigravity")
+        make_provider("agy")
 
 
 @pytest.mark.parametrize(

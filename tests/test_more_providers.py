@@ -235,6 +235,76 @@ def test_copilot_exit_code_or_missing_result() -> None:
     assert not r.ok and r.error == "copilot reported exit code 2"
 
 
+# ---------------------------------------------------------------- Antigravity
+
+
+def test_antigravity_success() -> None:
+    r, seen = events("antigravity/success.jsonl")
+    assert r.provider == "antigravity" and r.ok and r.error is None
+    assert r.text == "FINAL-ANSWER-antigravity" and r.warnings == []
+    assert (r.model, r.session_id) == ("gemini-3.1-pro-high", "9b2f6c1e-4d7a-4c3e-8f21-5a0d3e7b9c44")
+    # thinking is generated output: counted in output_tokens and named apart
+    assert r.usage == {"input_tokens": 4890, "output_tokens": 45, "cached_input_tokens": 2048,
+                       "reasoning_output_tokens": 14, "total_tokens": 4935}
+    assert r.raw_usage["cache_read_tokens"] == 2048
+    assert [(e.kind, e.data.get("name"), e.data.get("title")) for e in seen if e.kind.startswith("tool")] == [
+        ("tool_start", "run_command", "echo hello"), ("tool_end", "run_command", "echo hello")]
+    assert "".join(e.data["text"] for e in seen if e.kind == "text_delta") == (
+        "I will run the command.FINAL-ANSWER-antigravity")
+    assert [e.kind for e in seen if e.kind in ("session", "thinking", "usage", "result")] == [
+        "session", "thinking", "usage", "result"]
+
+
+def test_antigravity_result_without_response_takes_the_last_answer_step() -> None:
+    r = parse(FIXTURES / "antigravity/empty_response.jsonl")
+    assert r.ok and r.text == "FINAL-ANSWER-antigravity"  # not the earlier "I will run the command."
+    assert any("step updates" in w for w in r.warnings)
+    assert r.usage == {"total_tokens": 4935}
+
+
+def test_antigravity_failed_result_and_a_killed_stream_are_not_ok() -> None:
+    r = parse(FIXTURES / "antigravity/api_error.jsonl")
+    assert r.provider == "antigravity" and not r.ok and r.text is None
+    assert r.error == "antigravity reported ERROR: 500 Internal Server Error: mock: simulated 500 failure"
+    r = parse(FIXTURES / "antigravity/killed.jsonl")
+    assert not r.ok and r.error == "stream ended before result"
+
+
+def test_antigravity_error_event_without_a_result_is_the_error_and_one_before_success_a_warning() -> None:
+    lines = (FIXTURES / "antigravity/success.jsonl").read_bytes().splitlines(keepends=True)
+    err = jl({"event": "error", "error": "quota exceeded"})
+    r = parse(io.BytesIO(b"".join(lines[:-1]) + err))
+    assert not r.ok and r.error is not None and "quota exceeded" in r.error
+    r = parse(io.BytesIO(b"".join(lines[:-1]) + err + lines[-1]))
+    assert r.ok and "error: quota exceeded" in r.warnings
+
+
+def test_antigravity_done_update_repeating_the_whole_text_is_not_doubled() -> None:
+    lines = (FIXTURES / "antigravity/empty_response.jsonl").read_bytes().splitlines(keepends=True)
+    whole = lines[8].replace(b'"text_delta":""', b'"text_delta":"FINAL-ANSWER-antigravity"')
+    last = lines[8].replace(b'"text_delta":""', b'"text_delta":"!"')
+    assert parse(io.BytesIO(b"".join([*lines[:8], whole, lines[9]]))).text == "FINAL-ANSWER-antigravity"
+    assert parse(io.BytesIO(b"".join([*lines[:8], last, lines[9]]))).text == "FINAL-ANSWER-antigravity!"
+
+
+def test_antigravity_dropped_result_loses_the_answer_but_a_dropped_tool_step_does_not() -> None:
+    lines = (FIXTURES / "antigravity/success.jsonl").read_bytes().splitlines(keepends=True)
+    big_tool = jl({"event": "step_update", "step_update": {"step_index": 9, "state": "DONE", "step_type": "tool",
+                                                           "tool_name": "view_file", "tool_info": "x" * 5000}})
+    r = parse(io.BytesIO(b"".join([*lines[:-1], big_tool, lines[-1]])), max_line=2000, max_retained=2000)
+    assert r.ok and r.text == "FINAL-ANSWER-antigravity" and r.dropped_count == 1
+    big_result = lines[-1].replace(b'"response":"FINAL-ANSWER-antigravity"', b'"response":"' + b"y" * 5000 + b'"')
+    r = parse(io.BytesIO(b"".join([*lines[:-1], big_result])), max_line=2000, max_retained=2000)
+    assert not r.ok and r.text is None and r.error is not None and "dropped" in r.error
+
+
+def test_antigravity_is_told_from_other_untyped_lines() -> None:
+    kimi = jl({"role": "assistant", "content": "hi"})
+    assert parse(io.BytesIO(kimi)).provider == "kimi"
+    other = jl({"event": "progress", "progress": {}}, {"text": "x"})
+    assert parse(io.BytesIO(other)).provider == "generic"
+
+
 # ---------------------------------------------------------------- Kilo
 
 
@@ -282,7 +352,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from spoolparse.providers import PROVIDERS  # noqa: E402
 
-_ADDED = ("qwen", "amp", "cursor", "droid", "kimi", "copilot", "kilo")
+_ADDED = ("qwen", "amp", "cursor", "droid", "kimi", "copilot", "kilo", "antigravity")
 #: Every field the added providers read, at the top level or one level down.
 _FIELDS = (
     "subtype", "session_id", "model", "message", "content", "text", "result", "is_error", "error", "errors",
@@ -291,6 +361,8 @@ _FIELDS = (
     "selectedModel", "qwen_code_version", "apiKeySource", "tools", "request_id", "function", "name", "id",
     "attempt", "maxRetries", "reason", "input_tokens", "output_tokens", "cache_read_input_tokens",
     "total_tokens", "modelUsage", "total_cost_usd", "parent_tool_use_id", "part", "sessionID",
+    "conversation_id", "step_index", "state", "step_type", "text_delta", "thinking_delta", "tool_name", "tool_info",
+    "status", "response", "thinking_tokens", "cache_read_tokens", "init",
 )
 _json = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
@@ -310,6 +382,9 @@ def _streams(draw: st.DrawFn) -> tuple[str, bytes]:
         t = draw(st.sampled_from(types))
         if t:
             obj = {"type": t, **obj}
+        elif name == "antigravity":  # its envelope: {"event": E, E: {...}}, E from its vocabulary
+            e = draw(st.sampled_from(["init", "step_update", "result", "error", "other"]))
+            obj = {"event": e, e: obj, **draw(st.dictionaries(st.sampled_from(_FIELDS), _json, max_size=2))}
         objs.append(obj)
     return name, jl(*objs)
 

@@ -14,6 +14,7 @@ from .. import _limits
 from ..errors import UsageError
 from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from .amp import AmpProvider
+from .antigravity import AntigravityProvider
 from .base import Answer, LiveEvent, Provider
 from .claude import ClaudeProvider
 from .codex import CodexProvider
@@ -46,6 +47,7 @@ PROVIDERS: dict[str, type[Provider]] = {
     KiloProvider.name: KiloProvider,
     CopilotProvider.name: CopilotProvider,
     KimiProvider.name: KimiProvider,
+    AntigravityProvider.name: AntigravityProvider,
 }
 FALLBACK: type[Provider] = GenericProvider
 

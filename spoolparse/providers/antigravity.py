@@ -1,0 +1,235 @@
+"""Google Antigravity CLI ``agy -p PROMPT --output-format stream-json``.
+
+Facts (from published integrations that read it: a test double of ``agy``
+1.2.x written to mirror the real stream, and two readers of it; no source of
+the CLI itself is public): every line is ``{"event": E, E: {…}}`` with no
+``type`` key —
+
+* ``init``: ``conversation_id`` (the session), ``init`` with ``model``, ``cwd``,
+  ``agent``, ``tools``, ``permission_mode``;
+* ``step_update``: ``step_update`` with ``conversation_id``, ``step_index``,
+  ``state`` (``ACTIVE`` while a step runs, ``DONE``), ``step_type`` from a closed
+  set (``user_input`` echoes the prompt, ``system_message``, ``agent_response``
+  with ``text_delta``/``thinking_delta`` fragments, ``tool`` with ``tool_name``
+  and ``tool_info``, ``checkpoint`` …), per-step ``usage``; the ``DONE`` update of
+  an answer names only its step and carries the last fragment (some builds
+  repeat the whole text there);
+* ``result`` (terminal): ``status`` (``SUCCESS``, else the failure),
+  ``response`` (the whole answer; empty after a turn that ended in tools),
+  ``usage`` (``input_tokens``, ``output_tokens``, ``thinking_tokens``,
+  ``cache_read_tokens``, ``total_tokens``), ``duration_seconds``, ``error``;
+* ``error``: ``error`` (a string or ``{message}``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..lines import Dropped, Event, Noted
+from . import _peek
+from .base import Answer, LiveEvent, Provider, as_int, message_of
+
+__all__ = ["AntigravityProvider"]
+
+_EVENTS = ("init", "step_update", "result", "error")
+#: Its tools' argument names for what a call is about (``run_command``'s ``CommandLine``, ``view_file``'s …).
+_TITLE_KEYS = ("CommandLine", "AbsolutePath", "TargetFile", "Query", "Url")
+
+
+def _title(params: Any) -> str | None:
+    title = _peek.title_of(params)
+    if title is None and isinstance(params, dict):
+        for key in _TITLE_KEYS:
+            value = params.get(key)
+            if isinstance(value, str) and value:
+                return _peek.short(value)
+    return title
+
+
+def _usage(raw: Any) -> dict[str, Any]:
+    """Normalized counts: ``input_tokens`` with cached ones (Gemini counts cached prompt tokens in the prompt),
+    ``output_tokens`` with thinking (reported apart), ``cached_input_tokens``, ``reasoning_output_tokens``."""
+    if not isinstance(raw, dict):
+        return {}
+    n = {k: as_int(raw.get(k)) for k in ("input_tokens", "output_tokens", "thinking_tokens", "cache_read_tokens",
+                                         "total_tokens")}
+    out: dict[str, Any] = {}
+    if n["input_tokens"] is not None:
+        out["input_tokens"] = n["input_tokens"]
+    if n["output_tokens"] is not None or n["thinking_tokens"] is not None:
+        out["output_tokens"] = (n["output_tokens"] or 0) + (n["thinking_tokens"] or 0)
+    if n["cache_read_tokens"] is not None:
+        out["cached_input_tokens"] = n["cache_read_tokens"]
+    if n["thinking_tokens"] is not None:
+        out["reasoning_output_tokens"] = n["thinking_tokens"]
+    if n["total_tokens"] is not None:
+        out["total_tokens"] = n["total_tokens"]
+    return out
+
+
+class AntigravityProvider(Provider):
+    name: ClassVar[str] = "antigravity"
+    # Untyped lines: every event is "" to the line reader.
+    keep: ClassVar[frozenset[str]] = frozenset({""})
+    known: ClassVar[frozenset[str]] = keep
+    terminal: ClassVar[tuple[str, ...]] = ("",)
+    # a dropped line after the last decoded one may have been the result (the answer)
+    answer_types: ClassVar[frozenset[str]] = frozenset({""})
+    AWAITED: ClassVar[str] = "result"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.response: str | None = None
+        self.status: str | None = None
+        self.failure: str | None = None
+        self.errors: list[str] = []  # error events, in order (bounded by the warnings' own bound)
+        self.raw_usage: Any = None
+        self.step_usage: dict[str, int] = {}  # summed per-step usage, for a result without any
+        self._step: Any = None  # the agent_response step being written
+        self._text: list[str] = []
+        self._chars = 0
+        self._cut = False
+
+    @classmethod
+    def detect(cls, rec: Event | Noted) -> bool:
+        if not isinstance(rec, Event) or rec.type != "":
+            return False
+        d = rec.data
+        e = d.get("event")
+        if e not in _EVENTS or "type" in d:
+            return False
+        if e == "init":
+            return isinstance(d.get("init"), dict) or isinstance(d.get("conversation_id"), str)
+        return e == "error" or isinstance(d.get(e), dict)
+
+    def is_terminal(self, ev: Event) -> bool:
+        return ev.data.get("event") == "result"
+
+    def _session(self, sid: Any, n: int, t: str) -> list[LiveEvent]:
+        if isinstance(sid, str) and sid and self.session_id is None:
+            self.session_id = sid
+            return [LiveEvent("session", n, t, {"session_id": sid, "model": self.model})]
+        return []
+
+    def _add_text(self, text: str, *, whole: bool) -> None:
+        """A fragment of the current answer step (``whole``: a repeat of all of it, which replaces it)."""
+        if whole:
+            self._text, self._chars = [], 0
+        room = self.max_text - self._chars
+        if len(text) > room:
+            text, self._cut = text[: max(room, 0)], True
+        if text:
+            self._text.append(text)
+            self._chars += len(text)
+
+    def event(self, ev: Event) -> list[LiveEvent]:
+        d, n, t = ev.data, ev.lineno, ev.type
+        e = d.get("event")
+        self.answer_from = n + 1
+        live: list[LiveEvent] = []
+        if e == "init":
+            raw = d.get("init")
+            init: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            model = init.get("model")
+            if isinstance(model, str) and model:
+                self.model = model
+            live += self._session(d.get("conversation_id") or init.get("conversation_id"), n, t)
+        elif e == "step_update":
+            s = d.get("step_update")
+            if isinstance(s, dict):
+                live += self._step_update(s, n, t, ev.size)
+        elif e == "result":
+            r = d.get("result")
+            r = r if isinstance(r, dict) else {}
+            live += self._session(r.get("conversation_id"), n, t)
+            status = r.get("status")
+            self.status = status if isinstance(status, str) else None
+            response = r.get("response")
+            self.response = response if isinstance(response, str) and response else None
+            if "usage" in r:
+                self.raw_usage = r.get("usage")
+            if self.status not in (None, "SUCCESS"):
+                why = message_of(r.get("error")) or self.response or f"status {self.status}"
+                self.failure = f"antigravity reported {self.status}: {why}"
+                self.response = None  # a failure's text is no answer
+            usage = _usage(self.raw_usage) or dict(self.step_usage)
+            if usage:
+                live.append(LiveEvent("usage", n, t, {"usage": usage}))
+            live.append(LiveEvent("result", n, t, {"ok": self.failure is None}))
+        elif e == "error":
+            text = message_of(d.get("error")) or message_of(d) or "error"
+            self.errors.append(self.warn(f"error: {text}"))
+            del self.errors[:-8]
+            live.append(LiveEvent("error", n, t, {"message": text}))
+        return live
+
+    def _step_update(self, s: dict[str, Any], n: int, t: str, size: int) -> list[LiveEvent]:
+        live = self._session(s.get("conversation_id"), n, t)
+        kind, state, index = s.get("step_type"), s.get("state"), s.get("step_index")
+        usage = _usage(s.get("usage"))
+        for k, v in usage.items():
+            self.step_usage[k] = self.step_usage.get(k, 0) + v
+        delta = s.get("text_delta")
+        delta = delta if isinstance(delta, str) else ""
+        if kind == "agent_response" or (kind is None and index is not None and index == self._step):
+            if kind == "agent_response" and index != self._step:
+                self._step = index  # a new answer step: the answer so far was an earlier message
+                self._text, self._chars, self._cut = [], 0, False
+            thinking = s.get("thinking_delta")
+            if isinstance(thinking, str) and thinking and self.live:
+                live.append(LiveEvent("thinking", n, t, {"text": thinking, "delta": True}))
+            if delta:
+                whole = state == "DONE" and delta == "".join(self._text)
+                if not whole:
+                    self._add_text(delta, whole=False)
+                    if self.live:
+                        live.append(LiveEvent("text_delta", n, t, {"text": delta}))
+        elif kind == "tool":
+            call = None if index is None else f"step-{index}"
+            name = s.get("tool_name")
+            info = s.get("tool_info")
+            params = info.get("parameters", info) if isinstance(info, dict) else None
+            name = name if isinstance(name, str) else None
+            if state == "DONE":
+                live.extend(self.tool_end(n, t, call, name=name, title=_title(params), size=size))
+            else:
+                live.append(self.tool_start(n, t, call, name, _title(params)))
+        return live
+
+    def dropped(self, rec: Dropped) -> list[LiveEvent]:
+        # An untyped line may be a tool step or the result: no warning here; the verdict says the
+        # answer was lost when no decoded event follows it.
+        self._lost[rec.type] = rec
+        return [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
+
+    def cut(self) -> str | None:
+        if self.response is None and self._cut and self.failure is None:
+            return f"the answer's text fragments passed max_retained ({self.max_text} characters) and were cut"
+        return None
+
+    def conclude(self) -> Answer:
+        ans = super().conclude()
+        ans.awaited = self.AWAITED
+        return ans
+
+    def answer(self) -> Answer:
+        warnings = self.notes.as_list()
+        text = self.response
+        if text is None and self.failure is None and self._text:
+            text = "".join(self._text)
+            warnings = [*warnings, "the text is taken from the answer's step updates (the result has no response)"]
+        error = self.failure
+        if error is None and self.ended_at is None and self.errors:
+            error = self.errors[-1]  # an error event with no result after it is why the run failed
+        usage = _usage(self.raw_usage) or dict(self.step_usage)
+        return Answer(
+            text=text,
+            usage=usage,
+            raw_usage=self.raw_usage,
+            model=self.model,
+            session_id=self.session_id,
+            error=error,
+            warnings=warnings,
+        )
