@@ -27,7 +27,6 @@ import signal
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from ..spool import resolve_spool_dir
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
 from .calibrations import program_of, recorded
 from .cgroup import ChildCgroup, Placement, enforcement_of
+from .driver import Driver
 from .emission import Emission, HandsOut
 from .halt import Tally
 from .intake import Intake, InvalidTask
@@ -139,30 +139,14 @@ class Batch(HandsOut):
             self.concurrency_bound = "-j"
         log.info("max_concurrent %d, bounded by %s", max_concurrent, self.concurrency_bound)
         self.max_concurrent = max_concurrent
-        self.memory_limit = o.memory_limit
-        self.requeues = o.requeues
-        self.retries = o.retries
         self._failures: dict[int, int] = {}  # failed attempts per task retried so far (by input order)
-        self.retry_backoff = o.retry_backoff
-        self.timeout = o.timeout
-        self.soft_timeout = o.soft_timeout
-        self.soft_signal = o.soft_signal
-        self.grace = o.grace
-        self.ordered = o.ordered
         self.window = o.window if o.window is not None else 2 * max_concurrent
         if self.window < max_concurrent:
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
-        self.enforce = o.enforce
-        self.pids_max = o.pids_max
-        self.spool_dir = o.spool_dir
-        self.max_spool_bytes = o.max_spool_bytes
-        self.sample_interval = o.sample_interval
-        self.results = o.results
-        self.keep_transcript = o.keep_transcript
         self.placement = Placement.detect() if o.enforce != "watchdog" else Placement(None)
         self.intake = Intake(tasks, done_ids(o.joblog, o.resume) if o.resume and o.joblog is not None else set())
         self.joblog = JobLog(o.joblog) if o.joblog is not None else None
-        self._emission = Emission(ordered=self.ordered)
+        self._emission = Emission(ordered=self.options.ordered)
         self._out = self._emission.ready  # ended outcomes for the loop to hand over
         self._running: dict[int, Slot] = {}  # by pidfd, or by -pid when there is none
         self._retry: list[_Retry] = []
@@ -186,15 +170,12 @@ class Batch(HandsOut):
         #: Set before iterating; without it tool lines go unread.
         self.on_event: Callable[[Task, LiveEvent], None] | None = None
         self._buf = bytearray(_limits.READ_CHUNK)  # one read buffer: only this loop pumps
-        self._gen = self._loop()
         # The loop runs in a thread of its own (started by the first ``next``), so the children stay
-        # supervised however long the reader takes over each outcome. Ended outcomes wait for the reader
-        # in ``_handoff``; while ``max_concurrent`` of them wait, no new task starts (the running ones go on).
-        self._driver: threading.Thread | None = None
-        self._handoff: deque[Outcome] = deque()
-        self._handoff_cv = threading.Condition()
-        self._driven = False  # the loop has ended
-        self._driver_error: BaseException | None = None
+        # supervised however long the reader takes over each outcome; while ``max_concurrent`` ended
+        # outcomes wait for the reader, no new task starts (the running ones go on).
+        self._driver: Driver[Outcome] = Driver(
+            self._loop(), name="spoolparse-batch", room_at=max_concurrent - 1, on_room=lambda: self._wake(None)
+        )
         self._wake_lock = threading.Lock()
         self._supervised = False  # the children and spawner threads are finished with
 
@@ -214,56 +195,22 @@ class Batch(HandsOut):
 
     def _take(self) -> Outcome:
         """The next outcome from the loop's thread (started here the first time)."""
-        if self._driver is None:
-            if self._closed:
-                raise StopIteration
-            self._driver = threading.Thread(target=self._drive, name="spoolparse-batch", daemon=True)
-            self._driver.start()
-        cv = self._handoff_cv
+        if self._closed and not self._driver.started:
+            raise StopIteration
         try:
-            with cv:
-                while not self._handoff and not self._driven:
-                    cv.wait()
-                out = self._handoff.popleft() if self._handoff else None
-                room = len(self._handoff) == self.max_concurrent - 1
+            return self._driver.take()
+        except StopIteration:
+            raise
         except BaseException:  # Ctrl-C (or a signal made an exception) while waiting: cancel, as the loop did
             self._stop_driver()
             raise
-        if out is not None:
-            if room:
-                self._wake(None)  # the reader caught up: the loop may start tasks again
-            return out
-        if self._driver_error is not None:
-            error, self._driver_error = self._driver_error, None
-            raise error
-        raise StopIteration
-
-    def _drive(self) -> None:
-        """The loop's thread: run the batch, hand each outcome over."""
-        try:
-            for out in self._gen:
-                with self._handoff_cv:
-                    self._handoff.append(out)
-                    self._handoff_cv.notify()
-        except BaseException as e:
-            self._driver_error = e
-        finally:
-            with self._handoff_cv:
-                self._driven = True
-                self._handoff_cv.notify_all()
 
     def _stop_driver(self) -> None:
-        """Stop the loop's thread (it cancels what runs) and wait for it; undelivered outcomes become
-        :attr:`cancelled`'s first."""
-        driver = self._driver
-        if driver is None:
-            return
+        """Stop the loop (it cancels what runs) and wait for it; undelivered outcomes become :attr:`cancelled`'s
+        first."""
         self._stop.set()
         self._wake(None)
-        with uninterruptible():  # a second Ctrl-C must not cut the wait short and leave children behind
-            driver.join()
-        self.cancelled[:0] = list(self._handoff)
-        self._handoff.clear()
+        self.cancelled[:0] = self._driver.join()
 
     def estimate_for(self, task: Task) -> int:
         """The memory admission reserves for ``task``: its own ``memory``, else what ``calibrate`` recorded
@@ -284,10 +231,7 @@ class Batch(HandsOut):
 
         Returns the ``cancelled`` outcomes (also in :attr:`cancelled`).
         """
-        if self._driver is not None:
-            self._stop_driver()
-        else:
-            self._gen.close()
+        self._stop_driver()
         self._finish_cleanup()
         return self.cancelled
 
@@ -351,7 +295,7 @@ class Batch(HandsOut):
             self._finish_supervision()
 
     def _admit(self) -> None:
-        while self.running < self.max_concurrent and len(self._handoff) < self.max_concurrent:
+        while self.running < self.max_concurrent and self._driver.waiting < self.max_concurrent:
             now = _now()
             cand = self._next_candidate(now)
             if cand is None:
@@ -375,12 +319,12 @@ class Batch(HandsOut):
             self._start(seq, task, attempts + 1, estimate)
 
     def _start(self, seq: int, task: Task, attempt: int, estimate: int) -> None:
-        limit = task.memory_limit or self.memory_limit
+        limit = task.memory_limit or self.options.memory_limit
         cg: ChildCgroup | None = None
-        want_cg = self.enforce == "cgroup" or (self.enforce == "auto" and limit is not None)
+        want_cg = self.options.enforce == "cgroup" or (self.options.enforce == "auto" and limit is not None)
         if want_cg and self.placement.kind is not None:
             try:
-                cg = self.placement.create(memory_limit=limit, pids_max=self.pids_max)
+                cg = self.placement.create(memory_limit=limit, pids_max=self.options.pids_max)
             except OSError as e:
                 log.warning("cannot make a cgroup (%s); falling back to RSS sampling", e)
                 cg = None
@@ -427,8 +371,8 @@ class Batch(HandsOut):
                 enforcement=p.enforcement,
                 estimate=p.estimate,
                 limit=p.limit,
-                timeout=task.timeout if task.timeout is not None else self.timeout,
-                soft_timeout=task.soft_timeout if task.soft_timeout is not None else self.soft_timeout,
+                timeout=task.timeout if task.timeout is not None else self.options.timeout,
+                soft_timeout=task.soft_timeout if task.soft_timeout is not None else self.options.soft_timeout,
                 started=child.started,
                 started_wall=p.started_wall,
             )
@@ -465,7 +409,7 @@ class Batch(HandsOut):
         now = _now()
         everyone = now >= self._next_sample
         if everyone:
-            self._next_sample = now + self.sample_interval
+            self._next_sample = now + self.options.sample_interval
             self._sample(now)
         ready = self._ready
         for key, s in list(self._running.items()):
@@ -488,7 +432,7 @@ class Batch(HandsOut):
             self._next_memory_sample = now + _limits.MEMORY_SAMPLE_INTERVAL
         # children younger than half an interval still count with their whole estimate as
         # reserved; skipping them spares a /proc scan when tasks are short
-        young = now - self.sample_interval / 2
+        young = now - self.options.sample_interval / 2
         sampled = [s for s in slots if s.cg is None and (s.limit is not None or (every and s.started <= young))]
         sizes = sample_trees(s.child.pid for s in sampled) if sampled else {}
         for s in slots:
@@ -549,18 +493,18 @@ class Batch(HandsOut):
         # the rest of the backlog's events reach the listener too (the last text, the usage), a step at a time
         emit = functools.partial(self._emit_events, s.task) if self.on_event is not None else None
         out = outcome_of(
-            s, cancelled=cancelled, soft_signal=self.soft_signal, results=self.results,
-            keep_transcript=self.keep_transcript, emit=emit,
+            s, cancelled=cancelled, soft_signal=self.options.soft_signal, results=self.options.results,
+            keep_transcript=self.options.keep_transcript, emit=emit,
         )
         verdict = out.verdict
         failures = self._failures.get(s.seq, 0)
-        requeue = s.forced == "requeue" and s.attempt - failures <= self.requeues
-        retry = verdict in RETRY_VERDICTS and s.forced != "requeue" and failures < self.retries
+        requeue = s.forced == "requeue" and s.attempt - failures <= self.options.requeues
+        retry = verdict in RETRY_VERDICTS and s.forced != "requeue" and failures < self.options.retries
         if (requeue or retry) and not cancelled and not self._halted:
             if retry:
                 self._failures[s.seq] = failures + 1
             self._log(out, s.task, final=False, started=s.started_wall)
-            backoff = self.retry_backoff * (2 ** (s.attempt - 1))
+            backoff = self.options.retry_backoff * (2 ** (s.attempt - 1))
             self._retry.append(_Retry(_now() + backoff, s.seq, s.task, s.attempt))
             self._retry.sort()
         else:

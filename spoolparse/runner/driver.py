@@ -1,0 +1,89 @@
+"""A batch's loop, run in a thread of its own, its outcomes handed to the reader through a queue.
+
+The children stay supervised however long the reader takes over each
+outcome: the loop never waits for the reader. Outcomes it made wait in the
+hand-off; the loop looks at :attr:`Driver.waiting` to stop starting tasks
+while many wait (the running ones go on), and the reader's taking one wakes
+it again through ``on_room``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import Generic, TypeVar
+
+from .._signals import uninterruptible
+
+__all__ = ["Driver"]
+
+T = TypeVar("T")
+
+
+class Driver(Generic[T]):
+    """``loop`` driven in a daemon thread (started by the first :meth:`take`)."""
+
+    def __init__(self, loop: Generator[T, None, None], *, name: str, room_at: int,
+                 on_room: Callable[[], None]) -> None:
+        self._loop = loop
+        self._name = name
+        self._room_at = room_at  # a take that leaves this many waiting makes room: on_room is called
+        self._on_room = on_room
+        self._thread: threading.Thread | None = None
+        self._handoff: deque[T] = deque()
+        self._cv = threading.Condition()
+        self._ended = False  # the loop has ended
+        self._error: BaseException | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    @property
+    def waiting(self) -> int:
+        """Outcomes made and not yet taken."""
+        return len(self._handoff)
+
+    def take(self) -> T:
+        """The next item, waiting for the loop; :class:`StopIteration` once it ended (its exception, if any)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._drive, name=self._name, daemon=True)
+            self._thread.start()
+        with self._cv:
+            while not self._handoff and not self._ended:
+                self._cv.wait()
+            item = self._handoff.popleft() if self._handoff else None
+            room = len(self._handoff) == self._room_at
+        if item is not None:
+            if room:
+                self._on_room()  # the reader caught up: the loop may start tasks again
+            return item
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        raise StopIteration
+
+    def _drive(self) -> None:
+        try:
+            for item in self._loop:
+                with self._cv:
+                    self._handoff.append(item)
+                    self._cv.notify()
+        except BaseException as e:
+            self._error = e
+        finally:
+            with self._cv:
+                self._ended = True
+                self._cv.notify_all()
+
+    def join(self) -> list[T]:
+        """Wait for the loop's thread (asked to stop by the caller); the items it made that were not taken."""
+        if self._thread is not None:
+            with uninterruptible():  # a second Ctrl-C must not cut the wait short and leave children behind
+                self._thread.join()
+        else:
+            self._loop.close()
+        left = list(self._handoff)
+        self._handoff.clear()
+        return left
