@@ -10,7 +10,8 @@ of its exit. For each supervisor and each N it prints:
 - the parent's peak RSS (VmHWM),
 - that every answer came back.
 
-Supervisors: ``run_many`` and ``arun_many`` (in-process), ``batch`` (the CLI, ``-j N``, outcomes read
+Supervisors: ``run_many`` and ``arun_many`` (in-process), ``arun`` (one ``spoolparse.arun`` per agent under
+``asyncio.gather``, no runner), ``batch`` (the CLI, ``-j N``, outcomes read
 from its stdout), and ``asyncio`` — a bare asyncio + ``create_subprocess_exec`` supervisor reading lines
 and keeping the last answer, as the reference. Each measurement runs in a fresh interpreter.
 
@@ -30,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = str(ROOT / "fixtures" / "fleet_agent.sh")
-SUPERVISORS = ("run_many", "arun_many", "batch", "asyncio")
+SUPERVISORS = ("run_many", "arun_many", "arun", "batch", "asyncio")
 
 # Each child script prints one JSON object: cpu_s, wall_s, hwm_kib, latencies (s), answers.
 COMMON = r"""
@@ -70,6 +71,23 @@ async def main():
         t = exit_time((o.summary or {}).get("text"))
         if o.ok and t is not None:
             answers += 1; lat.append(now - t)
+    report(t0, lat, answers)
+asyncio.run(main())
+"""
+
+ARUN = COMMON + r"""
+import asyncio, spoolparse
+async def one(lat):
+    r = await spoolparse.arun(argv)
+    t = exit_time(r.text)
+    r.close()
+    if r.ok and t is not None:
+        lat.append(time.time() - t)
+        return 1
+    return 0
+async def main():
+    t0 = time.monotonic(); lat = []
+    answers = sum(await asyncio.gather(*(one(lat) for _ in range(n))))
     report(t0, lat, answers)
 asyncio.run(main())
 """
@@ -131,7 +149,7 @@ async def main():
 asyncio.run(main())
 """
 
-SCRIPTS = {"run_many": RUN_MANY, "arun_many": ARUN_MANY, "batch": BATCH, "asyncio": ASYNCIO}
+SCRIPTS = {"run_many": RUN_MANY, "arun_many": ARUN_MANY, "arun": ARUN, "batch": BATCH, "asyncio": ASYNCIO}
 
 
 def pct(xs: list[float], q: float) -> float:

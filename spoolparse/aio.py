@@ -90,6 +90,17 @@ class _LoopWatch:
 
 
 _watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWatch] = weakref.WeakKeyDictionary()
+# One read buffer per event loop, shared by every run on it: a run reads its spool (pump, and the rest at the
+# end) synchronously on the loop's thread, one at a time, and the parser never keeps the buffer. A buffer per
+# run would cost READ_CHUNK of parent memory per live agent.
+_buffers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, bytearray] = weakref.WeakKeyDictionary()
+
+
+def _loop_buffer(loop: asyncio.AbstractEventLoop) -> bytearray:
+    buf = _buffers.get(loop)
+    if buf is None:
+        buf = _buffers[loop] = bytearray(_limits.READ_CHUNK)
+    return buf
 
 
 def _loop_watch(loop: asyncio.AbstractEventLoop) -> _LoopWatch | None:
@@ -173,7 +184,7 @@ class AsyncRun:
         if self._child is not None:
             raise UsageError("this run was already started")
         loop = asyncio.get_running_loop()
-        child = Child(self.args, deadlines=self.deadlines, **self._options)
+        child = Child(self.args, deadlines=self.deadlines, read_buffer=_loop_buffer(loop), **self._options)
         self._child, self._loop = child, loop
         try:
             if child.pidfd >= 0:

@@ -223,6 +223,27 @@ def test_concurrent_runs_hold_two_spools_and_a_pidfd_each(tmp_path: Path) -> Non
     assert all(r.ok and r.text == "FINAL-ANSWER: live" for r in results)
 
 
+def test_runs_on_one_loop_share_one_read_buffer_and_each_reads_its_own_stream() -> None:
+    argvs = [[*FAKE_CODEX, "--size", "3M", "--noise", "--seed", str(i)] for i in range(6)]
+    expected = []
+    for argv in argvs:
+        with spoolparse.run(argv) as r:
+            expected.append(_comparable(r))
+
+    async def main() -> list[dict[str, Any]]:
+        async with spoolparse.open_run(argvs[0]) as a, spoolparse.open_run(argvs[1]) as b:
+            assert a.child._buf is b.child._buf  # one per loop: READ_CHUNK per loop, not per live agent
+            first = [await a.wait(), await b.wait()]
+        rest = await asyncio.gather(*(spoolparse.arun(argv) for argv in argvs[2:]))
+        out = []
+        for r in [*first, *rest]:
+            with r:
+                out.append(_comparable(r))
+        return out
+
+    assert asyncio.run(main()) == expected
+
+
 def test_polling_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(aio, "open_inotify", lambda: None)
     argv = [*LIVE_AGENT, "--ticks", "3", "--interval", "0.01", "--partial"]
