@@ -295,6 +295,8 @@ class Lifecycle:
             return -math.inf
         d = self.deadlines
         if self.phase is Phase.RUNNING:
+            if d.timeout is None and d.soft_timeout is None:
+                return None  # the common case, asked of every running child: no list, no min
             soft_at = None if d.soft_timeout is None or self.soft_sent else self.started + d.soft_timeout
             hard_at = None if d.timeout is None or math.isinf(d.timeout) else self.started + d.timeout
             return _earliest(soft_at, hard_at)

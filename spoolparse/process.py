@@ -331,11 +331,14 @@ class Child:
     def has_news(self) -> bool:
         """Whether a spool changed size since the last call, or stdout holds bytes not yet parsed.
 
-        Two ``fstat`` calls: a supervisor with many quiet children reads and checks only the others.
+        One ``fstat`` call (two with ``max_spool_bytes``, which counts stderr too): a supervisor with
+        many quiet children reads and checks only the others. Without a cap stderr matters only to
+        the once-a-second checks, which look at it anyway.
         """
         assert self.stderr is not None
-        sizes = (os.fstat(self.stdout.fileno()).st_size, os.fstat(self.stderr.fileno()).st_size)
-        unread = self.offset < sizes[0] and (self._read_limit is None or self.offset < self._read_limit)
+        out = os.fstat(self.stdout.fileno()).st_size
+        sizes = (out, os.fstat(self.stderr.fileno()).st_size if self.max_spool_bytes is not None else -1)
+        unread = self.offset < out and (self._read_limit is None or self.offset < self._read_limit)
         if sizes == self._seen_sizes and not unread:
             return False
         self._seen_sizes = sizes
@@ -416,6 +419,8 @@ class Child:
             thorough = thorough or now >= self._next_thorough_check
             if thorough:
                 self._next_thorough_check = now + _limits.SPOOL_CHECK_INTERVAL
+            elif self.max_spool_bytes is None:
+                return None  # no cap to compare with, and the disk is not due: nothing to look at
             self.spool_full = spool_problem(
                 (self.stdout.fileno(), self.stderr.fileno()), self.max_spool_bytes, thorough=thorough
             )

@@ -313,6 +313,9 @@ def test_keyboard_interrupt_cancels_started_tasks_and_leaves_nothing(tmp_path: P
              for i in range(100))
     batch = run_many(tasks, max_concurrent=3, joblog=log, memory_probe=FixedProbe(BIG))
     timer = threading.Timer(0.8, os.kill, (os.getpid(), signal.SIGINT))
+    from spoolparse._guardian import guardian
+
+    guardian.start()  # one per process, for its life (started by the first spawn): not the batch's to close
     timer.start()
     fds_before = len(os.listdir("/proc/self/fd"))
     with pytest.raises(KeyboardInterrupt):

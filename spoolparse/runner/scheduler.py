@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import heapq
+import itertools
 import logging
 import math
 import os
@@ -67,6 +69,9 @@ log = logging.getLogger("spoolparse.runner")
 TICK = 0.05
 #: Seconds between memory samples, spool pumps and watchdog checks.
 SAMPLE_INTERVAL = _limits.SAMPLE_INTERVAL
+#: Seconds between looks at every child's lifecycle, whatever woke the loop (a safety net: exits wake it
+#: through pidfds, deadlines through the timer heap).
+LOOK_ALL_INTERVAL = 1.0
 #: Bytes read from one child's spool per tick (the rest waits for the next one).
 PUMP_PER_TICK = 4 * _limits.MiB
 #: Default pids.max of a child cgroup.
@@ -160,6 +165,13 @@ class Batch(HandsOut):
         self._pressure_victim: Slot | None = None
         self._next_sample = 0.0
         self._next_memory_sample = 0.0
+        self._next_look_all = 0.0
+        # the lifecycle deadlines of running children, soonest first: (at, n, slot); an entry whose slot
+        # has left or been re-armed for another time is stale and dropped when it comes up
+        self._timers: list[tuple[float, int, Slot]] = []
+        self._timer_n = itertools.count()
+        self._due_now: list[Slot] = []  # ended by the loop (_end): advanced in this same tick
+        self._unpolled: set[int] = set()  # keys of children without a pidfd: looked at every 10 ms
         self._stop = threading.Event()
         self._closed = False
         self.cancelled: list[Outcome] = []
@@ -295,6 +307,7 @@ class Batch(HandsOut):
             self._finish_supervision()
 
     def _admit(self) -> None:
+        reserved: int | None = None  # what running and starting children reserved and do not use yet
         while self.running < self.max_concurrent and self._driver.waiting < self.max_concurrent:
             now = _now()
             cand = self._next_candidate(now)
@@ -308,15 +321,17 @@ class Batch(HandsOut):
                 self._final(out, seq)
                 continue
             estimate = self.estimate_for(task)
-            untouched = [s.estimate - s.usage for s in self._running.values()]
-            untouched.extend(p.estimate for p in self._starting)
-            if not self.admission.may_start(estimate, untouched, running=self.running):
+            if reserved is None:  # once per call, not per start: a burst of starts stays O(running)
+                reserved = sum(max(0, s.estimate - s.usage) for s in self._running.values())
+                reserved += sum(p.estimate for p in self._starting)
+            if not self.admission.may_start(estimate, (reserved,), running=self.running):
                 return
             if self._retry and self._retry[0].seq == seq and self._retry[0].task is task:
                 self._retry.pop(0)
             else:
                 self.intake.release()
             self._start(seq, task, attempts + 1, estimate)
+            reserved += estimate
 
     def _start(self, seq: int, task: Task, attempt: int, estimate: int) -> None:
         limit = task.memory_limit or self.options.memory_limit
@@ -381,21 +396,53 @@ class Batch(HandsOut):
             self._running.setdefault(key, slot)
             if key >= 0:
                 self._poll.register(key, select.POLLIN)
+                slot.polled = True
+            else:
+                self._unpolled.add(key)
+            self._arm(slot)
             self._spawner.forget(p)
             if self._halted and self.halt is not None and self.halt.when == "now":
                 self._end(slot, "cancelled")
 
+    def _arm(self, s: Slot) -> None:
+        """Put the slot's next lifecycle deadline in the timer heap (once per distinct time)."""
+        at = s.child.life.deadline
+        if at != s.armed_at:
+            s.armed_at = at
+            if at is not None:
+                heapq.heappush(self._timers, (at, next(self._timer_n), s))
+
+    def _next_due(self) -> float | None:
+        """The soonest live deadline (stale entries on top are dropped)."""
+        timers = self._timers
+        while timers:
+            at, _, s = timers[0]
+            if s.armed_at == at and self._running.get(s.key) is s:
+                return at
+            heapq.heappop(timers)
+        return None
+
+    def _due(self, now: float) -> list[Slot]:
+        """The slots whose deadline has come, taken off the heap."""
+        out: list[Slot] = []
+        while (at := self._next_due()) is not None and at <= now:
+            s = heapq.heappop(self._timers)[2]
+            s.armed_at = None  # re-armed after its advance
+            out.append(s)
+        return out
+
     def _wait(self) -> None:
         now = _now()
         timeout = TICK
-        for s in self._running.values():
-            at = s.child.life.deadline
-            if at is not None:
-                timeout = min(timeout, at - now)
+        if self._due_now:
+            timeout = 0.0
+        due = self._next_due()
+        if due is not None:
+            timeout = min(timeout, due - now)
         if self._retry:
             timeout = min(timeout, self._retry[0].ready_at - now)
         timeout = max(0.0, timeout)
-        if any(k < 0 for k in self._running):
+        if self._unpolled:
             timeout = min(timeout, 0.01)
         self._ready.clear()
         if self._running or self._starting:
@@ -411,17 +458,35 @@ class Batch(HandsOut):
         if everyone:
             self._next_sample = now + self.options.sample_interval
             self._sample(now)
-        ready = self._ready
-        for key, s in list(self._running.items()):
-            if self._running.get(key) is not s:
-                continue  # finalized meanwhile (a halt ends the others from inside a finalize)
-            # the child's lifecycle (spoolparse._lifecycle, the one written for run and arun too) decides
-            # when to signal, reap and sweep; it is advanced when its pidfd turned readable (an exit), when
-            # one of its deadlines is due, and now and then in any case
-            due = s.child.life.deadline
-            look = key in ready or key < 0 or everyone or (due is not None and due <= now)
-            if look and isinstance(s.child.advance(now), Done):
+        # The child's lifecycle (spoolparse._lifecycle, the one written for run and arun too) decides when
+        # to signal, reap and sweep. It is advanced when its pidfd turned readable (an exit), when one of its
+        # deadlines is due (the timer heap), when the loop ended it, and once a second in any case; a tick
+        # so costs in proportion to the children that changed, not to all of them.
+        slots: list[Slot]
+        if now >= self._next_look_all:
+            self._next_look_all = now + LOOK_ALL_INTERVAL
+            slots = list(self._running.values())
+        else:
+            running = self._running
+            slots = [running[k] for k in self._ready if k in running]
+            slots += [running[k] for k in self._unpolled if k in running]
+            slots += self._due(now)
+            slots += self._due_now
+        self._due_now = []
+        seen: set[int] = set()
+        for s in slots:
+            if id(s) in seen or self._running.get(s.key) is not s:
+                continue  # twice in the list, or finalized meanwhile (a halt ends the others from a finalize)
+            seen.add(id(s))
+            if isinstance(s.child.advance(now), Done):
                 self._finalize(s)
+                continue
+            if s.polled and s.child.life.leader_exited:
+                # its pidfd stays readable from now on: polling it would spin through the sweep
+                s.polled = False
+                with contextlib.suppress(KeyError):
+                    self._poll.unregister(s.key)
+            self._arm(s)
 
     def _sample(self, now: float) -> None:
         slots = [s for s in self._running.values() if not s.child.life.leader_exited]
@@ -475,11 +540,15 @@ class Batch(HandsOut):
         if s.forced is None:
             s.forced = why
         s.child.life.stop(_now(), why, kill=True)
+        self._due_now.append(s)
 
     def _unregister(self, s: Slot) -> None:
         if self._running.get(s.key) is s:
             del self._running[s.key]
-            if s.key >= 0:
+            self._unpolled.discard(s.key)
+            s.armed_at = None
+            if s.polled:
+                s.polled = False
                 with contextlib.suppress(KeyError):
                     self._poll.unregister(s.key)
 

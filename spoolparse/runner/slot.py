@@ -53,6 +53,8 @@ class Slot:
     rc: int | None = None
     cpu: float = 0.0
     key: int = 0  # in the loop's running set: the pidfd, or -pid where there is none
+    armed_at: float | None = None  # the lifecycle deadline the loop's timer heap holds for it
+    polled: bool = False  # its pidfd is in the loop's poll set (until the leader's exit is seen)
 
 
 def outcome_of(
