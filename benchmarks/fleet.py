@@ -75,6 +75,15 @@ async def main():
 asyncio.run(main())
 """
 
+# One coroutine per agent (``one(lat)`` returns 1 for an answer), all gathered.
+GATHER = r"""
+async def main():
+    t0 = time.monotonic(); lat = []
+    answers = sum(await asyncio.gather(*(one(lat) for _ in range(n))))
+    report(t0, lat, answers)
+asyncio.run(main())
+"""
+
 ARUN = COMMON + r"""
 import asyncio, spoolparse
 async def one(lat):
@@ -85,12 +94,7 @@ async def one(lat):
         lat.append(time.time() - t)
         return 1
     return 0
-async def main():
-    t0 = time.monotonic(); lat = []
-    answers = sum(await asyncio.gather(*(one(lat) for _ in range(n))))
-    report(t0, lat, answers)
-asyncio.run(main())
-"""
+""" + GATHER
 
 # The CLI in its own process: its CPU is read from /proc/<pid>/stat (its own, not its children's).
 BATCH = COMMON + r"""
@@ -142,12 +146,7 @@ async def one(lat):
         lat.append(time.time() - t)
         return 1
     return 0
-async def main():
-    t0 = time.monotonic(); lat = []
-    answers = sum(await asyncio.gather(*(one(lat) for _ in range(n))))
-    report(t0, lat, answers)
-asyncio.run(main())
-"""
+""" + GATHER
 
 SCRIPTS = {"run_many": RUN_MANY, "arun_many": ARUN_MANY, "arun": ARUN, "batch": BATCH, "asyncio": ASYNCIO}
 

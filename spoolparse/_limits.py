@@ -52,6 +52,9 @@ SAMPLE_INTERVAL = 0.1
 #: lines instead of a wake-up per write (a steady writer would otherwise keep a core busy); it delays a live
 #: event by at most this much, never an exit or a timeout.
 READ_GAP = 0.005
+#: Seconds between a batch's looks at every child's lifecycle whatever woke it (a safety net: exits wake
+#: the loop through pidfds, deadlines through its timer heap).
+LOOK_ALL_INTERVAL = 1.0
 #: Seconds between memory readings of a task with no memory limit of its own (its cgroup's usage, or its
 #: process tree in ``/proc``): they only feed admission and peaks. Near ``stop_at``, every sample interval.
 MEMORY_SAMPLE_INTERVAL = 1.0

@@ -69,9 +69,6 @@ log = logging.getLogger("spoolparse.runner")
 TICK = 0.05
 #: Seconds between memory samples, spool pumps and watchdog checks.
 SAMPLE_INTERVAL = _limits.SAMPLE_INTERVAL
-#: Seconds between looks at every child's lifecycle, whatever woke the loop (a safety net: exits wake it
-#: through pidfds, deadlines through the timer heap).
-LOOK_ALL_INTERVAL = 1.0
 #: Bytes read from one child's spool per tick (the rest waits for the next one).
 PUMP_PER_TICK = 4 * _limits.MiB
 #: Default pids.max of a child cgroup.
@@ -464,7 +461,7 @@ class Batch(HandsOut):
         # so costs in proportion to the children that changed, not to all of them.
         slots: list[Slot]
         if now >= self._next_look_all:
-            self._next_look_all = now + LOOK_ALL_INTERVAL
+            self._next_look_all = now + _limits.LOOK_ALL_INTERVAL
             slots = list(self._running.values())
         else:
             running = self._running
