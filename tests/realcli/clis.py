@@ -73,6 +73,8 @@ PINNED: Mapping[str, CliPackage] = {
     "gemini": CliPackage("gemini", "@google/gemini-cli", "0.61.0", "gemini", min_node=20),
     "opencode": CliPackage("opencode", "opencode-ai", "1.18.33", "opencode"),
     "qwen": CliPackage("qwen", "@qwen-code/qwen-code", "0.24.4", "qwen", min_node=20),
+    # 7.8.1 has no linux-x64 platform binary on the registry; 7.7.7 has
+    "kilo": CliPackage("kilo", "@kilocode/cli", "7.7.7", "kilo"),
 }
 
 VERSIONS_ENV = "SPOOLPARSE_CLI_VERSIONS"

@@ -36,7 +36,7 @@ from .mockserver import SCENARIOS, MockModelServer, prompt
 
 __all__ = ["CLIS", "Recipe", "OfflineRun", "recipe", "network_isolation", "run_offline", "main"]
 
-CLIS = ("codex", "claude", "gemini", "opencode", "qwen")
+CLIS = ("codex", "claude", "gemini", "opencode", "qwen", "kilo")
 #: Stands for ``http://127.0.0.1:PORT`` in a recipe until the mock has its port.
 URL = "@MOCK_URL@"
 API_KEY = "mock-key-not-secret"
@@ -127,35 +127,35 @@ def _recipe(cli: str, scenario: str, home: Path, failing: bool, text: str) -> Re
             {"GOOGLE_GEMINI_BASE_URL": URL, "GEMINI_API_KEY": API_KEY},
             {"home/.gemini/settings.json": json.dumps(settings, indent=2)},
         )
-    if cli == "opencode":
-        opencode_config = {
-            "provider": {
-                "mock": {
-                    "npm": "@ai-sdk/openai-compatible",
-                    "name": "Mock",
-                    "options": {"baseURL": f"{URL}/v1", "apiKey": "{env:MOCK_API_KEY}"},
-                    "models": {"mock-model": {"name": "Mock Model"}},
-                }
-            },
-            "model": "mock/mock-model",
-            "autoupdate": False,
-            "share": "disabled",
-        }
-        env = {
-            "OPENCODE_CONFIG": str(home / "opencode.json"),
-            "MOCK_API_KEY": API_KEY,
-            "OPENCODE_DISABLE_MODELS_FETCH": "1",
-            "OPENCODE_DISABLE_AUTOUPDATE": "1",
-            "OPENCODE_DISABLE_SHARE": "1",
-            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-        }
-        files = {"home/opencode.json": json.dumps(opencode_config, indent=2)}
-        return Recipe(["run", "--format", "json", "--auto", text], env, files)
+    if cli in ("opencode", "kilo"):
+        return _opencode_recipe(cli, home, text)
     more = _more_recipe(cli, home, failing, text)
     if more is not None:
         return more
     raise ValueError(f"unknown CLI {cli!r}; choose one of {', '.join(CLIS)}")
+
+
+def _opencode_recipe(cli: str, home: Path, text: str) -> Recipe:
+    """opencode, and Kilo (its fork: the same config under its own names, ``KILO_CONFIG``, ``KILO_DISABLE_*``)."""
+    config = {
+        "provider": {
+            "mock": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Mock",
+                "options": {"baseURL": f"{URL}/v1", "apiKey": "{env:MOCK_API_KEY}"},
+                "models": {"mock-model": {"name": "Mock Model"}},
+            }
+        },
+        "model": "mock/mock-model",
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    prefix = cli.upper()
+    env = {f"{prefix}_CONFIG": str(home / f"{cli}.json"), "MOCK_API_KEY": API_KEY}
+    for switch in ("MODELS_FETCH", "AUTOUPDATE", "SHARE", "LSP_DOWNLOAD", "DEFAULT_PLUGINS"):
+        env[f"{prefix}_DISABLE_{switch}"] = "1"
+    files = {f"home/{cli}.json": json.dumps(config, indent=2)}
+    return Recipe(["run", "--format", "json", "--auto", text], env, files)
 
 
 def _more_recipe(cli: str, home: Path, failing: bool, text: str) -> Recipe | None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -165,6 +166,16 @@ def _has_tool_result(api: str, body: dict[str, Any]) -> bool:
     return False
 
 
+class _Server(ThreadingHTTPServer):
+    """A client may close its connection as soon as it has the event it needs (claude resets it on the error
+    event of Bevent, before the stream's last chunk): that is not a fault of the mock's, nothing to print."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class MockModelServer:
     """The mock model server; use as a context manager or call :meth:`start`/:meth:`stop`.
 
@@ -202,7 +213,7 @@ class MockModelServer:
         if self._httpd is not None:
             return self
         handler = type("_BoundHandler", (_Handler,), {"mock": self})
-        httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
+        httpd = _Server(("127.0.0.1", self._port), handler)
         httpd.daemon_threads = True
         self._httpd = httpd
         # A short poll interval makes stop() return promptly.

@@ -208,3 +208,20 @@ def test_default_scenario_and_bad_names() -> None:
         MockModelServer(scenario="C")
     with pytest.raises(ValueError):
         prompt("C")
+
+
+def test_a_client_that_hangs_up_mid_stream_is_no_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.realcli.mockserver import _Server
+
+    server = _Server.__new__(_Server)  # only its error hook is under test: no socket
+    for exc in (ConnectionResetError(104, "Connection reset by peer"), BrokenPipeError(32, "Broken pipe")):
+        try:
+            raise exc
+        except OSError:
+            server.handle_error(None, ("127.0.0.1", 1))
+    assert capsys.readouterr().err == ""
+    try:
+        raise ValueError("a real fault")
+    except ValueError:
+        server.handle_error(None, ("127.0.0.1", 1))
+    assert "ValueError: a real fault" in capsys.readouterr().err

@@ -1,5 +1,5 @@
-"""Conformance: the real codex, claude, gemini, opencode and Qwen Code, run offline against the mock model server
-through ``spoolparse run``; the summary must say exactly what the mock told each CLI."""
+"""Conformance: the real codex, claude, gemini, opencode, Qwen Code and Kilo, run offline against the mock model
+server through ``spoolparse run``; the summary must say exactly what the mock told each CLI."""
 
 from __future__ import annotations
 
@@ -14,10 +14,19 @@ pytestmark = pytest.mark.realcli
 
 CLIS = harness.CLIS
 
+#: Kilo prints opencode's stream unchanged (auto-detection names the family it assumed, ``opencode``) and
+#: offers the mock opencode's tools (so the mock answers as it answers opencode).
+FAMILY = {"kilo": "opencode"}
+
+
+def family(cli: str) -> str:
+    return FAMILY.get(cli, cli)
+
+
 #: Model responses each CLI folds into the usage it prints for scenario A:
 #: codex and claude sum the turn's two requests, gemini adds its routing call,
 #: opencode prints each step and spoolparse sums the two steps.
-RESPONSES_COUNTED = {"codex": 2, "claude": 2, "gemini": 3, "opencode": 2, "qwen": 2}
+RESPONSES_COUNTED = {"codex": 2, "claude": 2, "gemini": 3, "opencode": 2, "qwen": 2, "kilo": 2}
 
 #: What the mock answered, in order, for a successful turn. opencode's title
 #: request runs beside the turn (it may come at any point, or not at all when
@@ -28,6 +37,7 @@ EXPECTED_REQUESTS = {
     "gemini": ["route", "tool_call", "final"],
     "opencode": ["tool_call", "final"],
     "qwen": ["tool_call", "final"],
+    "kilo": ["tool_call", "final"],
 }
 UNORDERED = {"title"}
 
@@ -38,13 +48,15 @@ SESSION_ID = {
     "gemini": re.compile(_UUID.replace("{v}", "[1-8]")),
     "opencode": re.compile(r"ses_[0-9A-Za-z]{20,}"),
     "qwen": re.compile(_UUID.replace("{v}", "4")),
+    "kilo": re.compile(r"ses_[0-9A-Za-z]{20,}"),
 }
 
 #: The smallest stdout a CLI writes for Abig: codex inlines 1 MiB of the output,
 #: gemini all 2,000,000 bytes; claude and opencode persist it and inline a 30 KB
 #: preview (opencode adds a tail whose size depends on how the output was chunked:
 #: 17 KB to 51 KB were seen).
-ABIG_MIN_STDOUT = {"codex": 1_000_000, "claude": 30_000, "gemini": BIG_BYTES, "opencode": 30_000, "qwen": 30_000}
+ABIG_MIN_STDOUT = {"codex": 1_000_000, "claude": 30_000, "gemini": BIG_BYTES, "opencode": 30_000, "qwen": 30_000,
+                   "kilo": 30_000}
 
 #: The child's exit code in the failure scenarios (gemini exits 0 on a stream error).
 FAILURE_RETURNCODE = {
@@ -58,6 +70,8 @@ FAILURE_RETURNCODE = {
     ("opencode", "Bevent"): 1,
     ("qwen", "B"): 1,
     ("qwen", "Bevent"): 1,
+    ("kilo", "B"): 1,
+    ("kilo", "Bevent"): 1,
 }
 
 #: What the reported error must contain: the mock's message where the CLI passes it on.
@@ -72,6 +86,8 @@ FAILURE_MESSAGE = {
     ("opencode", "Bevent"): mockserver.STREAM_ERROR_MESSAGE,
     ("qwen", "B"): mockserver.HTTP_ERROR_MESSAGE,
     ("qwen", "Bevent"): mockserver.STREAM_ERROR_MESSAGE,
+    ("kilo", "B"): mockserver.HTTP_ERROR_MESSAGE,
+    ("kilo", "Bevent"): mockserver.STREAM_ERROR_MESSAGE,
 }
 
 CODEX_METADATA_WARNING = "Model metadata for `mock-model` not found"
@@ -83,10 +99,11 @@ TERMINAL = {
     "gemini": "result",
     "opencode": "step_finish",
     "qwen": "result",
+    "kilo": "step_finish",
 }
 
 #: stdout lines of a successful turn (every one a complete JSON object).
-LINES = {"codex": 7, "claude": 5, "gemini": 6, "opencode": 6, "qwen": 6}
+LINES = {"codex": 7, "claude": 5, "gemini": 6, "opencode": 6, "qwen": 6, "kilo": 6}
 
 
 def _context(run: harness.OfflineRun) -> str:
@@ -111,11 +128,11 @@ def test_tool_call_then_answer(offline_runs, cli: str, scenario: str) -> None:
     run = offline_runs.get(cli, scenario)
     s = _summary(run)
     why = _context(run)
-    assert s["provider"] == cli, why
+    assert s["provider"] == family(cli), why
     assert s["ok"] is True and s["error"] is None, why
     assert s["returncode"] == 0 and run.exit_status == 0, why
     assert s["timed_out"] is False and s["spool_full"] is False, why
-    assert s["text"] == final_text(cli), why
+    assert s["text"] == final_text(family(cli)), why
     n = RESPONSES_COUNTED[cli]
     usage = s["usage"]
     assert isinstance(usage, dict), why
@@ -146,13 +163,13 @@ def test_model_failure_is_reported(offline_runs, cli: str, scenario: str) -> Non
     run = offline_runs.get(cli, scenario)
     s = _summary(run)
     why = _context(run)
-    assert s["provider"] == cli, why
+    assert s["provider"] == family(cli), why
     assert s["ok"] is False, why
     assert s["timed_out"] is False, why
     assert s["returncode"] == FAILURE_RETURNCODE[(cli, scenario)], why
     # a run that is not ok exits 1 whatever the CLI's own code (that stays in the summary's returncode)
     assert run.exit_status == 1, why
-    assert s["text"] != final_text(cli), why
+    assert s["text"] != final_text(family(cli)), why
     error = s["error"]
     assert isinstance(error, str) and FAILURE_MESSAGE[(cli, scenario)] in error, why
     assert f"stream ended before {TERMINAL[cli]}" not in error, why  # each failure is a finished run
@@ -200,7 +217,7 @@ def test_default_retries_are_cut_by_the_timeout(
     run = offline_runs.get(cli, scenario, **options)
     s = _summary(run)
     why = _context(run)
-    assert s["provider"] == cli, why
+    assert s["provider"] == family(cli), why
     assert s["timed_out"] is True and s["ok"] is False and run.exit_status == 124, why
     # the verdict names both reasons: the timeout, and the terminal event that never came
     error = s["error"]
