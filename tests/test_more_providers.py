@@ -345,6 +345,21 @@ def test_qwen_recorded_stream_error_is_not_an_answer() -> None:
     assert r.text is None and r.warnings == []
 
 
+# ---------------------------------------------------------------- recorded from the real Droid 0.225.2
+
+
+def test_droid_recorded_answer_and_usage() -> None:
+    r, seen = events("droid/real_A.jsonl")
+    assert r.provider == "droid" and r.ok and r.text == "FINAL-ANSWER-droid" and r.warnings == []
+    # completion.usage in Anthropic's counting (cache reads and writes apart from input_tokens)
+    assert r.usage == {"input_tokens": 2468, "cached_input_tokens": 0, "cache_write_input_tokens": 0,
+                       "output_tokens": 112}
+    assert r.raw_usage["factory_credits"] == 0
+    assert r.session_id == "bceea9de-8b2d-435b-863d-adfa464dbc75" and r.lines == 6
+    assert [(e.kind, e.data.get("name")) for e in seen if e.kind.startswith("tool")] == [
+        ("tool_start", "Execute"), ("tool_end", "Execute")]
+
+
 # ---------------------------------------------------------------- odd input never crashes them
 
 from hypothesis import given  # noqa: E402

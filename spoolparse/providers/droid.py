@@ -7,8 +7,10 @@ stream): ``system`` (``subtype: "init"``, ``session_id``, ``cwd``, ``tools``,
 (``toolId``, ``toolName``, ``parameters``, ``messageId``); ``tool_result``
 (``toolId``, ``isError``, ``value`` or ``error``: the big lines, never
 decoded); ``error`` (``source``, ``message``); a terminal ``completion``
-(``finalText``, ``numTurns``, ``durationMs``, ``session_id``). No token usage
-is printed.
+(``finalText``, ``numTurns``, ``durationMs``, ``session_id``) which, as the real
+CLI (0.225.2) prints it, carries ``usage`` in Anthropic's counting
+(``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
+``cache_creation_input_tokens``, plus ``factory_credits`` and ``ttft_ms``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, ClassVar
 from ..lines import Event, Noted
 from . import _peek
 from .base import Answer, LiveEvent, Provider, clip, message_of
+from .claude import normalize_claude_usage
 
 __all__ = ["DroidProvider"]
 
@@ -126,7 +129,7 @@ class DroidProvider(Provider):
             warnings.append(f"error before completion: {self.error}")
         return Answer(
             text=text,
-            usage={},
+            usage=normalize_claude_usage(self.raw_usage),
             raw_usage=self.raw_usage,
             model=self.model,
             session_id=self.session_id,

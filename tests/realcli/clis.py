@@ -65,6 +65,13 @@ class CliPackage:
     def dirname(self) -> str:
         return f"{self.package.lstrip('@').replace('/', '-')}-{self.version}"
 
+    def executable(self, prefix: Path) -> Path:
+        """Where the install under ``prefix`` puts it: ``node_modules/.bin/<bin>``, or, for a ``bin`` with a
+        slash (a package that only ships a binary and declares no command), that path under ``node_modules``."""
+        if "/" in self.bin:
+            return prefix / "node_modules" / self.bin
+        return prefix / "node_modules" / ".bin" / self.bin
+
 
 #: The versions the conformance tests are known to pass with.
 PINNED: Mapping[str, CliPackage] = {
@@ -75,6 +82,9 @@ PINNED: Mapping[str, CliPackage] = {
     "qwen": CliPackage("qwen", "@qwen-code/qwen-code", "0.24.4", "qwen", min_node=20),
     # 7.8.1 has no linux-x64 platform binary on the registry; 7.7.7 has
     "kilo": CliPackage("kilo", "@kilocode/cli", "7.7.7", "kilo"),
+    # @factory/cli 0.225.1 wants a platform binary of its own version the registry here lacks: the binary
+    # package alone (linux x64; on other machines its install fails and the runs are skipped, saying so)
+    "droid": CliPackage("droid", "@factory/cli-linux-x64", "0.225.2", "@factory/cli-linux-x64/bin/droid"),
 }
 
 VERSIONS_ENV = "SPOOLPARSE_CLI_VERSIONS"
@@ -156,7 +166,7 @@ def install(cli: CliPackage, *, root: Path | None = None) -> Path:
     """
     root = root if root is not None else cache_dir()
     prefix = root / cli.dirname
-    exe = prefix / "node_modules" / ".bin" / cli.bin
+    exe = cli.executable(prefix)
     stamp = prefix / ".spoolparse-installed"
     if stamp.exists() and exe.exists():
         return exe
@@ -198,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         cli = chosen[name]
         if args.action == "list":
-            exe = cache_dir() / cli.dirname / "node_modules" / ".bin" / cli.bin
+            exe = cli.executable(cache_dir() / cli.dirname)
             print(f"{name}\t{cli.spec}\t{exe if exe.exists() else '(not installed)'}")
             continue
         try:

@@ -36,7 +36,7 @@ from .mockserver import SCENARIOS, MockModelServer, prompt
 
 __all__ = ["CLIS", "Recipe", "OfflineRun", "recipe", "network_isolation", "run_offline", "main"]
 
-CLIS = ("codex", "claude", "gemini", "opencode", "qwen", "kilo")
+CLIS = ("codex", "claude", "gemini", "opencode", "qwen", "kilo", "droid")
 #: Stands for ``http://127.0.0.1:PORT`` in a recipe until the mock has its port.
 URL = "@MOCK_URL@"
 API_KEY = "mock-key-not-secret"
@@ -177,6 +177,14 @@ def _more_recipe(cli: str, home: Path, failing: bool, text: str) -> Recipe | Non
         }
         files = {"home/.qwen/settings.json": json.dumps(settings, indent=2)}
         return Recipe(["-p", text, "--output-format", "stream-json", "--yolo"], env, files)
+    if cli == "droid":
+        # a custom model (BYOK) on the mock's chat completions endpoint; its id is custom:<name>-<index>.
+        # Droid has no retry setting: it retries a failing model for minutes (see test_realcli).
+        model = {"model": "mock-model", "displayName": "Mock", "baseUrl": f"{URL}/v1", "apiKey": API_KEY,
+                 "provider": "generic-chat-completion-api", "maxOutputTokens": 4096}
+        files = {"home/.factory/settings.json": json.dumps({"customModels": [model]}, indent=2)}
+        return Recipe(["exec", "--output-format", "stream-json", "--auto", "high", "-m", "custom:Mock-0", text],
+                      {}, files)
     return None
 
 

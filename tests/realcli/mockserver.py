@@ -549,8 +549,10 @@ class _Handler(BaseHTTPRequestHandler):
             content = {"content": final_text(_chat_cli(turn.body)[0])}
             finish, answer = "stop", "final"
         else:
+            cli, shell = _chat_cli(turn.body)
             args = {"command": turn.command, "description": "Run the requested command"}
-            function = {"name": _chat_cli(turn.body)[1], "arguments": json.dumps(args)}
+            args.update(_CHAT_SHELL_ARGS.get(cli, {}))
+            function = {"name": shell, "arguments": json.dumps(args)}
             content = {"tool_calls": [{"index": 0, "id": f"call_{cid}", "type": "function", "function": function}]}
             finish, answer = "tool_calls", "tool_call"
         if not stream:
@@ -575,7 +577,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 #: The chat-completions CLIs, told apart by their shell tool: (answer label, tool name).
-_CHAT_SHELLS = (("qwen", "run_shell_command"),)
+_CHAT_SHELLS = (("qwen", "run_shell_command"), ("droid", "Execute"))
+#: Arguments a CLI's shell tool requires besides the command (Droid's Execute asks for a summary and a risk).
+_CHAT_SHELL_ARGS: dict[str, dict[str, str]] = {
+    "droid": {"summary": "Run the requested command", "riskLevelReason": "It only prints text.", "riskLevel": "low"},
+}
 
 
 def _chat_cli(body: dict[str, Any]) -> tuple[str, str]:

@@ -44,6 +44,7 @@ def test_failure_scenarios_cut_retries_and_success_keeps_defaults(tmp_path: Path
         "opencode": None,  # no setting: the mock's retry-after-ms header does it
         "qwen": "maxRetries",  # the client's own retries; its outer loop still tries 7 times
         "kilo": None,  # opencode's: the same header does it
+        "droid": None,  # no setting at all: its failures are runs that the timeout ends
     }[cli]
     if marks is None:
         assert retry_settings("B") == retry_settings("A").replace("scenario: A", "scenario: B")
@@ -71,6 +72,7 @@ def test_versions_are_pinned_once_and_overridable(monkeypatch: pytest.MonkeyPatc
         "opencode": "opencode-ai@1.18.33",
         "qwen": "@qwen-code/qwen-code@0.24.4",
         "kilo": "@kilocode/cli@7.7.7",
+        "droid": "@factory/cli-linux-x64@0.225.2",
     }
     monkeypatch.setenv(clis.VERSIONS_ENV, "codex=0.170.0, gemini=0.62.0")
     chosen = clis.versions({"gemini": "0.63.0"})

@@ -1,5 +1,5 @@
-"""Conformance: the real codex, claude, gemini, opencode, Qwen Code and Kilo, run offline against the mock model
-server through ``spoolparse run``; the summary must say exactly what the mock told each CLI."""
+"""Conformance: the real codex, claude, gemini, opencode, Qwen Code, Kilo and Droid, run offline against the mock
+model server through ``spoolparse run``; the summary must say exactly what the mock told each CLI."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def family(cli: str) -> str:
 #: Model responses each CLI folds into the usage it prints for scenario A:
 #: codex and claude sum the turn's two requests, gemini adds its routing call,
 #: opencode prints each step and spoolparse sums the two steps.
-RESPONSES_COUNTED = {"codex": 2, "claude": 2, "gemini": 3, "opencode": 2, "qwen": 2, "kilo": 2}
+RESPONSES_COUNTED = {"codex": 2, "claude": 2, "gemini": 3, "opencode": 2, "qwen": 2, "kilo": 2, "droid": 2}
 
 #: What the mock answered, in order, for a successful turn. opencode's title
 #: request runs beside the turn (it may come at any point, or not at all when
@@ -38,6 +38,7 @@ EXPECTED_REQUESTS = {
     "opencode": ["tool_call", "final"],
     "qwen": ["tool_call", "final"],
     "kilo": ["tool_call", "final"],
+    "droid": ["tool_call", "final"],
 }
 UNORDERED = {"title"}
 
@@ -49,6 +50,7 @@ SESSION_ID = {
     "opencode": re.compile(r"ses_[0-9A-Za-z]{20,}"),
     "qwen": re.compile(_UUID.replace("{v}", "4")),
     "kilo": re.compile(r"ses_[0-9A-Za-z]{20,}"),
+    "droid": re.compile(_UUID.replace("{v}", "4")),
 }
 
 #: The smallest stdout a CLI writes for Abig: codex inlines 1 MiB of the output,
@@ -56,7 +58,7 @@ SESSION_ID = {
 #: preview (opencode adds a tail whose size depends on how the output was chunked:
 #: 17 KB to 51 KB were seen).
 ABIG_MIN_STDOUT = {"codex": 1_000_000, "claude": 30_000, "gemini": BIG_BYTES, "opencode": 30_000, "qwen": 30_000,
-                   "kilo": 30_000}
+                   "kilo": 30_000, "droid": 3_000}  # droid keeps the output aside and shows a few lines
 
 #: The child's exit code in the failure scenarios (gemini exits 0 on a stream error).
 FAILURE_RETURNCODE = {
@@ -100,10 +102,11 @@ TERMINAL = {
     "opencode": "step_finish",
     "qwen": "result",
     "kilo": "step_finish",
+    "droid": "completion",
 }
 
 #: stdout lines of a successful turn (every one a complete JSON object).
-LINES = {"codex": 7, "claude": 5, "gemini": 6, "opencode": 6, "qwen": 6, "kilo": 6}
+LINES = {"codex": 7, "claude": 5, "gemini": 6, "opencode": 6, "qwen": 6, "kilo": 6, "droid": 6}
 
 
 def _context(run: harness.OfflineRun) -> str:
@@ -157,8 +160,13 @@ def test_tool_call_then_answer(offline_runs, cli: str, scenario: str) -> None:
         assert isinstance(warnings, list) and any(CODEX_METADATA_WARNING in w for w in warnings), why
 
 
+#: Droid has no setting that ends its retries: it retries a failing model for minutes (0, 5, 19, 53, 85, 120 s
+#: … apart), so its failures are checked as runs that spoolparse's timeout ends (below).
+RETRIES_ON = ("droid",)
+
+
 @pytest.mark.parametrize("scenario", ["B", "Bevent"])
-@pytest.mark.parametrize("cli", CLIS)
+@pytest.mark.parametrize("cli", [c for c in CLIS if c not in RETRIES_ON])
 def test_model_failure_is_reported(offline_runs, cli: str, scenario: str) -> None:
     run = offline_runs.get(cli, scenario)
     s = _summary(run)
@@ -208,7 +216,7 @@ RETRY_TIMEOUT = 12.0
 
 @pytest.mark.parametrize("options", [{"cut_retries": False, "timeout": RETRY_TIMEOUT}], ids=["default-retries"])
 @pytest.mark.parametrize("scenario", ["B"])
-@pytest.mark.parametrize("cli", ["codex", "claude", "gemini"])
+@pytest.mark.parametrize("cli", ["codex", "claude", "gemini", *RETRIES_ON])
 def test_default_retries_are_cut_by_the_timeout(
     offline_runs, cli: str, scenario: str, options: dict[str, object]
 ) -> None:
