@@ -52,6 +52,12 @@ SAMPLE_INTERVAL = 0.1
 #: lines instead of a wake-up per write (a steady writer would otherwise keep a core busy); it delays a live
 #: event by at most this much, never an exit or a timeout.
 READ_GAP = 0.005
+#: Seconds between a batch's reads of a growing spool when no one listens to live events (every
+#: ``SAMPLE_INTERVAL`` when someone does): what is read then only keeps the parse current, so that the rest
+#: is short when the child exits. A spool further behind than ``UNWATCHED_BACKLOG`` is read at once.
+UNWATCHED_READ_INTERVAL = 0.5
+#: Unread bytes of a spool past which a batch reads it at the next sample, listener or not.
+UNWATCHED_BACKLOG = 1 * MiB
 #: Seconds between a batch's looks at every child's lifecycle whatever woke it (a safety net: exits wake
 #: the loop through pidfds, deadlines through its timer heap).
 LOOK_ALL_INTERVAL = 1.0

@@ -344,6 +344,11 @@ class Child:
         self._seen_sizes = sizes
         return True
 
+    @property
+    def unread(self) -> int:
+        """Bytes of stdout written and not yet parsed, as of the last :meth:`has_news` (no system call)."""
+        return max(0, self._seen_sizes[0] - self.offset)
+
     def pump(self, limit: int = _limits.FOLLOW_STEP) -> tuple[int, list[LiveEvent]]:
         """Feed what the child wrote since last time (at most ``limit`` bytes).
 

@@ -163,6 +163,7 @@ class Batch(HandsOut):
         self._next_sample = 0.0
         self._next_memory_sample = 0.0
         self._next_look_all = 0.0
+        self._next_read = 0.0  # the next round that reads every growing spool (see _sample)
         # the lifecycle deadlines of running children, soonest first: (at, n, slot); an entry whose slot
         # has left or been re-armed for another time is stale and dropped when it comes up
         self._timers: list[tuple[float, int, Slot]] = []
@@ -492,6 +493,9 @@ class Batch(HandsOut):
         every = now >= self._next_memory_sample or self.admission.near_limits()
         if every:
             self._next_memory_sample = now + _limits.MEMORY_SAMPLE_INTERVAL
+        read_all = self.on_event is not None or now >= self._next_read
+        if read_all:
+            self._next_read = now + _limits.UNWATCHED_READ_INTERVAL
         # children younger than half an interval still count with their whole estimate as
         # reserved; skipping them spares a /proc scan when tasks are short
         young = now - self.options.sample_interval / 2
@@ -509,14 +513,17 @@ class Batch(HandsOut):
             if s.cg is None and s.limit is not None and s.usage > s.limit and s.forced is None:
                 self._end(s, "killed_memory")
             with contextlib.suppress(OSError):
-                # a quiet child costs two fstat calls; once a second every spool is checked all the same
+                # a quiet child costs one fstat call; once a second every spool is checked all the same
                 # (a full disk fails a child's writes without growing its spool)
                 if not s.child.has_news() and not every:
                     continue
-                _, live = s.child.pump(PUMP_PER_TICK)
-                if live and self.on_event is not None:
-                    for ev in live:
-                        self.on_event(s.task, ev)
+                # what a growing spool holds is read every interval for a listener; with none, only to keep
+                # the parse current (every UNWATCHED_READ_INTERVAL, or at once when far behind)
+                if every or read_all or s.child.unread >= _limits.UNWATCHED_BACKLOG:
+                    _, live = s.child.pump(PUMP_PER_TICK)
+                    if live and self.on_event is not None:
+                        for ev in live:
+                            self.on_event(s.task, ev)
                 if s.forced is None and s.child.check_spool() is not None:
                     self._end(s, "failed")
         victim = self._pressure_victim
