@@ -20,7 +20,7 @@ import spoolparse
 from spoolparse.runner import Admission, Task, auto_concurrency, default_reserve, run_many
 from spoolparse.runner.joblog import done_ids, finished_ok
 from spoolparse.runner.memory import HostMemory, sample_trees
-from spoolparse.runner.scheduler import InvalidTask
+from spoolparse.runner.scheduler import Batch, InvalidTask
 
 from .runner_support import FAKE_CODEX, HOG, FixedProbe, MiB, TreeProbe, marker, one_each, wait_gone
 
@@ -542,3 +542,16 @@ def test_the_runner_verdict_has_one_order(forced: str | None, ok: bool, oom: boo
     from spoolparse.runner.verdicts import runner_verdict
 
     assert runner_verdict(forced=forced, ok=ok, oom=oom, soft_ended=soft, cancelled=cancelled) == want
+
+
+def test_the_deadline_heap_stays_bounded_when_tasks_end_long_before_their_timeouts() -> None:
+    # each task is armed for an hour and ends at once: its heap entry goes stale; behind the live entry of
+    # the long task started first, stale entries must not pile up for the hour (they hold finished slots)
+    tasks = [Task(argv=["sleep", "4"], id="long", timeout=3600)]
+    tasks += [Task(argv=["true"], id=str(i), timeout=3600) for i in range(300)]
+    batch = run_many(tasks, max_concurrent=4, memory_probe=FixedProbe(BIG))
+    assert isinstance(batch, Batch)
+    peak = 0
+    for _ in batch:
+        peak = max(peak, len(batch._timers))
+    assert peak <= 2 * 4 + 64, peak

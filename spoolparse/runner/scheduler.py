@@ -168,6 +168,7 @@ class Batch(HandsOut):
         # has left or been re-armed for another time is stale and dropped when it comes up
         self._timers: list[tuple[float, int, Slot]] = []
         self._timer_n = itertools.count()
+        self._stale = 0  # entries of the heap that no longer count (the heap is rebuilt when they dominate)
         self._due_now: list[Slot] = []  # ended by the loop (_end): advanced in this same tick
         self._unpolled: set[int] = set()  # keys of children without a pidfd: looked at every 10 ms
         self._stop = threading.Event()
@@ -406,9 +407,24 @@ class Batch(HandsOut):
         """Put the slot's next lifecycle deadline in the timer heap (once per distinct time)."""
         at = s.child.life.deadline
         if at != s.armed_at:
+            self._disarm(s)
             s.armed_at = at
             if at is not None:
                 heapq.heappush(self._timers, (at, next(self._timer_n), s))
+
+    def _disarm(self, s: Slot) -> None:
+        """The slot's entry in the heap (if any) no longer counts. Stale entries deep in the heap (a task
+        that ended long before its timeout) are dropped by a rebuild once they outnumber the live ones, so
+        the heap stays O(running) however many tasks come and go."""
+        if s.armed_at is None:
+            return
+        s.armed_at = None
+        self._stale += 1
+        if self._stale > len(self._running) + 64:
+            running = self._running
+            self._timers = [e for e in self._timers if e[2].armed_at == e[0] and running.get(e[2].key) is e[2]]
+            heapq.heapify(self._timers)
+            self._stale = 0
 
     def _next_due(self) -> float | None:
         """The soonest live deadline (stale entries on top are dropped)."""
@@ -418,6 +434,7 @@ class Batch(HandsOut):
             if s.armed_at == at and self._running.get(s.key) is s:
                 return at
             heapq.heappop(timers)
+            self._stale = max(0, self._stale - 1)
         return None
 
     def _due(self, now: float) -> list[Slot]:
@@ -425,7 +442,7 @@ class Batch(HandsOut):
         out: list[Slot] = []
         while (at := self._next_due()) is not None and at <= now:
             s = heapq.heappop(self._timers)[2]
-            s.armed_at = None  # re-armed after its advance
+            s.armed_at = None  # popped, not stale: re-armed after its advance
             out.append(s)
         return out
 
@@ -550,7 +567,7 @@ class Batch(HandsOut):
         if self._running.get(s.key) is s:
             del self._running[s.key]
             self._unpolled.discard(s.key)
-            s.armed_at = None
+            self._disarm(s)
             if s.polled:
                 s.polled = False
                 with contextlib.suppress(KeyError):
