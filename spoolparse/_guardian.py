@@ -47,7 +47,7 @@ import sys
 import threading
 import time
 
-__all__ = ["Guardian", "Registration", "guardian", "GIVE_UP", "MARK_VAR", "SWEEP_FOR", "marked", "sweep"]
+__all__ = ["Guardian", "Registration", "guardian", "GIVE_UP", "MARK_VAR", "SWEEP_FOR", "marked"]
 
 #: Seconds the guardian keeps killing what is left before it gives up (D-state processes).
 GIVE_UP = 1.0
@@ -110,12 +110,13 @@ class Guardian:
         self._guardian_pid = self._proc.pid
         if detach:
             ready = _read_within(self._out, READY_WITHIN, 16)  # "r<pid>\n", written at once
-            self._proc.wait()  # the process that forked it: gone already, or killed here
             if ready is None or not ready.startswith(b"r") or not ready.endswith(b"\n"):
-                self._proc.kill()
+                self._proc.kill()  # never ready: whatever it is doing, it is not watching
+                self._proc.wait()
                 self._close()
                 self._failed = True
                 return False
+            self._proc.wait()  # the process that forked it, gone already
             self._guardian_pid = int(ready[1:])
         return True
 
@@ -352,18 +353,6 @@ def _kill_marked(token: str, exclude: frozenset[int]) -> int:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     return len(pids)
-
-
-def sweep(token: str, *, exclude: frozenset[int] = frozenset(), duration: float = SWEEP_FOR) -> int:
-    """SIGKILL every marked process until none is seen (at most ``duration`` seconds); how many were seen."""
-    killed = 0
-    end = time.monotonic() + duration
-    while True:
-        seen = _kill_marked(token, exclude)
-        killed += seen
-        if not seen or time.monotonic() >= end:
-            return killed
-        time.sleep(0.05)
 
 
 def serve(fd: int, parent: int = 0) -> None:
