@@ -38,12 +38,15 @@ def test_a_held_task_stays_held_until_released_and_a_bad_item_is_invalid() -> No
     assert held is not None and held.id == "b"
 
 
-def test_after_a_halt_the_held_task_and_the_unread_ones_come_back_in_order() -> None:
+def test_after_a_halt_the_held_task_and_the_unread_ones_are_skipped_in_order() -> None:
     intake = Intake([Task(id=i, argv=["x"]) for i in "abcd"], skip=set())
     intake.hold_next()
     intake.release()  # "a" started
     intake.hold_next()  # "b" held, not started
-    assert [(seq, str(t.id)) for seq, t in intake.rest()] == [(1, "b"), (2, "c"), (3, "d")]
+    rest = list(intake.skip_rest())
+    assert [(seq, o.id) for seq, o in rest] == [(1, "b"), (2, "c"), (3, "d")]
+    assert all(o.verdict == "skipped" for _, o in rest)
+    assert all(o.error == "not started: the batch halted (--halt)" and o.attempts == 0 for _, o in rest)
     assert intake.held is None and intake.exhausted
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Error
-from .tasks import Task, TaskLike, as_task
+from .tasks import Outcome, Task, TaskLike, as_task
 
 __all__ = ["InvalidTask", "Intake", "END", "LATER", "async_source"]
 
@@ -109,16 +109,18 @@ class Intake:
         """The held task was taken (started, or given its outcome)."""
         self.held = None
 
-    def rest(self) -> Iterator[tuple[int, Task | InvalidTask]]:
-        """After a halt: the held task, then every one still to read, each with its place in the order.
+    def skip_rest(self) -> Iterator[tuple[int, Outcome]]:
+        """After a halt: a ``skipped`` outcome for the held task, then for every one still to read, each with
+        its place in the order (so every task read gets exactly one outcome; ``resume`` runs them later).
 
         Stops at :data:`LATER` too (an async source that is slow to produce is not waited for).
         """
+        why = "not started: the batch halted (--halt)"
         if self.held is not None:
             held, self.held = self.held, None
-            yield self.held_seq, held
+            yield self.held_seq, Outcome(id=str(held.id), verdict="skipped", attempts=0, error=why)
         while (task := self._read()) is not None:
-            yield self.seq, task
+            yield self.seq, Outcome(id=str(task.id), verdict="skipped", attempts=0, error=why)
             self.seq += 1
 
 

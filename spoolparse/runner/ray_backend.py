@@ -405,9 +405,8 @@ class RayBatch(HandsOut):
 
         As for a local batch: not written to the job log, so ``resume`` runs them.
         """
-        for seq, task in self.intake.rest():
-            why = "not started: the batch halted (--halt)"
-            self._final(Outcome(id=str(task.id), verdict="skipped", attempts=0, error=why), seq)
+        for seq, out in self.intake.skip_rest():
+            self._final(out, seq)
 
     # -- cancelling --------------------------------------------------------------------------
 

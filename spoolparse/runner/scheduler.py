@@ -615,9 +615,8 @@ class Batch(HandsOut):
 
         Each input line so gets exactly one outcome. Not written to the job log: ``resume`` runs them.
         """
-        for seq, task in self.intake.rest():
-            why = "not started: the batch halted (--halt)"
-            self._final(Outcome(id=str(task.id), verdict="skipped", attempts=0, error=why), seq)
+        for seq, out in self.intake.skip_rest():
+            self._final(out, seq)
 
     def _final(self, out: Outcome, seq: int) -> None:
         if self.tally.add(out.verdict, self.halt) and not self._halted:
