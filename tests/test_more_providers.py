@@ -298,6 +298,17 @@ def test_antigravity_dropped_result_loses_the_answer_but_a_dropped_tool_step_doe
     assert not r.ok and r.text is None and r.error is not None and "dropped" in r.error
 
 
+def test_antigravity_answer_from_fragments_is_lost_when_one_of_them_was_dropped() -> None:
+    lines = (FIXTURES / "antigravity/empty_response.jsonl").read_bytes().splitlines(keepends=True)
+    big = lines[6].replace(b'"text_delta":"FINAL-ANSWER-"', b'"text_delta":"' + b"z" * 5000 + b'"')
+    r = parse(io.BytesIO(b"".join([*lines[:6], big, *lines[7:]])), max_line=2000, max_retained=2000)
+    # the result has no response: the text would come from the fragments, one of which was dropped
+    assert not r.ok and r.error is not None and "dropped" in r.error
+    full = (FIXTURES / "antigravity/success.jsonl").read_bytes().splitlines(keepends=True)
+    r = parse(io.BytesIO(b"".join([*full[:6], big, *full[7:]])), max_line=2000, max_retained=2000)
+    assert r.ok and r.text == "FINAL-ANSWER-antigravity"  # the result's response is the whole answer
+
+
 def test_antigravity_is_told_from_other_untyped_lines() -> None:
     kimi = jl({"role": "assistant", "content": "hi"})
     assert parse(io.BytesIO(kimi)).provider == "kimi"

@@ -27,7 +27,8 @@ from typing import Any, ClassVar
 
 from ..lines import Dropped, Event, Noted
 from . import _peek
-from .base import Answer, LiveEvent, Provider, as_int, message_of
+from .base import Answer, LiveEvent, Provider, message_of
+from .gemini import gemini_counts
 
 __all__ = ["AntigravityProvider"]
 
@@ -47,24 +48,13 @@ def _title(params: Any) -> str | None:
 
 
 def _usage(raw: Any) -> dict[str, Any]:
-    """Normalized counts: ``input_tokens`` with cached ones (Gemini counts cached prompt tokens in the prompt),
-    ``output_tokens`` with thinking (reported apart), ``cached_input_tokens``, ``reasoning_output_tokens``."""
+    """Normalized counts by Gemini's rule (the models are Gemini's): ``input_tokens`` counts cached prompt
+    tokens too, ``output_tokens`` is everything past the prompt (thinking included, which Antigravity reports
+    apart as ``thinking_tokens``), ``cache_read_tokens`` → ``cached_input_tokens``."""
     if not isinstance(raw, dict):
         return {}
-    n = {k: as_int(raw.get(k)) for k in ("input_tokens", "output_tokens", "thinking_tokens", "cache_read_tokens",
-                                         "total_tokens")}
-    out: dict[str, Any] = {}
-    if n["input_tokens"] is not None:
-        out["input_tokens"] = n["input_tokens"]
-    if n["output_tokens"] is not None or n["thinking_tokens"] is not None:
-        out["output_tokens"] = (n["output_tokens"] or 0) + (n["thinking_tokens"] or 0)
-    if n["cache_read_tokens"] is not None:
-        out["cached_input_tokens"] = n["cache_read_tokens"]
-    if n["thinking_tokens"] is not None:
-        out["reasoning_output_tokens"] = n["thinking_tokens"]
-    if n["total_tokens"] is not None:
-        out["total_tokens"] = n["total_tokens"]
-    return out
+    return gemini_counts(raw.get("input_tokens"), raw.get("output_tokens"), raw.get("total_tokens"),
+                         raw.get("cache_read_tokens"), raw.get("thinking_tokens"))
 
 
 class AntigravityProvider(Provider):
@@ -84,13 +74,16 @@ class AntigravityProvider(Provider):
         self.response: str | None = None
         self.status: str | None = None
         self.failure: str | None = None
-        self.errors: list[str] = []  # error events, in order (bounded by the warnings' own bound)
+        self.last_error: str | None = None  # the last error event: the failure when no result follows it
         self.raw_usage: Any = None
         self.step_usage: dict[str, int] = {}  # summed per-step usage, for a result without any
         self._step: Any = None  # the agent_response step being written
         self._text: list[str] = []
         self._chars = 0
         self._cut = False
+        # a line dropped since the last tool step: when the result has no response, the answer is taken from
+        # the step updates, and that line may have been one of them
+        self._dropped_since_tool: Dropped | None = None
 
     @classmethod
     def detect(cls, rec: Event | Noted) -> bool:
@@ -113,10 +106,8 @@ class AntigravityProvider(Provider):
             return [LiveEvent("session", n, t, {"session_id": sid, "model": self.model})]
         return []
 
-    def _add_text(self, text: str, *, whole: bool) -> None:
-        """A fragment of the current answer step (``whole``: a repeat of all of it, which replaces it)."""
-        if whole:
-            self._text, self._chars = [], 0
+    def _add_text(self, text: str) -> None:
+        """A fragment of the current answer step, kept up to ``max_text`` characters."""
         room = self.max_text - self._chars
         if len(text) > room:
             text, self._cut = text[: max(room, 0)], True
@@ -160,8 +151,7 @@ class AntigravityProvider(Provider):
             live.append(LiveEvent("result", n, t, {"ok": self.failure is None}))
         elif e == "error":
             text = message_of(d.get("error")) or message_of(d) or "error"
-            self.errors.append(self.warn(f"error: {text}"))
-            del self.errors[:-8]
+            self.last_error = self.warn(f"error: {text}")
             live.append(LiveEvent("error", n, t, {"message": text}))
         return live
 
@@ -180,13 +170,14 @@ class AntigravityProvider(Provider):
             thinking = s.get("thinking_delta")
             if isinstance(thinking, str) and thinking and self.live:
                 live.append(LiveEvent("thinking", n, t, {"text": thinking, "delta": True}))
-            if delta:
-                whole = state == "DONE" and delta == "".join(self._text)
-                if not whole:
-                    self._add_text(delta, whole=False)
-                    if self.live:
-                        live.append(LiveEvent("text_delta", n, t, {"text": delta}))
-        elif kind == "tool":
+            # a DONE update may repeat the whole text (some builds): not added twice
+            if delta and not (state == "DONE" and delta == "".join(self._text)):
+                self._add_text(delta)
+                if self.live:
+                    live.append(LiveEvent("text_delta", n, t, {"text": delta}))
+        elif kind in ("tool", "user_input"):
+            self._dropped_since_tool = None
+        if kind == "tool":
             call = None if index is None else f"step-{index}"
             name = s.get("tool_name")
             info = s.get("tool_info")
@@ -202,10 +193,17 @@ class AntigravityProvider(Provider):
         # An untyped line may be a tool step or the result: no warning here; the verdict says the
         # answer was lost when no decoded event follows it.
         self._lost[rec.type] = rec
+        self._dropped_since_tool = rec
         return [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
 
     def cut(self) -> str | None:
-        if self.response is None and self._cut and self.failure is None:
+        if self.response is not None or self.failure is not None:
+            return None  # the result's response is the whole answer (or there is none to lose)
+        r = self._dropped_since_tool
+        if r is not None:
+            return (f"the result has no response and a line after the last tool step ({r.bytes} bytes at line "
+                    f"{r.line}) was dropped ({r.reason}): the answer taken from the step updates may lack it")
+        if self._cut:
             return f"the answer's text fragments passed max_retained ({self.max_text} characters) and were cut"
         return None
 
@@ -221,8 +219,8 @@ class AntigravityProvider(Provider):
             text = "".join(self._text)
             warnings = [*warnings, "the text is taken from the answer's step updates (the result has no response)"]
         error = self.failure
-        if error is None and self.ended_at is None and self.errors:
-            error = self.errors[-1]  # an error event with no result after it is why the run failed
+        if error is None and self.ended_at is None:
+            error = self.last_error  # an error event with no result after it is why the run failed
         usage = _usage(self.raw_usage) or dict(self.step_usage)
         return Answer(
             text=text,

@@ -22,7 +22,7 @@ from . import _peek
 from ._text import BoundedText
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, size_text, sum_usage
 
-__all__ = ["GeminiProvider", "normalize_gemini_stats"]
+__all__ = ["GeminiProvider", "normalize_gemini_stats", "gemini_counts"]
 
 
 # Gemini reports retries on stderr; an ``error`` event that speaks of one is a retry, not a failure.
@@ -35,7 +35,7 @@ def _put(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = n
 
 
-def _normalize(prompt: Any, candidates: Any, total: Any, cached: Any, thoughts: Any = None) -> dict[str, Any]:
+def gemini_counts(prompt: Any, candidates: Any, total: Any, cached: Any, thoughts: Any = None) -> dict[str, Any]:
     """One model's (or the run's) counts → normalized names, the same rule for both formats.
 
     Gemini's ``candidates`` (stream-json ``output_tokens``) leave out thinking, and
@@ -70,7 +70,7 @@ def gemini_usage_by_model(stats: Any) -> dict[str, dict[str, Any]] | None:
             continue
         tokens = per.get("tokens")
         if isinstance(tokens, dict):  # -o json: {prompt, candidates, total, cached, thoughts, tool}
-            usage = _normalize(
+            usage = gemini_counts(
                 tokens.get("prompt"), tokens.get("candidates"), tokens.get("total"),
                 tokens.get("cached"), tokens.get("thoughts"),
             )
@@ -96,7 +96,7 @@ def normalize_gemini_stats(stats: Any) -> dict[str, Any]:
 
 
 def _stream_counts(d: dict[str, Any]) -> dict[str, Any]:
-    return _normalize(d.get("input_tokens"), d.get("output_tokens"), d.get("total_tokens"), d.get("cached"))
+    return gemini_counts(d.get("input_tokens"), d.get("output_tokens"), d.get("total_tokens"), d.get("cached"))
 
 
 class GeminiProvider(Provider):
