@@ -347,7 +347,8 @@ class Child:
     @property
     def unread(self) -> int:
         """Bytes of stdout written and not yet parsed, as of the last :meth:`has_news` (no system call)."""
-        return max(0, self._seen_sizes[0] - self.offset)
+        end = self._seen_sizes[0] if self._read_limit is None else min(self._seen_sizes[0], self._read_limit)
+        return max(0, end - self.offset)
 
     def pump(self, limit: int = _limits.FOLLOW_STEP) -> tuple[int, list[LiveEvent]]:
         """Feed what the child wrote since last time (at most ``limit`` bytes).

@@ -154,7 +154,6 @@ class Batch(HandsOut):
         self._retry: list[_Retry] = []
         self._poll = select.poll()
         self._spawner = Spawner(self.max_concurrent, self._wake)
-        self._starting = self._spawner.starting
         self._ready: set[int] = set()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._poll.register(self._wake_r, select.POLLIN)
@@ -194,7 +193,7 @@ class Batch(HandsOut):
 
     @property
     def running(self) -> int:
-        return len(self._running) + len(self._starting)
+        return len(self._running) + len(self._spawner.starting)
 
     @property
     def queued(self) -> int:
@@ -322,7 +321,7 @@ class Batch(HandsOut):
             estimate = self.estimate_for(task)
             if reserved is None:  # once per call, not per start: a burst of starts stays O(running)
                 reserved = sum(max(0, s.estimate - s.usage) for s in self._running.values())
-                reserved += sum(p.estimate for p in self._starting)
+                reserved += sum(p.estimate for p in self._spawner.starting)
             if not self.admission.may_start(estimate, (reserved,), running=self.running):
                 return
             if self._retry and self._retry[0].seq == seq and self._retry[0].task is task:
@@ -391,7 +390,7 @@ class Batch(HandsOut):
                 started_wall=p.started_wall,
             )
             key = slot.key = child.pidfd if child.pidfd >= 0 else -child.pid
-            # registered before it leaves _starting: an interrupt in between cannot lose the child
+            # registered before it leaves the spawner: an interrupt in between cannot lose the child
             self._running.setdefault(key, slot)
             if key >= 0:
                 self._poll.register(key, select.POLLIN)
@@ -460,13 +459,13 @@ class Batch(HandsOut):
         if self._unpolled:
             timeout = min(timeout, 0.01)
         self._ready.clear()
-        if self._running or self._starting:
+        if self._running or self._spawner.starting:
             self._ready.update(fd for fd, _ in self._poll.poll(math.ceil(timeout * 1000)))
         elif timeout > 0:
             time.sleep(timeout)
 
     def _tick(self) -> None:
-        if self._starting:
+        if self._spawner.starting:
             self._collect_started()
         now = _now()
         everyone = now >= self._next_sample
