@@ -179,7 +179,7 @@ def main() -> int:
     args = ap.parse_args()
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # children inherit it: 1,000 agents need fds
     rows = []
     print(f"{os.cpu_count()} CPUs, {ap.prog}: ticks={args.ticks} interval={args.interval}s", flush=True)

@@ -12,10 +12,26 @@ writer is us::
     +m <token>     every process whose environment has SPOOLPARSE_RUNNER_MARK=<token>
     +f <path>      a file to delete once all is gone
 
+Every child we start carries our owner mark in its environment
+(:data:`OWNER_VAR`, a token made for each guardian, given on its command
+line): what the agent starts inherits it, in whatever group or session it
+ends up, unless it clears its environment.
+
 When the pipe closes (we exited, crashed, or were killed) it sends SIGKILL to
-every group and cgroup still listed, repeats that for up to
+every group and cgroup still listed and to every process carrying our owner
+mark (and its group, when it leads one), repeats that for up to
 :data:`GIVE_UP` seconds while any is left, removes the cgroup directories,
-and exits. Nobody is left to read an answer by then, so there is no grace.
+and exits.
+
+The owner mark is what makes a start without a gate safe
+(:mod:`spoolparse.process`): a child is known to the guardian only after
+the fork returns, and we may be killed before. The pipe's write end is
+close-on-exec, and the child is started without ``close_fds`` (the
+descriptors of ours it must not keep are all close-on-exec), so it holds
+its copy of the pipe until the kernel closes it in ``execve`` — after the
+new program's memory, marked environment included, is in place. End of
+file therefore means every child is either gone or readable as marked in
+``/proc``. Nobody is left to read an answer by then, so there is no grace.
 It sits in its own session, ignoring the terminal's signals, so a Ctrl-C
 meant for us does not take it down first.
 
@@ -46,13 +62,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 
-__all__ = ["Guardian", "Registration", "guardian", "GIVE_UP", "MARK_VAR", "SWEEP_FOR", "marked"]
+__all__ = ["Guardian", "Registration", "guardian", "GIVE_UP", "MARK_VAR", "OWNER_VAR", "SWEEP_FOR", "marked"]
 
 #: Seconds the guardian keeps killing what is left before it gives up (D-state processes).
 GIVE_UP = 1.0
 #: The environment variable carrying a runner's mark.
 MARK_VAR = "SPOOLPARSE_RUNNER_MARK"
+#: The environment variable carrying the owner mark of every child we start.
+OWNER_VAR = "SPOOLPARSE_OWNER"
 #: Seconds the guardian keeps sweeping marked processes (a process may be mid-fork).
 SWEEP_FOR = 2.0
 #: Seconds a detached guardian may take to start.
@@ -73,6 +92,9 @@ class Guardian:
         self._guardian_pid: int | None = None
         self._failed = False
         self._pid = os.getpid()
+        self._owner = ""  # the owner mark of the guardian running now
+        # our environment as last marked: (owner, a copy of os.environ's data, the marked mapping)
+        self._marked: tuple[str, dict[bytes, bytes], dict[str, str]] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -84,7 +106,8 @@ class Guardian:
             return True
         if self._failed:
             return False
-        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid())]
+        owner = os.urandom(8).hex()
+        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), owner]
         try:
             self._proc = subprocess.Popen(
                 [*argv, "--detach"] if detach else argv,
@@ -93,7 +116,8 @@ class Guardian:
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
                 cwd="/",
-                env={k: v for k, v in os.environ.items() if k != MARK_VAR},  # never swept by its own mark
+                # never swept by a mark: ours, a runner's, or the owner mark of the one who started us
+                env={k: v for k, v in os.environ.items() if k not in (MARK_VAR, OWNER_VAR)},
             )
         except (OSError, ValueError):
             self._failed = True  # a bare interpreter (no sys.executable): PDEATHSIG alone
@@ -108,6 +132,7 @@ class Guardian:
         self._proc.stdout.close()
         self._pid = os.getpid()
         self._guardian_pid = self._proc.pid
+        self._owner = owner
         if detach:
             ready = _read_within(self._out, READY_WITHIN, 16)  # "r<pid>\n", written at once
             if ready is None or not ready.startswith(b"r") or not ready.endswith(b"\n"):
@@ -138,6 +163,24 @@ class Guardian:
                 os.write(self._fd, line.encode("utf-8", "surrogateescape"))
             except OSError:
                 self._failed = True  # the guardian is gone: PDEATHSIG and our own cleanup remain
+
+    def marked_env(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
+        """``env`` (``None``: ours) with our owner mark added; ``None`` when no guardian can run."""
+        with self._lock:
+            if not self._start():
+                return None
+            owner = self._owner
+        if env is not None:
+            return {**env, OWNER_VAR: owner}
+        # decoding all of os.environ is most of the cost of a start's environment: reused while it is unchanged
+        data: dict[bytes, bytes] | None = getattr(os.environ, "_data", None)
+        last = self._marked
+        if last is not None and last[0] == owner and last[1] == data:
+            return last[2]
+        marked = {**os.environ, OWNER_VAR: owner}
+        if isinstance(data, dict):
+            self._marked = (owner, dict(data), marked)
+        return marked
 
     def registration(self, cgroups: list[str]) -> Registration | None:
         """Made before a fork: the child tells the guardian about its group and cgroups itself (``None``
@@ -322,9 +365,9 @@ def _kill_group(pgid: int) -> bool:
     return False
 
 
-def marked(token: str, *, exclude: frozenset[int] = frozenset()) -> list[int]:
-    """Live processes whose environment carries ``token`` in :data:`MARK_VAR` (zombies excluded)."""
-    needle = f"{MARK_VAR}={token}".encode()
+def marked(token: str, *, exclude: frozenset[int] = frozenset(), var: str = MARK_VAR) -> list[int]:
+    """Live processes whose environment carries ``token`` in ``var`` (zombies excluded)."""
+    needle = f"{var}={token}".encode()
     found: list[int] = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in exclude:
@@ -343,9 +386,10 @@ def marked(token: str, *, exclude: frozenset[int] = frozenset()) -> list[int]:
     return found
 
 
-def _kill_marked(token: str, exclude: frozenset[int]) -> int:
-    """SIGKILL every process carrying ``token`` (and the group of one that leads it); how many were seen."""
-    pids = marked(token, exclude=exclude)
+def _kill_marked(token: str, exclude: frozenset[int], var: str = MARK_VAR) -> int:
+    """SIGKILL every process carrying ``token`` in ``var`` (and the group of one that leads it); how many
+    were seen."""
+    pids = marked(token, exclude=exclude, var=var)
     for pid in pids:
         with contextlib.suppress(OSError):
             if os.getpgid(pid) == pid:  # an agent leads its own group: take the group with it
@@ -355,8 +399,9 @@ def _kill_marked(token: str, exclude: frozenset[int]) -> int:
     return len(pids)
 
 
-def serve(fd: int, parent: int = 0) -> None:
-    """Read the parent's lines from ``fd``; when it closes, kill what is listed (never ``parent`` nor us)."""
+def serve(fd: int, parent: int = 0, owner: str = "") -> None:
+    """Read the parent's lines from ``fd``; when it closes, kill what is listed and what carries the
+    ``owner`` mark (never ``parent`` nor us)."""
     groups: set[int] = set()
     cgroups: set[str] = set()
     marks: set[str] = set()
@@ -392,10 +437,12 @@ def serve(fd: int, parent: int = 0) -> None:
                 continue
     exclude = frozenset({os.getpid(), parent})
     end = time.monotonic() + (SWEEP_FOR if marks else GIVE_UP)
-    while groups or cgroups or marks:
+    owned = bool(owner)
+    while groups or cgroups or marks or owned:
         groups = {g for g in groups if not _kill_group(g)}
         cgroups = {c for c in cgroups if not _kill_cgroup(c)}
         marks = {m for m in marks if _kill_marked(m, exclude)}
+        owned = owned and _kill_marked(owner, exclude, OWNER_VAR) > 0
         if time.monotonic() >= end:
             break
         time.sleep(0.05 if marks else 0.01)  # killed members turn into zombies for their new parent to reap
@@ -405,14 +452,16 @@ def serve(fd: int, parent: int = 0) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``guardian.py PARENT_PID [--detach]``: serve the pipe on stdin; stdout closes when the work is over."""
+    """``guardian.py PARENT_PID OWNER [--detach]``: serve the pipe on stdin; stdout closes when the work is
+    over."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_IGN)
     if "--detach" in argv:
         if os.fork():
             os._exit(0)  # it lives on as the grandchild, no longer the parent's child
         os.write(1, b"r%d\n" % os.getpid())
-    serve(0, int(argv[0]) if argv and argv[0].isdigit() else 0)
+    args = [a for a in argv if a != "--detach"]
+    serve(0, int(args[0]) if args and args[0].isdigit() else 0, args[1] if len(args) > 1 else "")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,12 @@ READ_GAP = 0.005
 UNWATCHED_READ_INTERVAL = 0.5
 #: Unread bytes of a spool past which a batch reads it at the next sample, listener or not.
 UNWATCHED_BACKLOG = 1 * MiB
+#: A spool larger than this is closed by a background thread (:func:`spoolparse.spool.close_spool`):
+#: freeing a large file's blocks can keep ``close`` busy for a long time, and the thread closing it may be
+#: supervising other children. A smaller one is closed at once (about 0.1 ms at 1 MiB).
+CLOSE_INLINE_BYTES = 1 * MiB
+#: Spools waiting for the background close at most; one more waits for a free place (each holds a descriptor).
+CLOSING_MAX = 64
 #: Seconds between a batch's looks at every child's lifecycle whatever woke it (a safety net: exits wake
 #: the loop through pidfds, deadlines through its timer heap).
 LOOK_ALL_INTERVAL = 1.0

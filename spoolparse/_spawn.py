@@ -12,18 +12,24 @@ The signal is SIGKILL: by the time it fires nobody is left to read the
 answer. It reaches only the direct child; the guardian
 (:mod:`spoolparse._guardian`) ends the rest of its group and cgroup.
 
-Two ways to start a child, with the same guarantees:
+Three ways to start a child (:class:`spoolparse.process.Child` picks one),
+each leaving nothing behind if we die at any instant:
 
-- **gated** (:func:`gated_argv`, :class:`Gate`), when the child's stdin is
-  ``/dev/null``: no Python runs between fork and exec, so
-  :mod:`subprocess` uses ``vfork`` and a start costs the parent about a
-  tenth of a ``fork`` (whose page-table copy and the parent's write faults
-  that follow grow with our memory: 5 ms against 0.5 ms of parent CPU
-  here). The child runs a few lines of ``/bin/sh`` that join its cgroups
-  and wait on the gate, a pipe as stdin, until the parent has told the
-  guardian about the group; then ``setpriv --pdeathsig KILL`` execs the
-  agent with stdin ``/dev/null``. If we die before opening the gate, the
-  child reads end of file and exits without running anything.
+- **direct**, when there is no cgroup to join and no ``preexec_fn``: one
+  ``exec`` through ``vfork``, no parent-death signal. The child carries our
+  owner mark in its environment, which covers the instant between the fork
+  and the guardian's hold (:mod:`spoolparse._guardian` says why no instant
+  is left uncovered). The cheapest start: one program run instead of three.
+- **gated** (:func:`gated_argv`, :class:`Gate`), when the child must join
+  cgroups before it runs and its stdin is ``/dev/null``: no Python runs
+  between fork and exec, so :mod:`subprocess` still uses ``vfork`` (a
+  ``fork``'s page-table copy and the parent's write faults that follow grow
+  with our memory: 5 ms against 0.5 ms of parent CPU here). The child runs a
+  few lines of ``/bin/sh`` that join its cgroups and wait on the gate, a
+  pipe as stdin, until the parent has told the guardian about the group;
+  then ``setpriv --pdeathsig KILL`` execs the agent with stdin
+  ``/dev/null``. If we die before opening the gate, the child reads end of
+  file and exits without running anything.
 - **preexec** (:func:`deathsig_preexec` and the guardian's ``Registration``)
   otherwise: the same steps in a ``preexec_fn``, which makes
   :mod:`subprocess` ``fork``.

@@ -184,7 +184,10 @@ class AsyncRun:
         if self._child is not None:
             raise UsageError("this run was already started")
         loop = asyncio.get_running_loop()
-        child = Child(self.args, deadlines=self.deadlines, read_buffer=_loop_buffer(loop), **self._options)
+        child = Child(
+            self.args, deadlines=self.deadlines, read_buffer=_loop_buffer(loop), close_in_background=True,
+            **self._options,
+        )
         self._child, self._loop = child, loop
         try:
             if child.pidfd >= 0:

@@ -9,9 +9,10 @@ many at once. Each of them only feeds the lifecycle what it sees and sleeps
 until the time :meth:`Child.advance` hands back; the policy of how a child
 ends is the lifecycle's alone.
 
-Nothing outlives us: the child gets ``PR_SET_PDEATHSIG`` (:mod:`spoolparse._spawn`),
-and its group and cgroup are held by the guardian (:mod:`spoolparse._guardian`)
-from the moment it exists until they are empty.
+Nothing outlives us: the child and what it starts carry our owner mark, its
+group and cgroup are held by the guardian (:mod:`spoolparse._guardian`) until
+they are empty, and a child that joins a cgroup before it runs also gets
+``PR_SET_PDEATHSIG`` (the three ways to start, :mod:`spoolparse._spawn`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, Literal, Protocol, Union
@@ -39,7 +41,7 @@ from .parser import OnEvent, StreamParser
 from .providers import Provider
 from .providers.base import LiveEvent
 from .result import Result
-from .spool import open_spool, resolve_spool_dir, spool_problem
+from .spool import close_spool, open_spool, resolve_spool_dir, spool_problem
 
 __all__ = ["Child", "run", "Input", "Cgroup", "group_alive", "signal_group"]
 
@@ -186,9 +188,9 @@ class Child:
     ``deadlines`` is the child's time policy (timeout, grace, soft signal);
     ``cgroup`` is ``"auto"`` (one of our own where it can be made), a cgroup
     made by the caller, or ``None`` (the process group alone); the child
-    joins it before it execs. With stdin ``/dev/null`` and no ``preexec_fn``
-    the child starts gated (:mod:`spoolparse._spawn`): ``vfork``, no Python
-    in the child.
+    joins it before it execs. Without a cgroup to join nor a ``preexec_fn``
+    the child starts directly (``vfork``, one ``exec``); with a cgroup and
+    stdin ``/dev/null``, gated (:mod:`spoolparse._spawn`).
     """
 
     def __init__(
@@ -210,6 +212,7 @@ class Child:
         live: bool = True,
         deadlines: Deadlines | None = None,
         cgroup: Containment = None,
+        close_in_background: bool = False,
     ) -> None:
         # read_buffer: one buffer shared by children pumped from a single thread (the
         # parser never keeps it), so each start does not allocate and zero READ_CHUNK.
@@ -220,6 +223,9 @@ class Child:
         self.args: list[str] | str = args if isinstance(args, str) else [os.fspath(a) for a in args]
         # live=False: nobody listens, so no events are kept and tool lines go unread
         self.parser = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=live)
+        # a driver that supervises other children too (the batch, an event loop) has a large spool closed
+        # in the background: freeing its blocks would hold up everyone else
+        self._close = close_spool if close_in_background else _close_now
         self.spool_dir = resolve_spool_dir(spool_dir)
         self.max_spool_bytes = max_spool_bytes
         self._read_limit: int | None = max_spool_bytes
@@ -251,24 +257,35 @@ class Child:
             stdin, self._stdin_close = _stdin_for(input, self.spool_dir)
             self.cgroup = _auto_cgroup() if cgroup == "auto" else cgroup
             program = ["/bin/sh", "-c", self.args] if isinstance(self.args, str) else self.args
+            # every child carries our owner mark: the guardian ends what has it when we are gone
+            marked = guardian.marked_env(env) if sys.platform.startswith("linux") else None
+            cgroups = self._cgroup_dirs()
             argv: list[str] | None = None
-            if stdin is subprocess.DEVNULL and preexec_fn is None and guardian.start():
-                argv = gated_argv(program, [os.path.join(d, "cgroup.procs") for d in self._cgroup_dirs()])
-            if argv is not None:
-                try:
-                    if not check_program(program[0], env=env, cwd=cwd):
-                        argv = None
-                except OSError as e:
-                    raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
-            if argv is not None:
-                gate = Gate()
-                stdin, preexec = gate.r, None
-            else:
+            close_fds = True
+            if marked is not None and preexec_fn is None and not cgroups:
+                # direct: one exec, vfork; the mark covers the instant between the fork and our hold
+                # (see _guardian: the child keeps the guardian's pipe open until its exec is done)
+                argv, preexec, close_fds, env = program, None, False, marked
+            elif marked is not None and stdin is subprocess.DEVNULL and preexec_fn is None:
+                # a cgroup to join before exec: the gated start does it without Python in the child
+                argv = gated_argv(program, [os.path.join(d, "cgroup.procs") for d in cgroups])
+                if argv is not None:
+                    try:
+                        if not check_program(program[0], env=env, cwd=cwd):
+                            argv = None
+                    except OSError as e:
+                        raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
+                if argv is not None:
+                    gate = Gate()
+                    stdin, preexec, env = gate.r, None, marked
+            if argv is None:
                 argv = program
+                env = marked if marked is not None else env
                 join = self.cgroup.preexec() if self.cgroup is not None else None
                 # the child itself tells the guardian about its group, before it runs anything
-                registration = guardian.registration(self._cgroup_dirs())
+                registration = guardian.registration(cgroups)
                 preexec = _preexec([deathsig_preexec(), join, registration, preexec_fn])
+            held_by_us = registration is None  # else the child told the guardian itself
 
             def start() -> subprocess.Popen[bytes]:
                 try:
@@ -282,6 +299,7 @@ class Child:
                             env=env,
                             start_new_session=True,
                             preexec_fn=preexec,
+                            close_fds=close_fds,  # False only where every descriptor of ours is close-on-exec
                         )
                 except OSError as e:
                     raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
@@ -290,7 +308,8 @@ class Child:
             # nobody's); one that comes is raised again at the end of the block, and the cleanup below runs.
             with deferred():
                 try:
-                    self.proc = spawn(start)
+                    # PR_SET_PDEATHSIG is the forking thread's: those starts fork from one that outlives the child
+                    self.proc = start() if preexec is None and gate is None else spawn(start)
                 except BaseException:
                     if registration is not None:
                         registration.done(None)  # a child that registered itself and then failed to exec
@@ -302,8 +321,9 @@ class Child:
                 self._held = True
                 if registration is not None:
                     registration.done(self.pid)
+                if held_by_us:
+                    guardian.hold(self.pid, cgroups)
                 if gate is not None:
-                    guardian.hold(self.pid, self._cgroup_dirs())
                     gate.open()
         except BaseException:
             if gate is not None:
@@ -596,10 +616,11 @@ class Child:
         return res, live
 
     def close(self) -> None:
-        """Close the spools and the pidfd (idempotent); a cgroup of our own goes once its child has."""
+        """Close the spools (a large one in the background with ``close_in_background``) and the pidfd
+        (idempotent); a cgroup of our own goes once its child has."""
         for f in (self.stdout, self.stderr, self._stdin_close):
             if f is not None:
-                f.close()
+                self._close(f)
         self._close_pidfd()
         if self._own_cgroup and self.cgroup is not None and not self._held:
             self.cgroup.remove()
@@ -608,6 +629,10 @@ class Child:
         if self._pidfd >= 0:
             os.close(self._pidfd)
             self._pidfd = -1
+
+
+def _close_now(f: IO[bytes]) -> None:
+    f.close()
 
 
 def _poll_ms(seconds: float) -> int:

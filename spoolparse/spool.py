@@ -2,21 +2,28 @@
 
 A spool is a :func:`tempfile.TemporaryFile`: on Linux an ``O_TMPFILE`` file
 that never has a name, else one unlinked at creation; mode 0600 either way.
+Closing one deletes it; a large one is closed by a background thread
+(:func:`close_spool`), so that freeing its blocks never holds up the thread
+that supervises children.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import queue
 import resource
 import stat
 import tempfile
+import threading
 import warnings
 from typing import IO
 
+from . import _limits
 from .errors import SpoolDirError, SpoolDirWarning, SpoolFullError
 
-__all__ = ["ENV_VAR", "resolve_spool_dir", "open_spool", "spool_problem"]
+__all__ = ["ENV_VAR", "resolve_spool_dir", "open_spool", "spool_problem", "close_spool", "wait_closed"]
 
 #: The environment variable naming the spool directory.
 ENV_VAR = "PDD_AGENT_SPOOL_DIR"
@@ -153,3 +160,57 @@ def spool_problem(fds: tuple[int, ...], max_bytes: int | None, *, thorough: bool
     if free == 0 and vfs.f_blocks > 0:
         return "no space left on the spool filesystem"
     return None
+
+
+# -- closing -------------------------------------------------------------------
+
+_closing: queue.Queue[IO[bytes]] = queue.Queue(_limits.CLOSING_MAX)
+_closer: threading.Thread | None = None
+_closer_lock = threading.Lock()
+
+
+def _close_queued() -> None:
+    while True:
+        f = _closing.get()
+        try:
+            with contextlib.suppress(OSError):
+                f.close()
+        finally:
+            _closing.task_done()
+
+
+def close_spool(f: IO[bytes]) -> None:
+    """Close (and so delete) a spool: at once when it is small, else from a background thread.
+
+    The thread is a daemon: a spool still queued when the process exits is closed by the kernel. At most
+    :data:`~spoolparse._limits.CLOSING_MAX` wait; a caller closing one more waits for a place.
+    """
+    global _closer
+    try:
+        size = os.fstat(f.fileno()).st_size
+    except (OSError, ValueError):  # closed already, or not a real file
+        size = 0
+    if size <= _limits.CLOSE_INLINE_BYTES:
+        f.close()
+        return
+    with _closer_lock:
+        if _closer is None or not _closer.is_alive():
+            _closer = threading.Thread(target=_close_queued, name="spoolparse-close", daemon=True)
+            _closer.start()
+    _closing.put(f)
+
+
+def wait_closed() -> None:
+    """Return once every spool handed to the background close is closed."""
+    _closing.join()
+
+
+def _after_fork() -> None:
+    global _closing, _closer, _closer_lock
+    _closing = queue.Queue(_limits.CLOSING_MAX)  # the parent's thread, and its queue, are not ours
+    _closer = None
+    _closer_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +76,13 @@ def test_run_ends_its_agent_prints_the_summary_and_exits_128_plus_n(sig: signal.
     assert wait_gone(token) == []
 
 
-def _kill_9_once_the_agent_is_under_way(agent: str) -> list[int]:
-    """``spoolparse run -- sh -c AGENT``, ``kill -9`` once both its sleeps run; what is left of them after 5 s."""
+def _kill_9_once_the_agent_is_under_way(
+    agent: str, start: Callable[[dict[str, str], str], subprocess.Popen[bytes]] | None = None
+) -> list[int]:
+    """``spoolparse run -- sh -c AGENT`` (or ``start(env, AGENT)``), ``kill -9`` once both its sleeps run;
+    what is left of them after 5 s."""
     token, env = marker()
-    p = _start_run(env, agent=agent)
+    p = start(env, agent) if start is not None else _start_run(env, agent=agent)
     try:
         assert wait_for(lambda: len(_sleepers(token)) == 2), marked_pids(token)
         p.kill()
@@ -259,7 +263,7 @@ def test_the_child_registers_its_own_group_and_a_failed_exec_is_taken_back(argv:
         assert owner.calls == [("release", pid, ["/sys/fs/cgroup/pids/x"])]
 
 
-#: An agent that reports its parent-death signal, its open descriptors and what its stdin is.
+#: An agent that reports its parent-death signal, its open descriptors, what its stdin is and its owner mark.
 _INTROSPECT = [
     sys.executable, "-c",
     "import ctypes, json, os\n"
@@ -267,34 +271,71 @@ _INTROSPECT = [
     "ctypes.CDLL(None, use_errno=True).prctl(2, ctypes.byref(sig), 0, 0, 0)\n"  # PR_GET_PDEATHSIG
     "fds = sorted(int(n) for n in os.listdir('/proc/self/fd'))\n"
     "print(json.dumps({'type': 'result', 'result': json.dumps({'deathsig': sig.value, 'fds': fds,"
-    " 'stdin': os.readlink('/proc/self/fd/0')})}))\n",
+    " 'stdin': os.readlink('/proc/self/fd/0'), 'owner': os.environ.get('SPOOLPARSE_OWNER')})}))\n",
 ]
 
 
-@pytest.mark.parametrize("given", [None, b"prompt"], ids=["gated", "preexec"])
-def test_both_ways_of_starting_give_the_agent_its_death_signal_and_nothing_of_ours(given: bytes | None) -> None:
-    """stdin /dev/null: the gated start (vfork, a shim, setpriv); with input: the preexec_fn start."""
+@pytest.mark.parametrize(
+    ("given", "containment"),
+    [(None, None), (b"prompt", None), (None, "auto"), (b"prompt", "auto")],
+    ids=["direct", "direct-input", "cgroup", "cgroup-input"],
+)
+def test_every_way_of_starting_marks_the_agent_and_gives_it_nothing_of_ours(
+    given: bytes | None, containment: str | None
+) -> None:
+    """No cgroup to join: the direct start (vfork, one exec, no parent-death signal: the owner mark covers
+    the instant before the guardian holds the group). A cgroup with stdin /dev/null: the gated start (a
+    shim joins it, setpriv gives the death signal); with input: the preexec_fn start."""
     import spoolparse
     from spoolparse import process as process_mod
+    from spoolparse._guardian import guardian
 
-    preexecs: list[object] = []
+    calls: list[dict[str, Any]] = []
     real = subprocess.Popen
 
     def spy(*a: Any, **kw: Any) -> Any:
-        preexecs.append(kw.get("preexec_fn"))
+        if a[0][-1] == _INTROSPECT[-1]:  # the agent's start (the guardian's own may come first)
+            calls.append(kw)
         return real(*a, **kw)
 
     process_mod.subprocess.Popen = spy  # type: ignore[misc]
     try:
-        with spoolparse.run(_INTROSPECT, input=given) as r:
+        with spoolparse.run(_INTROSPECT, input=given, containment=containment) as r:  # type: ignore[arg-type]
             assert r.ok, r.error
             seen = json.loads(r.text or "")
     finally:
         process_mod.subprocess.Popen = real  # type: ignore[misc]
-    assert (preexecs[0] is None) == (given is None)  # no Python between fork and exec: vfork
-    assert seen["deathsig"] == signal.SIGKILL
+    kw = calls[0]
+    way = "direct" if not kw["close_fds"] else "preexec" if kw["preexec_fn"] is not None else "gated"
+    if containment is None:
+        assert way == "direct"
+    elif way == "direct":
+        pytest.skip("needs a writable cgroup (root, a cgroup v1 or v2 hierarchy) for the cgroup starts")
+    else:
+        assert way == ("gated" if given is None else "preexec")
+    assert seen["owner"] == guardian._owner and len(seen["owner"]) == 16
+    assert seen["deathsig"] == (0 if way == "direct" else signal.SIGKILL)
     assert seen["fds"][:3] == [0, 1, 2] and len(seen["fds"]) == 4  # the fourth: listdir's own
     assert (seen["stdin"] == "/dev/null") == (given is None)
+
+
+_HELD_BY_MARK_ALONE = """
+import sys
+import spoolparse
+from spoolparse._guardian import guardian
+guardian.hold = lambda *a: None  # as if we were killed after the fork, before telling the guardian
+spoolparse.run(["sh", "-c", sys.argv[1]], containment=None)
+"""
+
+
+def test_kill_9_before_a_direct_start_is_held_takes_the_agents_with_it() -> None:
+    """A direct start is held by the guardian only after the fork returns; the owner mark covers a child
+    the guardian was never told about: its agent, the agent's group and the sleep that left it."""
+
+    def start(env: dict[str, str], agent: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", _HELD_BY_MARK_ALONE, agent], env={**os.environ, **env})
+
+    assert _kill_9_once_the_agent_is_under_way(AGENT, start) == []
 
 
 def test_a_gate_never_opened_runs_nothing(tmp_path: Path) -> None:

@@ -555,3 +555,49 @@ def test_the_deadline_heap_stays_bounded_when_tasks_end_long_before_their_timeou
     for _ in batch:
         peak = max(peak, len(batch._timers))
     assert peak <= 2 * 4 + 64, peak
+
+
+class _SlowToClose:
+    """A spool whose ``close`` blocks until ``release`` is set once it holds more than 1 MiB (as freeing a
+    large file's blocks can keep ``close`` busy); everything else is the real file's."""
+
+    def __init__(self, f: Any, release: threading.Event, closing: threading.Event) -> None:
+        self._f, self._release, self._closing = f, release, closing
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
+
+    def close(self) -> None:
+        if not self._f.closed and os.fstat(self._f.fileno()).st_size > 1 * MiB:
+            self._closing.set()
+            self._release.wait(60)
+        self._f.close()
+
+
+def test_a_large_spool_closing_does_not_hold_up_the_other_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spoolparse import process as process_mod
+    from spoolparse.spool import wait_closed
+
+    release, closing = threading.Event(), threading.Event()
+    real_open = process_mod.open_spool
+    monkeypatch.setattr(process_mod, "open_spool", lambda d: _SlowToClose(real_open(d), release, closing))
+    big = [*FAKE_CODEX, "--size", "2M"]  # a 2 MiB transcript
+    later = ["sh", "-c", 'sleep 1; echo \'{"type":"item.completed","item":{"id":"a","type":"agent_message",'
+             '"text":"later"}}\'; echo \'{"type":"turn.completed","usage":{}}\'']
+    timer = threading.Timer(30, release.set)  # the test must end even when the close blocks the loop
+    timer.start()
+    seen: list[tuple[str, bool]] = []
+    try:
+        with run_many([Task(big, id="big"), Task(later, id="later")], max_concurrent=2) as batch:
+            for o in batch:
+                seen.append((o.id, release.is_set()))
+                assert o.ok, o.error
+                if o.id == "later":
+                    release.set()
+    finally:
+        release.set()
+        timer.cancel()
+        wait_closed()
+    assert closing.is_set()  # the big spool was closed through the slow close
+    # "later" ended while the big spool's close was still blocked: the loop went on without it
+    assert seen == [("big", False), ("later", False)]

@@ -41,7 +41,7 @@ from .._signals import uninterruptible
 from ..errors import Error, UsageError
 from ..process import Child
 from ..providers.base import LiveEvent
-from ..spool import resolve_spool_dir
+from ..spool import resolve_spool_dir, wait_closed
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
 from .calibrations import program_of, recorded
 from .cgroup import ChildCgroup, Placement, enforcement_of
@@ -676,6 +676,7 @@ class Batch(HandsOut):
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self._wake_r = self._wake_w = -1
+        wait_closed()  # the spools closing in the background: none of the batch's descriptors outlive it
         if self.joblog is not None:
             self.joblog.close()  # after the last outcome was handed out: its final line is in
 

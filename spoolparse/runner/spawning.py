@@ -67,6 +67,7 @@ def child_for(
         deadlines=deadlines,
         # outcomes carry the summary only: without a listener tool lines go unread
         live=live,
+        close_in_background=True,  # the loop thread closes it, and supervises every other child meanwhile
     )
 
 
