@@ -601,3 +601,24 @@ def test_a_large_spool_closing_does_not_hold_up_the_other_tasks(monkeypatch: pyt
     assert closing.is_set()  # the big spool was closed through the slow close
     # "later" ended while the big spool's close was still blocked: the loop went on without it
     assert seen == [("big", False), ("later", False)]
+
+
+def test_a_wake_with_nothing_starting_does_not_make_the_loop_spin() -> None:
+    """The reader making room wakes the loop (its wake pipe) when no child is starting: the pipe must be
+    drained all the same, or every wait after it returns at once and the loop spins until the batch ends."""
+    ticks = 0
+
+    def count(_batch: Batch) -> None:
+        nonlocal ticks
+        ticks += 1
+
+    with run_many([["sleep", "1.5"]], max_concurrent=1) as batch:
+        batch.on_tick = count
+        it = iter(batch)
+        wake = threading.Timer(0.5, batch._wake, (None,))  # as the reader's making room does
+        wake.start()
+        outcomes = list(it)
+        wake.cancel()
+    assert [o.id for o in outcomes] == ["0"]
+    # a sleeping loop ticks every TICK (50 ms) and on its few events: ~40 ticks in 1.5 s; a spinning one, thousands
+    assert ticks < 400, ticks

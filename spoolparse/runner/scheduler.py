@@ -356,9 +356,6 @@ class Batch(HandsOut):
     def _collect_started(self, *, block: bool = False) -> None:
         """Move children whose spawn finished into the running set (or give them a ``spawn_error``)."""
         finished = self._spawner.finished(block=block)
-        with contextlib.suppress(OSError):
-            while os.read(self._wake_r, 4096):
-                pass
         for p in finished:
             assert p.future is not None
             try:
@@ -461,6 +458,12 @@ class Batch(HandsOut):
         self._ready.clear()
         if self._running or self._spawner.starting:
             self._ready.update(fd for fd, _ in self._poll.poll(math.ceil(timeout * 1000)))
+            if self._wake_r in self._ready:
+                # drained whoever woke us (a start that ended, the reader making room, a stop): left full, it
+                # would end every wait at once. A wake after this read is seen by the next poll.
+                with contextlib.suppress(OSError):
+                    while os.read(self._wake_r, 4096):
+                        pass
         elif timeout > 0:
             time.sleep(timeout)
 
