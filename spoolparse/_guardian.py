@@ -25,15 +25,11 @@ and exits.
 
 The owner mark is what makes a start without a gate safe
 (:mod:`spoolparse.process`): a child is known to the guardian only after
-the fork returns, and we may be killed before. The pipe's write end is
-close-on-exec, and the child is started without ``close_fds`` (the
-descriptors of ours it must not keep are all close-on-exec), so it holds
-its copy of the pipe until the kernel closes it in ``execve`` — after the
-new program's memory, marked environment included, is in place. End of
-file therefore means every child is either gone or readable as marked in
-``/proc``. Nobody is left to read an answer by then, so there is no grace.
-It sits in its own session, ignoring the terminal's signals, so a Ctrl-C
-meant for us does not take it down first.
+the fork returns, and we may be killed before. A child caught between its
+fork and the end of its ``execve`` when we die still shows our environment,
+not its marked one, and has already closed its copy of the pipe; so the
+owner sweep goes on for :data:`OWNER_SWEEP_MIN` seconds even when it finds
+nothing, by which time such a child has its mark.
 
 A mark is for a process that starts agents on someone else's behalf and can
 be killed by it: a Ray node runner (an actor process), which ``ray.kill``,
@@ -64,7 +60,10 @@ import threading
 import time
 from collections.abc import Mapping
 
-__all__ = ["Guardian", "Registration", "guardian", "GIVE_UP", "MARK_VAR", "OWNER_VAR", "SWEEP_FOR", "marked"]
+__all__ = [
+    "Guardian", "Registration", "guardian", "GIVE_UP", "MARK_VAR", "OWNER_SWEEP_MIN", "OWNER_VAR", "SWEEP_FOR",
+    "marked",
+]
 
 #: Seconds the guardian keeps killing what is left before it gives up (D-state processes).
 GIVE_UP = 1.0
@@ -74,6 +73,8 @@ MARK_VAR = "SPOOLPARSE_RUNNER_MARK"
 OWNER_VAR = "SPOOLPARSE_OWNER"
 #: Seconds the guardian keeps sweeping marked processes (a process may be mid-fork).
 SWEEP_FOR = 2.0
+#: Seconds the owner sweep goes on after we are gone even when it finds nothing (a child may be mid-exec).
+OWNER_SWEEP_MIN = 0.5
 #: Seconds a detached guardian may take to start.
 READY_WITHIN = 30.0
 
@@ -436,13 +437,16 @@ def serve(fd: int, parent: int = 0, owner: str = "") -> None:
             except ValueError:
                 continue
     exclude = frozenset({os.getpid(), parent})
-    end = time.monotonic() + (SWEEP_FOR if marks else GIVE_UP)
+    start = time.monotonic()
+    end = start + (SWEEP_FOR if marks else GIVE_UP)
     owned = bool(owner)
     while groups or cgroups or marks or owned:
         groups = {g for g in groups if not _kill_group(g)}
         cgroups = {c for c in cgroups if not _kill_cgroup(c)}
         marks = {m for m in marks if _kill_marked(m, exclude)}
-        owned = owned and _kill_marked(owner, exclude, OWNER_VAR) > 0
+        if owned:
+            found = _kill_marked(owner, exclude, OWNER_VAR)
+            owned = found > 0 or time.monotonic() < start + OWNER_SWEEP_MIN
         if time.monotonic() >= end:
             break
         time.sleep(0.05 if marks else 0.01)  # killed members turn into zombies for their new parent to reap

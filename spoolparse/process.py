@@ -261,11 +261,9 @@ class Child:
             marked = guardian.marked_env(env) if sys.platform.startswith("linux") else None
             cgroups = self._cgroup_dirs()
             argv: list[str] | None = None
-            close_fds = True
             if marked is not None and preexec_fn is None and not cgroups:
                 # direct: one exec, vfork; the mark covers the instant between the fork and our hold
-                # (see _guardian: the child keeps the guardian's pipe open until its exec is done)
-                argv, preexec, close_fds, env = program, None, False, marked
+                argv, preexec, env = program, None, marked
             elif marked is not None and stdin is subprocess.DEVNULL and preexec_fn is None:
                 # a cgroup to join before exec: the gated start does it without Python in the child
                 argv = gated_argv(program, [os.path.join(d, "cgroup.procs") for d in cgroups])
@@ -299,7 +297,6 @@ class Child:
                             env=env,
                             start_new_session=True,
                             preexec_fn=preexec,
-                            close_fds=close_fds,  # False only where every descriptor of ours is close-on-exec
                         )
                 except OSError as e:
                     raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None

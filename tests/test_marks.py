@@ -98,3 +98,28 @@ def test_marked_processes_are_found_by_their_environment() -> None:
     finally:
         p.kill()
         p.wait()
+
+
+LATE = textwrap.dedent("""
+    import os, subprocess, sys
+    from spoolparse._guardian import OWNER_VAR, guardian
+    token = guardian.marked_env(None)[OWNER_VAR]  # starts the guardian
+    # as a child caught mid-exec when we die: it carries our mark only a moment after we are gone
+    subprocess.Popen(["sh", "-c", f"sleep 0.2; exec env {OWNER_VAR}={token} sleep 60"], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print(token, flush=True)
+    os._exit(0)
+""")
+
+
+def test_a_child_that_gets_the_owner_mark_just_after_we_are_gone_is_still_killed() -> None:
+    from spoolparse._guardian import OWNER_VAR, marked
+
+    from .runner_support import marker, wait_gone
+
+    test_token, env = marker()
+    out = subprocess.run([sys.executable, "-c", LATE], env={**os.environ, **env}, capture_output=True, check=True)
+    token = out.stdout.decode().strip()
+    assert len(token) == 16
+    assert wait_gone(test_token, timeout=5.0) == []  # the sleep (and the sh before it) killed by our guardian
+    assert marked(token, var=OWNER_VAR) == []

@@ -290,12 +290,12 @@ def test_every_way_of_starting_marks_the_agent_and_gives_it_nothing_of_ours(
     from spoolparse import process as process_mod
     from spoolparse._guardian import guardian
 
-    calls: list[dict[str, Any]] = []
+    calls: list[tuple[list[str], dict[str, Any]]] = []
     real = subprocess.Popen
 
     def spy(*a: Any, **kw: Any) -> Any:
         if a[0][-1] == _INTROSPECT[-1]:  # the agent's start (the guardian's own may come first)
-            calls.append(kw)
+            calls.append((a[0], kw))
         return real(*a, **kw)
 
     process_mod.subprocess.Popen = spy  # type: ignore[misc]
@@ -305,8 +305,8 @@ def test_every_way_of_starting_marks_the_agent_and_gives_it_nothing_of_ours(
             seen = json.loads(r.text or "")
     finally:
         process_mod.subprocess.Popen = real  # type: ignore[misc]
-    kw = calls[0]
-    way = "direct" if not kw["close_fds"] else "preexec" if kw["preexec_fn"] is not None else "gated"
+    argv, kw = calls[0]
+    way = "preexec" if kw["preexec_fn"] is not None else "direct" if argv[0] == _INTROSPECT[0] else "gated"
     if containment is None:
         assert way == "direct"
     elif way == "direct":
