@@ -622,3 +622,19 @@ def test_a_wake_with_nothing_starting_does_not_make_the_loop_spin() -> None:
     assert [o.id for o in outcomes] == ["0"]
     # a sleeping loop ticks every TICK (50 ms) and on its few events: ~40 ticks in 1.5 s; a spinning one, thousands
     assert ticks < 400, ticks
+
+
+def test_a_batch_left_unfinished_ends_its_children_once_nobody_holds_it() -> None:
+    """``for o in run_many(...): break`` keeping no reference to the batch: it is ended as by ``close()`` —
+    its children killed, no task started after it — and its loop thread ends."""
+    from .runner_support import wait_for
+
+    token, env = marker()
+    tasks = [Task([*FAKE_CODEX, "--size", "4K"], id="quick")]
+    tasks += [Task(["sleep", "300"], id=f"slow{i}", env=env) for i in range(3)]
+    tasks += [Task(["sleep", "301"], id=f"later{i}", env=env) for i in range(3)]  # never to start
+    for o in run_many(tasks, max_concurrent=4):
+        assert o.id == "quick"
+        break
+    assert wait_gone(token, timeout=10.0) == []
+    assert wait_for(lambda: not any(t.name == "spoolparse-batch" for t in threading.enumerate()))

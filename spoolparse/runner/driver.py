@@ -41,6 +41,11 @@ class Driver(Generic[T]):
         return self._thread is not None
 
     @property
+    def in_its_thread(self) -> bool:
+        """Whether the caller is the loop's own thread (a finalizer it ran between two items)."""
+        return self._thread is not None and self._thread is threading.current_thread()
+
+    @property
     def waiting(self) -> int:
         """Outcomes made and not yet taken."""
         return len(self._handoff)
@@ -80,8 +85,9 @@ class Driver(Generic[T]):
     def join(self) -> list[T]:
         """Wait for the loop's thread (asked to stop by the caller); the items it made that were not taken."""
         if self._thread is not None:
-            with uninterruptible():  # a second Ctrl-C must not cut the wait short and leave children behind
-                self._thread.join()
+            if self._thread is not threading.current_thread():  # else it ends once we return
+                with uninterruptible():  # a second Ctrl-C must not cut the wait short and leave children behind
+                    self._thread.join()
         else:
             self._loop.close()
         left = list(self._handoff)

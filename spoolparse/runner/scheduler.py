@@ -29,6 +29,7 @@ import signal
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -89,6 +90,55 @@ class _Retry:
 
 def _now() -> float:
     return time.monotonic()
+
+
+class _Waker:
+    """The loop's wake-up pipe: any thread writes a byte, the loop polls the read end and drains it.
+
+    Its own object, so that the spawner's and the driver's callbacks hold it and not the batch: nothing
+    but its reader keeps a batch alive (see :func:`_supervise`).
+    """
+
+    def __init__(self) -> None:
+        self.r, self.w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._lock = threading.Lock()
+
+    def wake(self, *_: object) -> None:
+        with self._lock, contextlib.suppress(OSError):
+            if self.w >= 0:  # closed (and its number maybe reused) once the batch is finished
+                os.write(self.w, b"x")
+
+    def drain(self) -> None:
+        with contextlib.suppress(OSError):
+            while os.read(self.r, 4096):
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in (self.r, self.w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self.r = self.w = -1
+
+
+def _supervise(ref: weakref.ref[Batch]) -> Generator[Outcome, None, None]:
+    """The batch's loop, for its driver thread: a turn at a time, holding the batch only during a turn.
+
+    A batch its reader dropped unfinished (``for o in run_many(...): break``) is then collected like any
+    object, and its finalizer cancels what runs (:meth:`Batch.close`); a loop that held it all along
+    would keep it, its children and its thread until the process exits.
+    """
+    while True:
+        batch = ref()
+        if batch is None:
+            return
+        try:
+            out, more = batch._turn()
+        finally:
+            del batch
+        yield from out
+        if not more:
+            return
 
 
 class Batch(HandsOut):
@@ -153,10 +203,10 @@ class Batch(HandsOut):
         self._running: dict[int, Slot] = {}  # by pidfd, or by -pid when there is none
         self._retry: list[_Retry] = []
         self._poll = select.poll()
-        self._spawner = Spawner(self.max_concurrent, self._wake)
+        self._waker = _Waker()
+        self._spawner = Spawner(self.max_concurrent, self._waker.wake)
         self._ready: set[int] = set()
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._poll.register(self._wake_r, select.POLLIN)
+        self._poll.register(self._waker.r, select.POLLIN)
         self._halted = False
         self._pressure_victim: Slot | None = None
         self._next_sample = 0.0
@@ -184,9 +234,9 @@ class Batch(HandsOut):
         # supervised however long the reader takes over each outcome; while ``max_concurrent`` ended
         # outcomes wait for the reader, no new task starts (the running ones go on).
         self._driver: Driver[Outcome] = Driver(
-            self._loop(), name="spoolparse-batch", room_at=max_concurrent - 1, on_room=lambda: self._wake(None)
+            _supervise(weakref.ref(self)), name="spoolparse-batch", room_at=max_concurrent - 1,
+            on_room=self._waker.wake,
         )
-        self._wake_lock = threading.Lock()
         self._supervised = False  # the children and spawner threads are finished with
 
     # -- the public face ---------------------------------------------------
@@ -219,7 +269,13 @@ class Batch(HandsOut):
         """Stop the loop (it cancels what runs) and wait for it; undelivered outcomes become :attr:`cancelled`'s
         first."""
         self._stop.set()
-        self._wake(None)
+        if self._driver.in_its_thread:
+            # our finalizer, run by the loop's own thread between two turns: no turn will come to cancel
+            if not self._supervised:
+                self._cancel_all()
+                self._finish_supervision()
+        else:
+            self._waker.wake()
         self.cancelled[:0] = self._driver.join()
 
     def estimate_for(self, task: Task) -> int:
@@ -234,7 +290,7 @@ class Batch(HandsOut):
     def request_stop(self) -> None:
         """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
         self._stop.set()
-        self._wake(None)
+        self._waker.wake()
 
     def close(self) -> list[Outcome]:
         """Cancel what is running (TERM, short grace, KILL), delete spools and cgroups; idempotent.
@@ -274,35 +330,36 @@ class Batch(HandsOut):
 
     # -- the loop ----------------------------------------------------------
 
-    def _loop(self) -> Generator[Outcome, None, None]:
+    def _turn(self) -> tuple[list[Outcome], bool]:
+        """One turn of the loop (:func:`_supervise` drives them): the outcomes that ended, handed over before
+        the next turn admits more, and whether to go on."""
         try:
-            while True:
-                if self._stop.is_set():
-                    raise _Stop
-                while self._out:  # hand over what ended before pulling more input
-                    yield self._out.popleft()
-                self._admit()
-                while self._out:
-                    yield self._out.popleft()
-                if not self.running and not self._retry and (self.intake.exhausted or self._halted):
-                    if self._halted:
-                        self._skip_rest()
-                        while self._out:
-                            yield self._out.popleft()
-                    break
-                self._wait()
-                self._tick()
-                if self.on_tick is not None:
-                    self.on_tick(self)
-            while self._out:
-                yield self._out.popleft()
+            if self._stop.is_set():
+                raise _Stop
+            self._admit()
+            if not self.running and not self._retry and (self.intake.exhausted or self._halted):
+                if self._halted:
+                    self._skip_rest()
+                self._finish_supervision()
+                return self._drain(), False
+            self._wait()
+            self._tick()
+            if self.on_tick is not None:
+                self.on_tick(self)
+            return self._drain(), True
         except _Stop:
             self._cancel_all()
+            self._finish_supervision()
+            return [], False
         except BaseException:
             self._cancel_all()
-            raise
-        finally:
             self._finish_supervision()
+            raise
+
+    def _drain(self) -> list[Outcome]:
+        out = list(self._out)
+        self._out.clear()
+        return out
 
     def _admit(self) -> None:
         reserved: int | None = None  # what running and starting children reserved and do not use yet
@@ -348,10 +405,8 @@ class Batch(HandsOut):
         """In a spawner thread: start the child (its cgroup joined before exec)."""
         return child_for(p.task, self.options, cgroup=p.cg, read_buffer=self._buf, live=self.on_event is not None)
 
-    def _wake(self, _future: Future[Child] | None) -> None:
-        with self._wake_lock, contextlib.suppress(OSError):
-            if self._wake_w >= 0:  # closed (and its number maybe reused) once the batch is finished
-                os.write(self._wake_w, b"x")
+    def _wake(self, _future: Future[Child] | None = None) -> None:
+        self._waker.wake()
 
     def _collect_started(self, *, block: bool = False) -> None:
         """Move children whose spawn finished into the running set (or give them a ``spawn_error``)."""
@@ -458,12 +513,10 @@ class Batch(HandsOut):
         self._ready.clear()
         if self._running or self._spawner.starting:
             self._ready.update(fd for fd, _ in self._poll.poll(math.ceil(timeout * 1000)))
-            if self._wake_r in self._ready:
+            if self._waker.r in self._ready:
                 # drained whoever woke us (a start that ended, the reader making room, a stop): left full, it
                 # would end every wait at once. A wake after this read is seen by the next poll.
-                with contextlib.suppress(OSError):
-                    while os.read(self._wake_r, 4096):
-                        pass
+                self._waker.drain()
         elif timeout > 0:
             time.sleep(timeout)
 
@@ -674,11 +727,7 @@ class Batch(HandsOut):
             return
         self._closed = True
         self._finish_supervision()
-        with self._wake_lock:
-            for fd in (self._wake_r, self._wake_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self._wake_r = self._wake_w = -1
+        self._waker.close()
         wait_closed()  # the spools closing in the background: none of the batch's descriptors outlive it
         if self.joblog is not None:
             self.joblog.close()  # after the last outcome was handed out: its final line is in
