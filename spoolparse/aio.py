@@ -165,6 +165,8 @@ class AsyncRun:
         self._result: Result | None = None
         self._closed = False
         self._busy = False
+        self._unwatched = False  # followed by wait() with nobody listening: read on an interval
+        self._watching = False  # the spools' watches were asked for (at the first step)
         #: Times the run woke from an idle sleep (for measuring idle cost).
         self.wakeups = 0
 
@@ -193,14 +195,6 @@ class AsyncRun:
             if child.pidfd >= 0:
                 loop.add_reader(child.pidfd, self._on_exit)
                 self._exit_reader = True
-            watch = _loop_watch(loop)
-            if watch is not None:
-                assert child.stderr is not None
-                self._watch = watch
-                for fd in (child.stdout.fileno(), child.stderr.fileno()):
-                    self._wds.append(watch.add(fd, self._wake))
-        except OSError:
-            self._unwatch()  # inotify refused a watch (limits): poll instead
         except BaseException:
             self._teardown()
             raise
@@ -254,7 +248,15 @@ class AsyncRun:
                 yield ev
 
     async def wait(self) -> Result:
-        """Follow the child to its end and return the :class:`~spoolparse.Result` (as :func:`spoolparse.run`)."""
+        """Follow the child to its end and return the :class:`~spoolparse.Result` (as :func:`spoolparse.run`).
+
+        Without ``on_event`` nobody sees the events as they come: the spool is then read every
+        ``UNWATCHED_READ_INTERVAL`` seconds (only to keep the parse current, so that little is left when
+        the child exits) instead of on every write; the exit and the deadlines still wake the run at once.
+        """
+        child = self.child
+        if self.on_event is None and child.max_spool_bytes is None and self._exit_reader and not self._watching:
+            self._unwatched = True  # no inotify watch then (adding and removing one costs the kernel too)
         while await self._step() is not None:
             pass
         res = self._result
@@ -279,6 +281,8 @@ class AsyncRun:
             raise UsageError("this run is already being followed by another task")
         child = self.child
         self._busy = True
+        if not self._unwatched and not self._watching:
+            self._watch_spools()
         try:
             while True:
                 self._woken = False  # this pump covers every wake so far
@@ -298,7 +302,10 @@ class AsyncRun:
                     self._interval = None
                     await asyncio.sleep(0)  # let other runs read too
                     continue
-                self._interval = next_interval(self._interval, event_driven=self._event_driven)
+                if self._unwatched and self._exit_reader:
+                    self._interval = _limits.UNWATCHED_READ_INTERVAL  # the pidfd still wakes us on the exit
+                else:
+                    self._interval = next_interval(self._interval, event_driven=self._event_driven)
                 until = None if isinstance(action, Done) else action.until
                 wait = self._interval if until is None else min(self._interval, max(0.0, until - now))
                 await self._sleep(wait)
@@ -383,6 +390,24 @@ class AsyncRun:
             self._exit_reader = False
             if self._loop is not None and not self._loop.is_closed():
                 self._loop.remove_reader(self.child.pidfd)
+        self._unwatch_spools()
+
+    def _watch_spools(self) -> None:
+        """Wake on every write to the spools (inotify), from the first step of a run someone listens to."""
+        self._watching = True
+        watch = _loop_watch(self._loop) if self._loop is not None else None
+        if watch is None:
+            return
+        child = self.child
+        assert child.stderr is not None
+        self._watch = watch
+        try:
+            for fd in (child.stdout.fileno(), child.stderr.fileno()):
+                self._wds.append(watch.add(fd, self._wake))
+        except OSError:
+            self._unwatch_spools()  # inotify refused a watch (limits): poll instead
+
+    def _unwatch_spools(self) -> None:
         watch, self._watch = self._watch, None
         wds, self._wds = self._wds, []
         if watch is not None:

@@ -330,3 +330,26 @@ def test_a_steady_writer_is_read_in_batches_not_once_per_write() -> None:
     ok, wakeups = asyncio.run(main())
     assert ok
     assert wakeups < 600, wakeups  # one per READ_GAP at most: about 1 s of writing; once per write: 3,000
+
+
+def test_a_run_nobody_listens_to_reads_its_spool_on_an_interval_not_on_every_write() -> None:
+    """``wait()`` with no ``on_event``: the spool is read every UNWATCHED_READ_INTERVAL (only to keep the
+    parse current), not on each write; the exit still wakes the run at once. With a listener, every write."""
+    argv = [*FAKE_CODEX, "--size", "48K", "--output-size", "400", "--pause", "0.01"]  # ~100 events over ~1.5 s
+
+    async def follow(listen: bool) -> tuple[int, spoolparse.Result]:
+        seen: list[object] = []
+        async with aio.open_run(argv, on_event=seen.append if listen else None) as run:
+            res = await run.wait()
+            return run.wakeups, res
+
+    quiet, res_quiet = asyncio.run(follow(False))
+    busy, res_busy = asyncio.run(follow(True))
+    try:
+        assert res_quiet.ok and res_busy.ok and res_quiet.text == res_busy.text
+        assert res_quiet.stdout_bytes == res_busy.stdout_bytes
+        assert busy > 30, busy  # a listener is woken by (nearly) every write
+        assert quiet < 10, quiet  # ~1.5 s at one read per 0.5 s, and the exit
+    finally:
+        res_quiet.close()
+        res_busy.close()
