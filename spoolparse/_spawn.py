@@ -18,8 +18,9 @@ each leaving nothing behind if we die at any instant:
 - **direct**, when there is no cgroup to join and no ``preexec_fn``: one
   ``exec`` through ``vfork``, no parent-death signal. The child carries our
   owner mark in its environment, which covers the instant between the fork
-  and the guardian's hold (:mod:`spoolparse._guardian` says why no instant
-  is left uncovered). The cheapest start: one program run instead of three.
+  and the guardian's hold (:mod:`spoolparse._guardian` sweeps it a while
+  after we are gone, for a child still in its ``exec``). The cheapest
+  start: one program run instead of three.
 - **gated** (:func:`gated_argv`, :class:`Gate`), when the child must join
   cgroups before it runs and its stdin is ``/dev/null``: no Python runs
   between fork and exec, so :mod:`subprocess` still uses ``vfork`` (a
