@@ -65,12 +65,12 @@ class Probe:
 
 @contextlib.contextmanager
 def polling_only() -> Iterator[None]:
-    saved = _wait._thread_inotify, aio.open_inotify
-    _wait._thread_inotify = aio.open_inotify = lambda: None
+    saved = _wait._shared_dispatcher, aio.open_inotify
+    _wait._shared_dispatcher = aio.open_inotify = lambda: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        _wait._thread_inotify, aio.open_inotify = saved
+        _wait._shared_dispatcher, aio.open_inotify = saved  # type: ignore[assignment]
 
 
 def follow(driver: str, argv: list[str]) -> Probe:
