@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -615,7 +616,7 @@ def test_a_wake_with_nothing_starting_does_not_make_the_loop_spin() -> None:
     with run_many([["sleep", "1.5"]], max_concurrent=1) as batch:
         batch.on_tick = count
         it = iter(batch)
-        wake = threading.Timer(0.5, batch._wake, (None,))  # as the reader's making room does
+        wake = threading.Timer(0.5, batch._waker.wake)  # as the reader's making room does
         wake.start()
         outcomes = list(it)
         wake.cancel()
@@ -626,15 +627,63 @@ def test_a_wake_with_nothing_starting_does_not_make_the_loop_spin() -> None:
 
 def test_a_batch_left_unfinished_ends_its_children_once_nobody_holds_it() -> None:
     """``for o in run_many(...): break`` keeping no reference to the batch: it is ended as by ``close()`` —
-    its children killed, no task started after it — and its loop thread ends."""
+    every child it had started killed — and its loop thread ends."""
     from .runner_support import wait_for
 
     token, env = marker()
     tasks = [Task([*FAKE_CODEX, "--size", "4K"], id="quick")]
     tasks += [Task(["sleep", "300"], id=f"slow{i}", env=env) for i in range(3)]
-    tasks += [Task(["sleep", "301"], id=f"later{i}", env=env) for i in range(3)]  # never to start
+    tasks += [Task(["sleep", "301"], id=f"later{i}", env=env) for i in range(3)]  # started or not
     for o in run_many(tasks, max_concurrent=4):
         assert o.id == "quick"
         break
     assert wait_gone(token, timeout=10.0) == []
     assert wait_for(lambda: not any(t.name == "spoolparse-batch" for t in threading.enumerate()))
+
+
+class _BlockingClose:
+    """A large file (sparse: its size is all there is) whose ``close`` waits for ``release``."""
+
+    def __init__(self, tmp: Path, release: threading.Event) -> None:
+        self._f = tempfile.TemporaryFile(dir=tmp)  # noqa: SIM115 - closed by close()
+        self._f.truncate(2 * MiB)
+        self._release = release
+
+    def fileno(self) -> int:
+        return self._f.fileno()
+
+    def close(self) -> None:
+        self._release.wait(30)
+        self._f.close()
+
+
+def test_the_background_close_holds_at_most_its_bound_and_then_makes_the_closer_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import queue
+
+    from spoolparse import spool
+
+    bound = 3
+    monkeypatch.setattr(spool, "_closing", queue.Queue(bound))
+    monkeypatch.setattr(spool, "_closer", None)  # a closer thread of its own, on this queue
+    release = threading.Event()
+    files = [_BlockingClose(tmp_path, release) for _ in range(bound + 2)]
+    try:
+        spool.close_spool(files[0])  # type: ignore[arg-type]
+        from .runner_support import wait_for
+
+        assert wait_for(lambda: spool._closing.qsize() == 0, timeout=10)  # the closer took it, waits in its close
+        for f in files[1 : bound + 1]:  # the queue holds the bound
+            spool.close_spool(f)  # type: ignore[arg-type]
+        extra = threading.Thread(target=spool.close_spool, args=(files[-1],))
+        extra.start()
+        extra.join(0.5)
+        assert extra.is_alive()  # one more waits for a free place
+        assert spool._closing.qsize() == bound
+    finally:
+        release.set()
+    extra.join(10)
+    assert not extra.is_alive()
+    spool.wait_closed()
+    assert all(f._f.closed for f in files)

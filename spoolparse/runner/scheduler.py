@@ -31,7 +31,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Iterable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -347,13 +346,11 @@ class Batch(HandsOut):
             if self.on_tick is not None:
                 self.on_tick(self)
             return self._drain(), True
-        except _Stop:
+        except BaseException as e:  # a stop asked from another thread, or a failure: cancel what runs
             self._cancel_all()
             self._finish_supervision()
-            return [], False
-        except BaseException:
-            self._cancel_all()
-            self._finish_supervision()
+            if isinstance(e, _Stop):
+                return [], False
             raise
 
     def _drain(self) -> list[Outcome]:
@@ -404,9 +401,6 @@ class Batch(HandsOut):
     def _spawn(self, p: Pending) -> Child:
         """In a spawner thread: start the child (its cgroup joined before exec)."""
         return child_for(p.task, self.options, cgroup=p.cg, read_buffer=self._buf, live=self.on_event is not None)
-
-    def _wake(self, _future: Future[Child] | None = None) -> None:
-        self._waker.wake()
 
     def _collect_started(self, *, block: bool = False) -> None:
         """Move children whose spawn finished into the running set (or give them a ``spawn_error``)."""
