@@ -291,9 +291,15 @@ def pick(rows: list[dict[str, Any]], label: str, approach: str) -> dict[str, Any
 
 
 def targets(big: str, blob: str, parse_rows: list[dict[str, Any]], tiny: dict[str, Any],
-            e2e_rows: list[dict[str, Any]], runner_rows: list[dict[str, Any]]) -> list[tuple[str, str, bool | None]]:
+            e2e_rows: list[dict[str, Any]], runner_rows: list[dict[str, Any]],
+            kept: dict[str, Any] | None = None) -> list[tuple[str, str, bool | None]]:
     """(target, measured, met) for every target of the issue that this run measured."""
     got: list[tuple[str, str, bool | None]] = []
+    if kept and tiny:
+        x = (kept["rss_kib"] - tiny["rss_kib"]) * 1024 / kept["line_bytes"]
+        line = f"{kept['line_bytes'] / 2**20:.1f} MiB"
+        got.append((f"parse peak-RSS growth, one kept {line} answer line ≤ 1.5 × the line",
+                    f"{x:.2f}× (+{(kept['rss_kib'] - tiny['rss_kib']) / 1024:.1f} MiB)", x <= 1.5))
     sp = pick(parse_rows, big, "spoolparse.parse")
     cat = pick(parse_rows, big, "cat FILE >/dev/null")
     rl = pick(parse_rows, big, "readline+json")
@@ -354,11 +360,14 @@ def main() -> int:
     small_path = generate(data, f"codex-{small[1]}.jsonl", "--size", small[1])
     big_path = generate(data, f"codex-{big[1]}.jsonl", "--size", big[1])
     blob_path = generate(data, f"codex-{blob[1]}-blob{blob[2]}.jsonl", "--size", blob[1], "--blob", blob[2])
+    answer = "16M" if args.quick else "56M"  # under MAX_RETAINED (64 MiB) with its escapes
+    kept_path = generate(data, f"codex-answer{answer}.jsonl", "--size", "4K", "--prose", "--answer-size", answer)
 
     parse_rows: list[dict[str, Any]] = []
     e2e_rows: list[dict[str, Any]] = []
     runner_rows: list[dict[str, Any]] = []
     tiny: dict[str, Any] = {}
+    kept: dict[str, Any] | None = None
     extra: dict[str, str | None] = {}
     # The whole-text path peaks near 12x the input: once on the biggest input, never with --skip-naive.
     naive_small = 0 if args.skip_naive else reps
@@ -367,6 +376,9 @@ def main() -> int:
     if "parse" in parts:
         log("1. parse")
         tiny = repeat(lambda: peer("spoolparse.parse", tiny_path), reps)
+        warm(kept_path)
+        kept = repeat(lambda: peer("spoolparse.parse", kept_path), reps)
+        kept["line_bytes"] = kept_path.stat().st_size - tiny_path.stat().st_size
         parse_rows += parse_bench(small_path, small[0], reps, naive_small)
         parse_rows += parse_bench(big_path, big[0], reps, naive_big)
         parse_rows += parse_bench(blob_path, blob[0], reps, naive_small, blob=True, limit=30 if args.quick else 120)
@@ -389,7 +401,7 @@ def main() -> int:
         extra["runner_compare"] = script("runner_compare.py", *compare_args)
         runner_rows = runner_peers.measure(tasks, 8, reps)
 
-    goals = targets(big[0], blob[0], parse_rows, tiny, e2e_rows, runner_rows)
+    goals = targets(big[0], blob[0], parse_rows, tiny, e2e_rows, runner_rows, kept)
     facts["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     facts["minutes"] = f"{(time.time() - started) / 60:.1f}"
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import decimal
 import os
 import re
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
-__all__ = ["dumps", "MAX_DEPTH"]
+__all__ = ["dumps", "write", "MAX_DEPTH"]
 
 #: Deepest nesting written; deeper values become a short note (orjson's own limit is 254).
 MAX_DEPTH = 250
@@ -37,6 +37,35 @@ def dumps(obj: Any, *, pretty: bool = False, non_str_keys: bool = True) -> bytes
     out = orjson.dumps(safe, option=opts | orjson.OPT_NON_STR_KEYS, default=str)
     marker = re.compile(rb'"\\u0000int' + tag[4:].encode() + rb'(-?[0-9]+)"')
     return marker.sub(lambda m: m.group(1), out)
+
+
+#: A top-level string longer than this (characters) is written in pieces of this size.
+_PIECE = 1 << 20
+
+
+def write(stream: IO[bytes], obj: Any, *, pretty: bool = False) -> None:
+    """``obj`` as JSON on ``stream``, a long top-level string (a large answer) in pieces.
+
+    ``dumps`` would hold the whole encoded text besides the text itself; in
+    pieces the output costs a piece more than the object.
+    """
+    long = [k for k, v in obj.items() if isinstance(v, str) and len(v) > _PIECE] if isinstance(obj, dict) else []
+    if not long:
+        stream.write(dumps(obj, pretty=pretty))
+        return
+    tag = "\x00long" + os.urandom(4).hex() + ":"
+    skeleton = dumps({k: tag + str(i) if k in long else v for i, (k, v) in enumerate(obj.items())}, pretty=pretty)
+    parts = re.split(rb'"\\u0000long' + tag[5:].encode() + rb'([0-9]+)"', skeleton)
+    values = list(obj.values())
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            stream.write(part)
+            continue
+        text: str = values[int(part)]
+        stream.write(b'"')
+        for at in range(0, len(text), _PIECE):
+            stream.write(orjson.dumps(text[at : at + _PIECE])[1:-1])  # escaping is per character: pieces join
+        stream.write(b'"')
 
 
 def _int_text(n: int) -> str:

@@ -17,6 +17,11 @@ MAX_RETAINED = 64 * MiB
 #: Longest task line ``batch`` reads (a task with its prompt in its argv); a longer one is
 #: drained in steps of this size and becomes that task's error outcome.
 MAX_TASK_LINE = 8 * MiB
+#: A kept line held in memory up to this size; past it the rest goes to an unlinked temporary file and
+#: the line is decoded from there in pieces, so that it peaks near the size of its text, not 3x the line.
+SPILL_BYTES = 4 * MiB
+#: A string in such a line longer than this (raw bytes) is decoded a piece at a time into its final ``str``.
+LONG_STRING = 256 * KiB
 #: How much of a line's start the type probe may look at.
 PROBE_BYTES = 64 * KiB
 #: How much of a line's start the fast type match looks at.

@@ -36,7 +36,7 @@ from typing import IO, Any, Final, Protocol, Union
 
 import orjson
 
-from . import _ijson, _limits
+from . import _ijson, _limits, _longline
 from ._topkeys import TopKeys
 from .errors import UsageError
 
@@ -366,6 +366,9 @@ class LineScanner:
         self._note = False
         # a noted line streaming in: its first and (so far) last bytes
         self._nhead = self._ntail = b""
+        # a kept line past SPILL_BYTES: held in a file, not in _pend
+        self._spill: _longline.Spill | None = None
+        self._no_spill = False
 
     @property
     def retain(self) -> RetainFn:
@@ -469,15 +472,15 @@ class LineScanner:
         if mode == _NONE:
             return out
         self.lines += 1
-        if mode in (_COLLECT, _KEEPING, _UNSURE):
+        if mode in (_COLLECT, _UNSURE):
             data = bytes(self._pend)
             self._reset()
             if mode == _COLLECT:
                 self._complete(data[: self.probe_bytes], data, 0, len(data), out)
-            elif mode == _UNSURE:
-                self._emit_decoded(data, out)
             else:
-                self._emit_kept(data, out)
+                self._emit_decoded(data, out)
+        elif mode == _KEEPING:
+            self._end_kept(out)
         elif mode == _SCANNING:
             self._finish_scan(out)
         else:
@@ -493,6 +496,10 @@ class LineScanner:
         self._note = False
         self._nhead = self._ntail = b""
         self._keys = None
+        self._no_spill = False
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
 
     def _complete(self, head: bytes, buf: Buffer, a: int, b: int, out: list[Record]) -> None:
         """A whole line ``buf[a:b]`` (no newline) whose first bytes are ``head``."""
@@ -511,14 +518,14 @@ class LineScanner:
             keys.feed(buf, a, b)
             key = _compose(keys.top, keys.sub, keys.msg)
             decision = self._retain(key)
-        if size > self.max_line:
-            if decision == KEEP and size <= self.max_retained:
-                self._emit_kept(bytes(buf[a:b]), out)
-            else:
-                out.append(Dropped(self.lines, size, key, "over_ceiling" if decision == KEEP else "oversize"))
+        if size > self.max_line and (decision != KEEP or size > self.max_retained):
+            out.append(Dropped(self.lines, size, key, "over_ceiling" if decision == KEEP else "oversize"))
             return
         if decision == KEEP:
-            self._emit_kept(bytes(buf[a:b]), out)
+            if size > _limits.SPILL_BYTES and self._loads is _default_loads:
+                self._emit_long(lambda at, n: bytes(buf[a + at : a + at + n]), size, out)
+            else:
+                self._emit_kept(bytes(buf[a:b]), out)
         elif decision == NOTE:
             out.append(Noted(self.lines, key, size, bytes(buf[a : min(b, a + _NOTE_HEAD)]),
                              bytes(buf[max(a, b - _NOTE_TAIL) : b])))
@@ -544,11 +551,82 @@ class LineScanner:
 
     def _emit_kept(self, data: bytes, out: list[Record]) -> None:
         obj = self._decode(data)
-        if obj is None:
-            return
+        if obj is not None:
+            self._emit_event(obj, len(data), out)
+
+    def _emit_event(self, obj: dict[str, Any], size: int, out: list[Record]) -> None:
         t = obj.get("type")
         key = self._key_of(obj) if not isinstance(t, str) or t.startswith("item.") else t
-        out.append(Event(self.lines, key, obj, len(data)))
+        out.append(Event(self.lines, key, obj, size))
+
+    def _emit_long(self, read: _longline.Read, size: int, out: list[Record]) -> None:
+        """A kept line too long to decode whole without holding it three times: see :mod:`._longline`."""
+        try:
+            obj = _longline.decode(read, size, self._decode, _lenient_loads)
+        except (_longline.LongStringError, OSError):
+            self.invalid_lines += 1
+            return
+        if obj is not None:
+            self._emit_event(obj, size, out)
+
+    def _keep(self, data: bytes | bytearray) -> None:
+        """Hold more of a kept line: in memory up to ``SPILL_BYTES``, then in a spill file."""
+        spill = self._spill
+        if spill is None:
+            self._pend += data
+            if len(self._pend) > _limits.SPILL_BYTES and not self._no_spill and self._loads is _default_loads:
+                self._start_spill()
+            return
+        try:
+            spill.write(data)
+        except OSError:
+            self._unspill(data)
+
+    def _start_spill(self) -> None:
+        try:
+            spill = _longline.Spill()
+        except OSError:
+            self._no_spill = True  # no room for a temporary file: this line stays in memory
+            return
+        try:
+            spill.write(self._pend)
+        except OSError:
+            spill.close()
+            self._no_spill = True
+            return
+        self._spill = spill
+        self._pend = bytearray()
+
+    def _unspill(self, data: bytes | bytearray) -> None:
+        """A spill file that stopped taking writes: back to memory (what it holds is still readable)."""
+        spill = self._spill
+        assert spill is not None
+        self._spill = None
+        self._no_spill = True
+        try:
+            self._pend = bytearray(spill.read(0, spill.size))
+            self._pend += data
+        except OSError:
+            self._mode = _SKIPPING  # unreadable too: the line is lost, and says so as a dropped record
+            self._reason = "over_ceiling"
+            self._pend = bytearray()
+        finally:
+            spill.close()
+
+    def _end_kept(self, out: list[Record]) -> None:
+        """The end of a kept line that came in more than one feed."""
+        spill = self._spill
+        if spill is None:
+            data = bytes(self._pend)
+            self._reset()
+            self._emit_kept(data, out)
+            return
+        self._spill = None
+        try:
+            self._reset()
+            self._emit_long(spill.read, spill.size, out)
+        finally:
+            spill.close()
 
     def _emit_decoded(self, data: bytes, out: list[Record]) -> None:
         """A whole line whose type was not in its first bytes: decoded once, then classified."""
@@ -656,6 +734,9 @@ class LineScanner:
             self._reason = "over_ceiling"
             self._pend = bytearray()
             self._note = False
+            if self._spill is not None:
+                self._spill.close()
+                self._spill = None
 
     def _continue(self, buf: Buffer, pos: int, end: int, out: list[Record]) -> int:
         """Carry on with a line begun in an earlier feed; return where the next line starts."""
@@ -678,9 +759,10 @@ class LineScanner:
                     self._decide_partial()
                 continue
             if mode == _KEEPING:
-                self._pend += buf[pos:stop]
                 self._size += stop - pos
                 self._check_ceiling()
+                if self._mode == _KEEPING:
+                    self._keep(buf[pos:stop])
             elif mode == _UNSURE:
                 self._pend += buf[pos:stop]
                 self._size += stop - pos
@@ -701,9 +783,7 @@ class LineScanner:
             self.lines += 1
             mode = self._mode
             if mode == _KEEPING:
-                data = bytes(self._pend)
-                self._reset()
-                self._emit_kept(data, out)
+                self._end_kept(out)
             elif mode == _UNSURE:
                 data = bytes(self._pend)
                 self._reset()

@@ -27,16 +27,17 @@ mode = sys.argv[2]
 if mode == "spoolparse":
     with spoolparse.run(argv) as r:
         ok, text, dropped = r.ok, r.text, r.dropped
+        stdout_bytes = r.stdout_bytes
 elif mode == "naive":
     import subprocess
     p = subprocess.run(argv, capture_output=True, text=True)
     events = [json.loads(l) for l in p.stdout.strip().splitlines() if l.strip()]
     text = [e["item"]["text"] for e in events if e.get("type") == "item.completed"
             and e["item"].get("type") == "agent_message"][-1]
-    ok, dropped = p.returncode == 0, []
+    ok, dropped, stdout_bytes = p.returncode == 0, [], len(p.stdout)
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
 print(json.dumps({"maxrss": int(hwm.split()[1]) * 1024,
-                  "ok": ok, "text": text, "dropped": dropped}))
+                  "ok": ok, "text": text, "dropped": dropped, "stdout_bytes": stdout_bytes}))
 """
 
 
@@ -68,6 +69,20 @@ def test_one_200_mib_tool_line_adds_less_than_32_mib() -> None:
     assert [d["reason"] for d in blob["dropped"]] == ["oversize"]
     assert blob["dropped"][0]["bytes"] > 200 * MiB
     assert growth < LIMIT
+
+
+@pytest.mark.slow
+def test_a_kept_answer_line_of_60_mib_peaks_under_1_5_times_its_size() -> None:
+    """The answer itself is kept: it costs its decoded text and a few windows, not three copies of the line."""
+    tiny = peak([*FAKE_CODEX, "--size", "64K", "--prose", "--answer-size", "1K"])
+    big = peak([*FAKE_CODEX, "--size", "64K", "--prose", "--answer-size", "56M"])
+    line = big["stdout_bytes"] - tiny["stdout_bytes"]
+    growth = big["maxrss"] - tiny["maxrss"]
+    print(f"\nkept answer line of {line / MiB:.1f} MiB: peak RSS growth {growth / MiB:.1f} MiB "
+          f"({growth / line:.2f}x the line)")
+    assert big["ok"] and big["text"].startswith(tiny["text"][:200]) and len(big["text"]) == 56 * MiB
+    assert line > 56 * MiB
+    assert growth < 1.5 * line
 
 
 @pytest.mark.slow

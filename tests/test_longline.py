@@ -1,0 +1,238 @@
+"""A kept line past SPILL_BYTES is held in a file and decoded in pieces: the same object, less memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spoolparse import _limits, _longline
+from spoolparse.lines import Dropped, Event, LineScanner, _lenient_loads
+
+from .helpers import open_fds
+
+
+def whole(line: bytes) -> Any:
+    """What the scanner makes of the line decoded whole (the reference)."""
+    return LineScanner()._decode(line)
+
+
+def in_pieces(line: bytes, long_string: int) -> Any:
+    scanner = LineScanner()
+    return _longline.decode(lambda at, n: line[at : at + n], len(line), scanner._decode, _lenient_loads,
+                            long_string_bytes=long_string)
+
+
+@pytest.fixture
+def small_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_longline, "_WINDOW", 13)
+
+
+# Text that puts escapes, surrogate pairs, multi-byte UTF-8 and backslash runs at every offset.
+texts = st.text(alphabet=st.sampled_from(['a', '"', '\\', '\n', '\t', '\x01', '\xe9', '\u20ac', '\U0001f600',
+                                          '\u2028', '/', ' ']), max_size=200)
+values: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | st.integers() | texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(obj=st.dictionaries(texts, values, max_size=5), ascii_only=st.booleans(),
+       long_string=st.integers(0, 40), window=st.integers(13, 64))
+def test_decoding_in_pieces_gives_what_decoding_whole_gives(obj: dict[str, Any], ascii_only: bool,
+                                                            long_string: int, window: int) -> None:
+    line = json.dumps(obj, ensure_ascii=ascii_only).encode()
+    saved = _longline._WINDOW
+    _longline._WINDOW = window
+    try:
+        got = in_pieces(line, long_string)
+    finally:
+        _longline._WINDOW = saved
+    assert got == obj == whole(line)
+
+
+@pytest.mark.parametrize("body", [
+    rb"\\" * 40,                      # a run of escaped backslashes across every cut
+    rb"\\\"" * 30,                    # escaped backslash then escaped quote
+    rb"\ud83d\ude00" * 20,            # surrogate pairs: never cut between the halves
+    rb"\u00e9\u20ac" * 20,
+    "\U0001f600\u20ac\xe9".encode() * 20,
+    rb'x\\\\\"y' * 20,
+])
+def test_escape_dense_strings_cut_anywhere(small_window: None, body: bytes) -> None:
+    line = b'{"type":"t","s":"' + body + b'","n":1}'
+    assert in_pieces(line, 0) == whole(line)
+
+
+def test_a_lone_surrogate_or_bad_utf8_in_a_long_string_reads_as_a_whole_line_does(small_window: None) -> None:
+    for body in (b"abc\\ud800def" * 5, b"ok\xff\xfebad" * 5, b"x" * 30 + b"\\udc00" + b"y" * 30):
+        line = b'{"type":"t","s":"' + body + b'"}'
+        got = in_pieces(line, 0)
+        assert got == whole(line)
+        assert "\ufffd" in got["s"]
+
+
+def test_a_long_key_an_array_of_long_strings_and_nan(small_window: None) -> None:
+    obj = {"a" * 50: ["b" * 40, {"c": "d" * 60}, "e"], "n": 12345678901234567890123}
+    line = json.dumps(obj).encode()[:-1] + b',"f":NaN}'
+    got = in_pieces(line, 8)
+    assert got["a" * 50] == obj["a" * 50] and got["n"] == obj["n"] and got["f"] != got["f"]
+
+
+def test_a_broken_line_stays_broken(small_window: None) -> None:
+    for line in (b'{"type":"t","s":"' + b"x" * 50, b'{"type":"t","s":"' + b"x" * 50 + b'"', b'"' + b"x" * 50 + b'"',
+                 b'{"type":"t","s":"a\x01' + b"x" * 50 + b'"}'):
+        assert whole(line) is None
+        try:
+            got = in_pieces(line, 0)
+        except _longline.LongStringError:
+            got = None
+        assert got is None
+
+
+@pytest.mark.parametrize("sample", ["plain", "caf\xe9", "\u20ac\u0100", "\U0001f600 \u20ac \xe9"])
+def test_a_string_filled_in_place_is_an_ordinary_str(sample: str) -> None:
+    assert _longline._FILLER is not None  # CPython: the in-place path is the one taken
+    raw = json.dumps(sample * 1000).encode()[1:-1]
+    made = _longline.long_string(lambda at, n: raw[at : at + n], 0, len(raw), _lenient_loads)
+    normal = sample * 1000
+    assert made == normal and hash(made) == hash(normal) and {made: 1}[normal] == 1
+    assert sys.getsizeof(made) == sys.getsizeof(normal)
+    assert sys.getrefcount(made) == sys.getrefcount(normal)
+    assert made.encode() == normal.encode() and orjson.dumps(made) == orjson.dumps(normal)
+
+
+def _kept_line(text_bytes: int, seed: int = 1) -> tuple[bytes, str]:
+    rnd = random.Random(seed)
+    rows = ["".join(rnd.choice("abc \u20ac\xe9\"\\\t") for _ in range(rnd.randint(1, 120))) + "\n" for _ in range(97)]
+    block = "".join(rows)
+    text = block * (text_bytes // len(block.encode()) + 1)
+    line = orjson.dumps({"type": "item.completed", "item": {"id": "i", "type": "agent_message", "text": text}})
+    return line, text
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 65_537, 4_000_000])
+def test_the_scanner_spills_a_long_kept_line_and_closes_the_file(chunk: int) -> None:
+    line, text = _kept_line(_limits.SPILL_BYTES + 3_000_000)
+    data = b'{"type":"thread.started"}\n' + line + b"\n" + line  # the last one ends without a newline
+    before = open_fds()
+    scanner = LineScanner()
+    records = []
+    spilled = False
+    for i in range(0, len(data), chunk):
+        records += scanner.feed(data[i : i + chunk])
+        spilled = spilled or scanner._spill is not None
+    records += scanner.end()
+    assert spilled
+    events = [r for r in records if isinstance(r, Event)]
+    kept = "item.completed/agent_message"
+    assert [e.type for e in events] == ["thread.started", kept, kept]
+    assert events[1].data["item"]["text"] == text == events[2].data["item"]["text"]
+    assert events[1].size == len(line) and scanner.invalid_lines == 0
+    assert open_fds() == before
+
+
+def test_a_spilled_line_past_max_retained_is_dropped_and_its_file_closed() -> None:
+    line, _ = _kept_line(_limits.SPILL_BYTES + 2_000_000)
+    before = open_fds()
+    scanner = LineScanner(max_line=1 << 20, max_retained=_limits.SPILL_BYTES + 1_000_000)
+    records = []
+    for i in range(0, len(line), 1 << 20):
+        records += scanner.feed(line[i : i + (1 << 20)])
+    records += scanner.feed(b"\n")
+    assert [type(r) for r in records] == [Dropped] and records[0].reason == "over_ceiling"  # type: ignore[union-attr]
+    assert open_fds() == before
+
+
+def test_with_no_room_for_a_spill_file_the_line_is_kept_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    line, text = _kept_line(_limits.SPILL_BYTES + 2_000_000)
+
+    def no_room() -> _longline.Spill:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_longline, "Spill", no_room)
+    scanner = LineScanner()
+    records = []
+    for i in range(0, len(line), 1 << 20):
+        records += scanner.feed(line[i : i + (1 << 20)])
+    records += scanner.feed(b"\n")
+    assert [r.data["item"]["text"] for r in records if isinstance(r, Event)] == [text]
+
+
+def test_a_spill_file_that_stops_taking_writes_goes_back_to_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    line, text = _kept_line(_limits.SPILL_BYTES + 4_000_000)
+    writes = 0
+    real = _longline.Spill.write
+
+    def failing(self: _longline.Spill, data: bytes) -> None:
+        nonlocal writes
+        writes += 1
+        if writes > 2:
+            raise OSError(28, "No space left on device")
+        real(self, data)
+
+    monkeypatch.setattr(_longline.Spill, "write", failing)
+    before = open_fds()
+    scanner = LineScanner()
+    records = []
+    for i in range(0, len(line), 1 << 20):
+        records += scanner.feed(line[i : i + (1 << 20)])
+    records += scanner.feed(b"\n")
+    assert writes > 2
+    assert [r.data["item"]["text"] for r in records if isinstance(r, Event)] == [text]
+    assert open_fds() == before
+
+
+def test_a_long_line_whole_in_one_buffer_is_decoded_in_pieces_from_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    line, text = _kept_line(_limits.SPILL_BYTES + 1_000_000)
+    calls = []
+    real = _longline.decode
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_longline, "decode", spy)
+    records = LineScanner().feed(line + b"\n")
+    assert calls == [len(line)]
+    assert [r.data["item"]["text"] for r in records if isinstance(r, Event)] == [text]
+
+
+def test_the_spill_file_lives_in_the_temporary_directory_and_is_unlinked(tmp_path: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    spill = _longline.Spill()
+    try:
+        spill.write(b"abc" * 1000)
+        assert spill.read(3, 6) == b"abcabc"
+        target = os.readlink(f"/proc/self/fd/{spill._fd}")
+        assert target.startswith(str(tmp_path)) and target.endswith("(deleted)")
+        assert os.listdir(tmp_path) == []
+    finally:
+        spill.close()
+
+
+@pytest.mark.parametrize("pretty", [False, True])
+def test_a_long_answer_is_written_in_pieces_byte_for_byte_as_whole(monkeypatch: pytest.MonkeyPatch,
+                                                                   pretty: bool) -> None:
+    import io
+
+    from spoolparse import _json
+
+    monkeypatch.setattr(_json, "_PIECE", 7)
+    obj = {"provider": "codex", "ok": True, "text": 'a "b"\\ \u20ac\U0001f600\n\x01' * 9, "usage": {"n": 1 << 70},
+           "stderr_tail": "short", "error": "x" * 30}
+    out = io.BytesIO()
+    _json.write(out, obj, pretty=pretty)
+    assert out.getvalue() == _json.dumps(obj, pretty=pretty)
+    assert json.loads(out.getvalue()) == obj
