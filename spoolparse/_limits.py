@@ -67,7 +67,8 @@ UNWATCHED_BACKLOG = 1 * MiB
 #: freeing a large file's blocks can keep ``close`` busy for a long time, and the thread closing it may be
 #: supervising other children. A smaller one is closed at once (about 0.1 ms at 1 MiB).
 CLOSE_INLINE_BYTES = 1 * MiB
-#: Spools waiting for the background close at most; one more waits for a free place (each holds a descriptor).
+#: Spools waiting for the background close past which a batch starts no task until the closer catches up
+#: (each holds a descriptor and its disk space). Whoever closes one never waits for it.
 CLOSING_MAX = 64
 #: Seconds between a batch's looks at every child's lifecycle whatever woke it (a safety net: exits wake
 #: the loop through pidfds, deadlines through its timer heap).

@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from . import _limits
+from .spool import close_spool
 
 __all__ = ["Spill", "decode", "LongStringError"]
 
@@ -78,7 +79,8 @@ class Spill:
         return out
 
     def close(self) -> None:
-        self._file.close()
+        # a large file's close frees its blocks: off the caller's thread, as a spool's (it may be supervising)
+        close_spool(self._file)
 
 
 # -- 1. skeleton and spans ----------------------------------------------------

@@ -164,7 +164,9 @@ def spool_problem(fds: tuple[int, ...], max_bytes: int | None, *, thorough: bool
 
 # -- closing -------------------------------------------------------------------
 
-_closing: queue.Queue[IO[bytes]] = queue.Queue(_limits.CLOSING_MAX)
+# Unbounded, so that handing a spool over never waits (it may be the supervising loop): a batch bounds the
+# backlog instead, by starting no task while it is past CLOSING_MAX (see closing()).
+_closing: queue.Queue[IO[bytes]] = queue.Queue()
 _closer: threading.Thread | None = None
 _closer_lock = threading.Lock()
 
@@ -182,8 +184,8 @@ def _close_queued() -> None:
 def close_spool(f: IO[bytes]) -> None:
     """Close (and so delete) a spool: at once when it is small, else from a background thread.
 
-    The thread is a daemon: a spool still queued when the process exits is closed by the kernel. At most
-    :data:`~spoolparse._limits.CLOSING_MAX` wait; a caller closing one more waits for a place.
+    The thread is a daemon: a spool still queued when the process exits is closed by the kernel. The caller
+    never waits; :func:`closing` says how many wait.
     """
     global _closer
     try:
@@ -200,6 +202,11 @@ def close_spool(f: IO[bytes]) -> None:
     _closing.put(f)
 
 
+def closing() -> int:
+    """Spools handed to the background close and not closed yet."""
+    return _closing.unfinished_tasks
+
+
 def wait_closed() -> None:
     """Return once every spool handed to the background close is closed."""
     _closing.join()
@@ -207,7 +214,7 @@ def wait_closed() -> None:
 
 def _after_fork() -> None:
     global _closing, _closer, _closer_lock
-    _closing = queue.Queue(_limits.CLOSING_MAX)  # the parent's thread, and its queue, are not ours
+    _closing = queue.Queue()  # the parent's thread, and its queue, are not ours
     _closer = None
     _closer_lock = threading.Lock()
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from spoolparse import _limits, _longline
 from spoolparse.lines import Dropped, Event, LineScanner, _lenient_loads
+from spoolparse.spool import wait_closed
 
 from .helpers import open_fds
 
@@ -137,6 +138,7 @@ def test_the_scanner_spills_a_long_kept_line_and_closes_the_file(chunk: int) -> 
     assert [e.type for e in events] == ["thread.started", kept, kept]
     assert events[1].data["item"]["text"] == text == events[2].data["item"]["text"]
     assert events[1].size == len(line) and scanner.invalid_lines == 0
+    wait_closed()  # a large spill file is closed in the background, as a spool is
     assert open_fds() == before
 
 
@@ -149,6 +151,7 @@ def test_a_spilled_line_past_max_retained_is_dropped_and_its_file_closed() -> No
         records += scanner.feed(line[i : i + (1 << 20)])
     records += scanner.feed(b"\n")
     assert [type(r) for r in records] == [Dropped] and records[0].reason == "over_ceiling"  # type: ignore[union-attr]
+    wait_closed()  # a large spill file is closed in the background, as a spool is
     assert open_fds() == before
 
 
@@ -188,6 +191,7 @@ def test_a_spill_file_that_stops_taking_writes_goes_back_to_memory(monkeypatch: 
     records += scanner.feed(b"\n")
     assert writes > 2
     assert [r.data["item"]["text"] for r in records if isinstance(r, Event)] == [text]
+    wait_closed()  # a large spill file is closed in the background, as a spool is
     assert open_fds() == before
 
 

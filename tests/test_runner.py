@@ -657,33 +657,39 @@ class _BlockingClose:
         self._f.close()
 
 
-def test_the_background_close_holds_at_most_its_bound_and_then_makes_the_closer_wait(
+def test_a_close_backlog_never_makes_the_closer_wait_and_holds_back_new_tasks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Handing a spool to the background close never waits, past any backlog (the supervising loop hands
+    them over); a batch starts no task while CLOSING_MAX wait, and starts it once the closer catches up."""
     import queue
 
-    from spoolparse import spool
+    from spoolparse import _limits, spool
+
+    from .runner_support import wait_for
 
     bound = 3
-    monkeypatch.setattr(spool, "_closing", queue.Queue(bound))
+    monkeypatch.setattr(_limits, "CLOSING_MAX", bound)
+    monkeypatch.setattr(spool, "_closing", queue.Queue())
     monkeypatch.setattr(spool, "_closer", None)  # a closer thread of its own, on this queue
     release = threading.Event()
     files = [_BlockingClose(tmp_path, release) for _ in range(bound + 2)]
+    started = tmp_path / "started"
+    outcomes: list[Any] = []
     try:
-        spool.close_spool(files[0])  # type: ignore[arg-type]
-        from .runner_support import wait_for
-
-        assert wait_for(lambda: spool._closing.qsize() == 0, timeout=10)  # the closer took it, waits in its close
-        for f in files[1 : bound + 1]:  # the queue holds the bound
+        t0 = time.monotonic()
+        for f in files:
             spool.close_spool(f)  # type: ignore[arg-type]
-        extra = threading.Thread(target=spool.close_spool, args=(files[-1],))
-        extra.start()
-        extra.join(0.5)
-        assert extra.is_alive()  # one more waits for a free place
-        assert spool._closing.qsize() == bound
+        assert time.monotonic() - t0 < 1.0  # past the bound too: nobody waited
+        assert spool.closing() == len(files)
+        task = Task(["sh", "-c", f"touch {started}; echo '{{}}'"], id="t")
+        reader = threading.Thread(target=lambda: outcomes.extend(run_many([task], max_concurrent=1)))
+        reader.start()
+        time.sleep(1.0)
+        assert not started.exists() and outcomes == []  # held back while the backlog is past the bound
     finally:
         release.set()
-    extra.join(10)
-    assert not extra.is_alive()
-    spool.wait_closed()
+    assert wait_for(lambda: spool.closing() == 0, timeout=10)
+    reader.join(30)
+    assert started.exists() and [o.id for o in outcomes] == ["t"]
     assert all(f._f.closed for f in files)

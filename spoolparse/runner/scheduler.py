@@ -41,7 +41,7 @@ from .._signals import uninterruptible
 from ..errors import Error, UsageError
 from ..process import Child
 from ..providers.base import LiveEvent
-from ..spool import resolve_spool_dir, wait_closed
+from ..spool import closing, resolve_spool_dir, wait_closed
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
 from .calibrations import program_of, recorded
 from .cgroup import ChildCgroup, Placement, enforcement_of
@@ -359,6 +359,8 @@ class Batch(HandsOut):
         return out
 
     def _admit(self) -> None:
+        if closing() >= _limits.CLOSING_MAX:
+            return  # the background close is behind: no new spools until it catches up (the next turns look again)
         reserved: int | None = None  # what running and starting children reserved and do not use yet
         while self.running < self.max_concurrent and self._driver.waiting < self.max_concurrent:
             now = _now()
