@@ -472,15 +472,12 @@ class LineScanner:
         if mode == _NONE:
             return out
         self.lines += 1
-        if mode in (_COLLECT, _UNSURE):
+        if mode == _COLLECT:
             data = bytes(self._pend)
             self._reset()
-            if mode == _COLLECT:
-                self._complete(data[: self.probe_bytes], data, 0, len(data), out)
-            else:
-                self._emit_decoded(data, out)
-        elif mode == _KEEPING:
-            self._end_kept(out)
+            self._complete(data[: self.probe_bytes], data, 0, len(data), out)
+        elif mode in (_KEEPING, _UNSURE):
+            self._end_held(out, classify=mode == _UNSURE)
         elif mode == _SCANNING:
             self._finish_scan(out)
         else:
@@ -559,18 +556,29 @@ class LineScanner:
         key = self._key_of(obj) if not isinstance(t, str) or t.startswith("item.") else t
         out.append(Event(self.lines, key, obj, size))
 
-    def _emit_long(self, read: _longline.Read, size: int, out: list[Record]) -> None:
-        """A kept line too long to decode whole without holding it three times: see :mod:`._longline`."""
+    def _emit_long(self, read: _longline.Read, size: int, out: list[Record], *, classify: bool = False) -> None:
+        """A line too long to decode whole without holding it three times (see :mod:`._longline`): kept,
+        or with ``classify`` (its type was not in its first bytes) classified by its keys once decoded."""
         try:
             obj = _longline.decode(read, size, self._decode, _lenient_loads)
         except (_longline.LongStringError, OSError):
             self.invalid_lines += 1
             return
-        if obj is not None:
+        if obj is None:
+            return
+        if not classify:
             self._emit_event(obj, size, out)
+            return
+        key = self._key_of(obj)
+        decision = self._retain(key)
+        if decision == KEEP:
+            out.append(Event(self.lines, key, obj, size))
+        elif decision == NOTE:
+            head, tail = _ends(read, size)
+            out.append(Noted(self.lines, key, size, head, tail))
 
     def _keep(self, data: bytes | bytearray) -> None:
-        """Hold more of a kept line: in memory up to ``SPILL_BYTES``, then in a spill file."""
+        """Hold more of a line: in memory up to ``SPILL_BYTES``, then in a spill file."""
         spill = self._spill
         if spill is None:
             self._pend += data
@@ -613,20 +621,45 @@ class LineScanner:
         finally:
             spill.close()
 
-    def _end_kept(self, out: list[Record]) -> None:
-        """The end of a kept line that came in more than one feed."""
+    def _end_held(self, out: list[Record], *, classify: bool = False) -> None:
+        """The end of a held line that came in more than one feed: kept, or with ``classify`` classified
+        once decoded; from memory or from its spill file."""
         spill = self._spill
         if spill is None:
             data = bytes(self._pend)
             self._reset()
-            self._emit_kept(data, out)
+            if classify:
+                self._emit_decoded(data, out)
+            else:
+                self._emit_kept(data, out)
             return
         self._spill = None
         try:
             self._reset()
-            self._emit_long(spill.read, spill.size, out)
+            self._emit_long(spill.read, spill.size, out, classify=classify)
         finally:
             spill.close()
+
+    def _held_windows(self) -> Iterator[bytes | bytearray]:
+        """What is held of the line, a read window at a time."""
+        spill = self._spill
+        if spill is None:
+            yield self._pend
+            return
+        for at in range(0, spill.size, _limits.READ_CHUNK):
+            yield spill.read(at, min(_limits.READ_CHUNK, spill.size - at))
+
+    def _held_ends(self) -> tuple[bytes, bytes]:
+        spill = self._spill
+        if spill is None:
+            return bytes(self._pend[:_NOTE_HEAD]), bytes(self._pend[-_NOTE_TAIL:])
+        return _ends(spill.read, spill.size)
+
+    def _drop_held(self) -> None:
+        self._pend = bytearray()
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
 
     def _emit_decoded(self, data: bytes, out: list[Record]) -> None:
         """A whole line whose type was not in its first bytes: decoded once, then classified."""
@@ -688,7 +721,12 @@ class LineScanner:
             return
         self._mode = _SCANNING
         self._keys = TopKeys()
-        self._keys.feed(self._pend)
+        try:
+            for window in self._held_windows():
+                self._keys.feed(window)
+        except OSError:  # the spill file cannot be read back: the line is lost, and says so as a dropped record
+            self._drop_held()
+            self._reason = "over_ceiling"
         self._settle_scan()
 
     def _settle_scan(self) -> None:
@@ -696,7 +734,7 @@ class LineScanner:
         keys = self._keys
         assert keys is not None
         if self._size > self.max_retained and self._reason != "over_ceiling":
-            self._pend = bytearray()
+            self._drop_held()
             self._reason = "over_ceiling"
         if not keys.done:
             return
@@ -710,9 +748,11 @@ class LineScanner:
             self._mode = _SKIPPING
             self._note = decision == NOTE
             if self._note:
-                self._nhead = bytes(self._pend[:_NOTE_HEAD])
-                self._ntail = bytes(self._pend[-_NOTE_TAIL:])
-            self._pend = bytearray()
+                try:
+                    self._nhead, self._ntail = self._held_ends()
+                except OSError:
+                    self._note = False
+            self._drop_held()
             self._reason = "over_ceiling" if decision == KEEP else "oversize"
 
     def _finish_scan(self, out: list[Record]) -> None:
@@ -721,22 +761,19 @@ class LineScanner:
         assert keys is not None
         key = _compose(keys.top, keys.sub, keys.msg)
         decision = self._retain(key)
-        data, size, held = self._pend, self._size, self._reason != "over_ceiling"
+        if decision == KEEP and self._reason != "over_ceiling":
+            self._end_held(out)
+            return
+        size = self._size
         self._reset()
-        if decision == KEEP and held:
-            self._emit_kept(bytes(data), out)
-        else:
-            out.append(Dropped(self.lines, size, key, "over_ceiling" if decision == KEEP else "oversize"))
+        out.append(Dropped(self.lines, size, key, "over_ceiling" if decision == KEEP else "oversize"))
 
     def _check_ceiling(self) -> None:
         if self._size > self.max_retained:
             self._mode = _SKIPPING
             self._reason = "over_ceiling"
-            self._pend = bytearray()
+            self._drop_held()
             self._note = False
-            if self._spill is not None:
-                self._spill.close()
-                self._spill = None
 
     def _continue(self, buf: Buffer, pos: int, end: int, out: list[Record]) -> int:
         """Carry on with a line begun in an earlier feed; return where the next line starts."""
@@ -764,15 +801,15 @@ class LineScanner:
                 if self._mode == _KEEPING:
                     self._keep(buf[pos:stop])
             elif mode == _UNSURE:
-                self._pend += buf[pos:stop]
+                self._keep(buf[pos:stop])
                 self._size += stop - pos
                 self._check_unsure()
             elif mode == _SCANNING:
                 assert self._keys is not None
                 self._keys.feed(buf, pos, stop)
-                if self._reason != "over_ceiling":
-                    self._pend += buf[pos:stop]
                 self._size += stop - pos
+                if self._reason != "over_ceiling" and self._size <= self.max_retained:
+                    self._keep(buf[pos:stop])
                 self._settle_scan()
             else:
                 self._size += stop - pos
@@ -783,11 +820,9 @@ class LineScanner:
             self.lines += 1
             mode = self._mode
             if mode == _KEEPING:
-                self._end_kept(out)
+                self._end_held(out)
             elif mode == _UNSURE:
-                data = bytes(self._pend)
-                self._reset()
-                self._emit_decoded(data, out)
+                self._end_held(out, classify=True)
             elif mode == _SCANNING:
                 self._finish_scan(out)
             else:
@@ -805,6 +840,11 @@ class LineScanner:
             out.append(Dropped(self.lines, size, key, reason))
         elif note:
             out.append(Noted(self.lines, key, size, head, tail))
+
+
+def _ends(read: _longline.Read, size: int) -> tuple[bytes, bytes]:
+    """A held line's first ``NOTE_HEAD`` and last ``NOTE_TAIL`` bytes, read back from its spill file."""
+    return read(0, min(size, _NOTE_HEAD)), read(max(0, size - _NOTE_TAIL), min(size, _NOTE_TAIL))
 
 
 def _exact_ints(obj: Any, data: bytes) -> Any:

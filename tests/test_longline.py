@@ -240,3 +240,46 @@ def test_a_long_answer_is_written_in_pieces_byte_for_byte_as_whole(monkeypatch: 
     _json.write(out, obj, pretty=pretty)
     assert out.getvalue() == _json.dumps(obj, pretty=pretty)
     assert json.loads(out.getvalue()) == obj
+
+
+def _type_last(text: str) -> bytes:
+    """An answer line with its keys in reverse: the type is the last thing on it."""
+    return orjson.dumps({"item": {"text": text, "type": "agent_message", "id": "i"}, "type": "item.completed"})
+
+
+@pytest.mark.parametrize("max_line", [64 << 20, 6 << 20])  # decoded once held whole / classified by a key scan
+@pytest.mark.parametrize("decision", ["keep", "note", "skip"])
+def test_a_long_line_with_its_type_last_is_spilled_too(monkeypatch: pytest.MonkeyPatch, max_line: int,
+                                                       decision: str) -> None:
+    from spoolparse.lines import KEEP, NOTE, SKIP, Noted
+
+    _, text = _kept_line(_limits.SPILL_BYTES + 3_000_000)
+    line = _type_last(text)
+    made = []
+
+    class Counted(_longline.Spill):
+        def __init__(self) -> None:
+            super().__init__()
+            made.append(self)
+
+    monkeypatch.setattr(_longline, "Spill", Counted)
+    retain = {"keep": KEEP, "note": NOTE, "skip": SKIP}[decision]
+    before = open_fds()
+    scanner = LineScanner(lambda key: retain if key.startswith("item.completed") else KEEP,
+                          max_line=max_line, max_retained=64 << 20)
+    records = []
+    for i in range(0, len(line), 1 << 20):
+        records += scanner.feed(line[i : i + (1 << 20)])
+    records += scanner.feed(b"\n")
+    assert len(made) == 1  # held in a file past SPILL_BYTES, not in memory
+    if decision == "keep":
+        assert [(type(r), r.type) for r in records] == [(Event, "item.completed/agent_message")]
+        assert records[0].data == orjson.loads(line)  # type: ignore[union-attr]
+    elif decision == "note" and len(line) <= max_line:
+        assert [(type(r), r.type) for r in records] == [(Noted, "item.completed/agent_message")]
+        assert records[0].head == line[: _limits.NOTE_HEAD] and records[0].tail == line[-_limits.NOTE_TAIL :]  # type: ignore[union-attr]
+    else:  # skipped, or noted but past max_line: a noted line that long is reported as dropped
+        assert [type(r) for r in records] == ([Dropped] if len(line) > max_line else [])
+    assert scanner.invalid_lines == 0
+    wait_closed()
+    assert open_fds() == before
