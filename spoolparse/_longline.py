@@ -32,8 +32,6 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import orjson
-
 from . import _limits
 from .spool import close_spool
 
@@ -198,17 +196,9 @@ def _pieces(read: Read, start: int, end: int) -> Iterator[bytes]:
         pos += c
 
 
-def _piece_text(raw: bytes, lenient: Callable[[bytes], Any]) -> str:
-    """One piece decoded as lines are: orjson, then orjson on U+FFFD-replaced bytes, then the lenient reader."""
-    data = b'"' + raw + b'"'
-    for attempt in (data, None):
-        try:
-            value = orjson.loads(attempt if attempt is not None else data.decode("utf-8", "replace"))
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(value, str):
-            return value
-    value = lenient(data)
+def _piece_text(raw: bytes, read_json: Callable[[bytes], Any]) -> str:
+    """One piece decoded as a JSON string by the line's own reader (orjson, then its fallbacks)."""
+    value = read_json(b'"' + raw + b'"')
     if not isinstance(value, str):
         raise LongStringError("a long string no decoder reads")
     return value
@@ -281,16 +271,16 @@ def _make_filler() -> _Filler | None:
 _FILLER = _make_filler() if sys.implementation.name == "cpython" else None
 
 
-def long_string(read: Read, start: int, end: int, lenient: Callable[[bytes], Any]) -> str:
+def long_string(read: Read, start: int, end: int, read_json: Callable[[bytes], Any]) -> str:
     """The decoded JSON string whose raw contents (no quotes) are ``read(start, end - start)``."""
     if _FILLER is None:
-        return "".join(_piece_text(p, lenient) for p in _pieces(read, start, end))
+        return "".join(_piece_text(p, read_json) for p in _pieces(read, start, end))
     length, widest = 0, 0x7F
     for piece in _pieces(read, start, end):
-        text = _piece_text(piece, lenient)
+        text = _piece_text(piece, read_json)
         length += len(text)
         widest = max(widest, _widest(text))
-    return _FILLER.build(length, widest, (_piece_text(p, lenient) for p in _pieces(read, start, end)))
+    return _FILLER.build(length, widest, (_piece_text(p, read_json) for p in _pieces(read, start, end)))
 
 
 # -- 3. the whole line --------------------------------------------------------
@@ -324,14 +314,14 @@ def decode(
     read: Read,
     size: int,
     decode_small: Callable[[bytes], Any],
-    lenient: Callable[[bytes], Any],
+    read_json: Callable[[bytes], Any],
     *,
     long_string_bytes: int = _limits.LONG_STRING,
 ) -> Any:
     """The line ``read(0, size)`` decoded as ``decode_small`` would decode it whole, or ``None``.
 
     ``decode_small`` reads the skeleton (and says ``None`` for a line that is
-    not a JSON object); ``lenient`` reads a piece orjson refuses.
+    not a JSON object); ``read_json`` reads a piece of a long string (with its quotes) as lines are read.
     Raises :class:`LongStringError` when a long string cannot be read.
     """
     skeleton, spans = split(read, size, long_string_bytes)
@@ -339,5 +329,5 @@ def decode(
     del skeleton
     if obj is None or not spans:
         return obj
-    values = {f"{_TOKEN}{i}": long_string(read, a, b, lenient) for i, (a, b) in enumerate(spans)}
+    values = {f"{_TOKEN}{i}": long_string(read, a, b, read_json) for i, (a, b) in enumerate(spans)}
     return _substitute(obj, values)

@@ -529,16 +529,7 @@ class LineScanner:
 
     def _decode(self, data: bytes) -> dict[str, Any] | None:
         """One line's object (``None``: not a JSON object; counted invalid)."""
-        data = _strip(data)
-        try:
-            obj = self._loads(data)
-            if self._loads is _default_loads and _LONG_DIGITS.search(data) is not None:
-                obj = _exact_ints(obj, data)
-        except Exception:
-            try:
-                obj = self._loads(data.decode("utf-8", "replace"))
-            except Exception:
-                obj = _lenient_loads(data) if self._loads is _default_loads else None
+        obj = _read(_strip(data), self._loads)
         if obj is TOO_DEEP:
             self.too_deep += 1
         if not isinstance(obj, dict):
@@ -560,7 +551,7 @@ class LineScanner:
         """A line too long to decode whole without holding it three times (see :mod:`._longline`): kept,
         or with ``classify`` (its type was not in its first bytes) classified by its keys once decoded."""
         try:
-            obj = _longline.decode(read, size, self._decode, _lenient_loads)
+            obj = _longline.decode(read, size, self._decode, _read_default)
         except (_longline.LongStringError, OSError):
             self.invalid_lines += 1
             return
@@ -840,6 +831,26 @@ class LineScanner:
             out.append(Dropped(self.lines, size, key, reason))
         elif note:
             out.append(Noted(self.lines, key, size, head, tail))
+
+
+def _read(data: bytes, loads: Loads) -> Any:
+    """``data`` decoded (``None``: by nothing; ``TOO_DEEP``): ``loads``, then ``loads`` on the text with bad
+    UTF-8 replaced, then (the default ``loads``) the lenient reader; integers past 64 bits kept exact."""
+    try:
+        obj = loads(data)
+        if loads is _default_loads and _LONG_DIGITS.search(data) is not None:
+            obj = _exact_ints(obj, data)
+        return obj
+    except Exception:
+        pass
+    try:
+        return loads(data.decode("utf-8", "replace"))
+    except Exception:
+        return _lenient_loads(data) if loads is _default_loads else None
+
+
+def _read_default(data: bytes) -> Any:
+    return _read(data, _default_loads)
 
 
 def _ends(read: _longline.Read, size: int) -> tuple[bytes, bytes]:
