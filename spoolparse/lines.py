@@ -838,7 +838,9 @@ def _read(data: bytes, loads: Loads) -> Any:
     UTF-8 replaced, then (the default ``loads``) the lenient reader; integers past 64 bits kept exact."""
     try:
         obj = loads(data)
-        if loads is _default_loads and _LONG_DIGITS.search(data) is not None:
+        # orjson reads an integer past 64 bits as a float: only a float can be one (walking the object costs
+        # less than searching the line's bytes, which is a regex with no literal to skip by)
+        if loads is _default_loads and _has_float(obj, 0) and _LONG_DIGITS.search(data) is not None:
             obj = _exact_ints(obj, data)
         return obj
     except Exception:
@@ -859,9 +861,7 @@ def _ends(read: _longline.Read, size: int) -> tuple[bytes, bytes]:
 
 
 def _exact_ints(obj: Any, data: bytes) -> Any:
-    """``obj`` as orjson read it, unless it holds an integer beyond 64 bits (then read exactly)."""
-    if not _has_float(obj, 0):
-        return obj
+    """``obj`` (with a float orjson read, and a run of 19 digits in ``data``) read again exactly."""
     exact = _lenient_loads(data)
     return obj if exact is None or exact is TOO_DEEP else exact
 
