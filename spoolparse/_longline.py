@@ -26,14 +26,11 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import _limits
-from .spool import close_spool
 
 __all__ = ["Spill", "decode", "LongStringError"]
 
@@ -55,6 +52,8 @@ class Spill:
     """An unlinked temporary file a long line is appended to, read back with ``pread``."""
 
     def __init__(self) -> None:
+        import tempfile  # here, not at import: parse loads this module and (mostly) never spills
+
         # TemporaryFile is unlinked at once (O_TMPFILE where the filesystem has it): nothing to clean up
         self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 - open until close()
         self._fd = self._file.fileno()
@@ -77,6 +76,8 @@ class Spill:
         return out
 
     def close(self) -> None:
+        from .spool import close_spool
+
         # a large file's close frees its blocks: off the caller's thread, as a spool's (it may be supervising)
         close_spool(self._file)
 
@@ -84,7 +85,7 @@ class Spill:
 # -- 1. skeleton and spans ----------------------------------------------------
 
 # A placeholder no real string equals: a NUL, a per-process random token, the span's index.
-_TOKEN = "\x00spoolparse-long-" + secrets.token_hex(8) + "-"
+_TOKEN = "\x00spoolparse-long-" + os.urandom(8).hex() + "-"  # (not secrets: it loads OpenSSL, 4 MiB)
 _TOKEN_JSON = b'"\\u0000' + _TOKEN[1:].encode()
 
 
@@ -268,19 +269,28 @@ def _make_filler() -> _Filler | None:
         return None
 
 
-_FILLER = _make_filler() if sys.implementation.name == "cpython" else None
+_FILLER: _Filler | bool | None = False  # made and checked at the first long string (ctypes loads then)
+
+
+def filler() -> _Filler | None:
+    global _FILLER
+    if _FILLER is False:
+        _FILLER = _make_filler() if sys.implementation.name == "cpython" else None
+    assert _FILLER is not True
+    return _FILLER
 
 
 def long_string(read: Read, start: int, end: int, read_json: Callable[[bytes], Any]) -> str:
     """The decoded JSON string whose raw contents (no quotes) are ``read(start, end - start)``."""
-    if _FILLER is None:
+    fill = filler()
+    if fill is None:
         return "".join(_piece_text(p, read_json) for p in _pieces(read, start, end))
     length, widest = 0, 0x7F
     for piece in _pieces(read, start, end):
         text = _piece_text(piece, read_json)
         length += len(text)
         widest = max(widest, _widest(text))
-    return _FILLER.build(length, widest, (_piece_text(p, read_json) for p in _pieces(read, start, end)))
+    return fill.build(length, widest, (_piece_text(p, read_json) for p in _pieces(read, start, end)))
 
 
 # -- 3. the whole line --------------------------------------------------------
