@@ -11,7 +11,6 @@ one approach never inflates another's peak RSS or warms its allocator.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import resource
@@ -135,7 +134,10 @@ def main() -> int:
     seconds = time.perf_counter() - t
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if isinstance(text, str) and len(text) > 1 << 20:
-        # a long answer is reported by its digest, hashed in pieces: printing it would raise the peak GNU time reports
+        # a long answer is reported by its digest, hashed in pieces: printing it would raise the peak GNU time
+        # reports (hashlib only here: it loads OpenSSL, megabytes of RSS in every row otherwise)
+        import hashlib
+
         h = hashlib.sha256()
         for at in range(0, len(text), 1 << 20):
             h.update(text[at : at + (1 << 20)].encode())

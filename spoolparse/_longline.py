@@ -326,7 +326,7 @@ def decode(
     decode_small: Callable[[bytes], Any],
     read_json: Callable[[bytes], Any],
     *,
-    long_string_bytes: int = _limits.LONG_STRING,
+    long_string_bytes: int | None = None,
 ) -> Any:
     """The line ``read(0, size)`` decoded as ``decode_small`` would decode it whole, or ``None``.
 
@@ -334,7 +334,7 @@ def decode(
     not a JSON object); ``read_json`` reads a piece of a long string (with its quotes) as lines are read.
     Raises :class:`LongStringError` when a long string cannot be read.
     """
-    skeleton, spans = split(read, size, long_string_bytes)
+    skeleton, spans = split(read, size, _limits.LONG_STRING if long_string_bytes is None else long_string_bytes)
     obj = decode_small(skeleton)
     del skeleton
     if obj is None or not spans:

@@ -46,6 +46,35 @@ def test_scanner_bounded_with_oversize_lines(data: st.DataObject) -> None:
 
 
 @given(data=st.data())
+def test_a_scanner_that_spills_every_held_line_gives_what_one_holding_them_in_memory_gives(
+    data: st.DataObject,
+) -> None:
+    """With SPILL_BYTES and LONG_STRING at a few bytes, every held line goes through its spill file and
+    every string is decoded in pieces: the records, the counters and the reference check are unchanged."""
+    from unittest import mock
+
+    from spoolparse import _limits, _longline
+
+    stream = data.draw(h.streams(oversize=True), label="stream")
+    cuts = data.draw(h.chunkings(stream), label="cuts")
+    name = data.draw(st.sampled_from(ALL), label="provider")
+    max_retained = data.draw(st.sampled_from([h.MAX_LINE, h.MAX_RETAINED]), label="max_retained")
+    spill = data.draw(st.integers(0, 64), label="spill_bytes")
+    long_string = data.draw(st.integers(0, 16), label="long_string")
+    window = data.draw(st.integers(16, 64), label="window")
+    retain = make_provider(name).retain
+    chunks = h.split(stream, cuts)
+    held, held_scanner = h.scan(chunks, retain, max_retained=max_retained)
+    with mock.patch.object(_limits, "SPILL_BYTES", spill), mock.patch.object(_limits, "LONG_STRING", long_string), \
+            mock.patch.object(_longline, "_WINDOW", window):
+        spilled, spilled_scanner = h.scan(chunks, retain, max_retained=max_retained)
+        h.check_scanner(stream, cuts, name, max_retained=max_retained)
+    assert repr(spilled) == repr(held)  # repr: a NaN is not equal to itself
+    for counter in ("lines", "invalid_lines", "too_deep", "bytes"):
+        assert getattr(spilled_scanner, counter) == getattr(held_scanner, counter), counter
+
+
+@given(data=st.data())
 def test_iter_lines_reads_at_most_the_cap(data: st.DataObject) -> None:
     stream = data.draw(h.streams(oversize=True), label="stream")
     name = data.draw(st.sampled_from(ALL), label="provider")
