@@ -49,13 +49,14 @@ class LongStringError(ValueError):
 
 
 class Spill:
-    """An unlinked temporary file a long line is appended to, read back with ``pread``."""
+    """A nameless file a long line is appended to, read back with ``pread``: a spool of its own, in
+    ``directory`` (default: where spools go without a ``spool_dir``), so that it takes disk, never memory,
+    wherever the spools do. Raises ``OSError`` or :class:`~spoolparse.errors.SpoolFullError` when it cannot."""
 
-    def __init__(self) -> None:
-        import tempfile  # here, not at import: parse loads this module and (mostly) never spills
+    def __init__(self, directory: str | None = None) -> None:
+        from .spool import open_spool, resolve_spool_dir  # here: parse loads this module and seldom spills
 
-        # TemporaryFile is unlinked at once (O_TMPFILE where the filesystem has it): nothing to clean up
-        self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 - open until close()
+        self._file = open_spool(directory if directory is not None else resolve_spool_dir())
         self._fd = self._file.fileno()
         self.size = 0
 

@@ -38,7 +38,7 @@ import orjson
 
 from . import _ijson, _limits, _longline
 from ._topkeys import TopKeys
-from .errors import UsageError
+from .errors import SpoolFullError, UsageError
 
 __all__ = [
     "SKIP",
@@ -368,6 +368,8 @@ class LineScanner:
         self._nhead = self._ntail = b""
         # a kept line past SPILL_BYTES: held in a file, not in _pend
         self._spill: _longline.Spill | None = None
+        #: Where such a file goes (``None``: where spools go by default); a run sets its spool directory.
+        self.spill_dir: str | None = None
         self._no_spill = False
 
     @property
@@ -583,8 +585,8 @@ class LineScanner:
 
     def _start_spill(self) -> None:
         try:
-            spill = _longline.Spill()
-        except OSError:
+            spill = _longline.Spill(self.spill_dir)
+        except (OSError, SpoolFullError):
             self._no_spill = True  # no room for a temporary file: this line stays in memory
             return
         try:

@@ -227,6 +227,7 @@ class Child:
         # in the background: freeing its blocks would hold up everyone else
         self._close = close_spool if close_in_background else _close_now
         self.spool_dir = resolve_spool_dir(spool_dir)
+        self.parser.scanner.spill_dir = self.spool_dir  # a long line held past SPILL_BYTES goes beside its spool
         self.max_spool_bytes = max_spool_bytes
         self._read_limit: int | None = max_spool_bytes
         self.stdout = open_spool(self.spool_dir)

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -14,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spoolparse import _limits, _longline
+from spoolparse.errors import SpoolFullError
 from spoolparse.lines import Dropped, Event, LineScanner, _read_default
 from spoolparse.spool import wait_closed
 
@@ -155,11 +157,13 @@ def test_a_spilled_line_past_max_retained_is_dropped_and_its_file_closed() -> No
     assert open_fds() == before
 
 
-def test_with_no_room_for_a_spill_file_the_line_is_kept_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("error", [OSError(13, "Permission denied"), SpoolFullError("/x", 0, "no space")])
+def test_with_no_room_for_a_spill_file_the_line_is_kept_in_memory(monkeypatch: pytest.MonkeyPatch,
+                                                                   error: Exception) -> None:
     line, text = _kept_line(_limits.SPILL_BYTES + 2_000_000)
 
-    def no_room() -> _longline.Spill:
-        raise OSError(28, "No space left on device")
+    def no_room(directory: str | None = None) -> _longline.Spill:
+        raise error
 
     monkeypatch.setattr(_longline, "Spill", no_room)
     scanner = LineScanner()
@@ -210,20 +214,47 @@ def test_a_long_line_whole_in_one_buffer_is_decoded_in_pieces_from_it(monkeypatc
     assert [r.data["item"]["text"] for r in records if isinstance(r, Event)] == [text]
 
 
-def test_the_spill_file_lives_in_the_temporary_directory_and_is_unlinked(tmp_path: Any,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_spill_file_goes_where_spools_go_and_has_no_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Default: where a spool without spool_dir goes ($PDD_AGENT_SPOOL_DIR, else the temp dir); under a run,
+    beside its spools (its spool_dir): a disk chosen for transcripts, never a tmpfs by accident."""
     import tempfile
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    spill = _longline.Spill()
-    try:
-        spill.write(b"abc" * 1000)
-        assert spill.read(3, 6) == b"abcabc"
-        target = os.readlink(f"/proc/self/fd/{spill._fd}")
-        assert target.startswith(str(tmp_path)) and target.endswith("(deleted)")
-        assert os.listdir(tmp_path) == []
-    finally:
-        spill.close()
+    import spoolparse
+
+    from .helpers import FAKE_CODEX
+
+    temp, chosen, run_dir = (tmp_path / n for n in ("temp", "chosen", "run"))
+    for d in (temp, chosen, run_dir):
+        d.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.delenv("PDD_AGENT_SPOOL_DIR", raising=False)
+    seen = []
+    for env in (None, str(chosen)):
+        if env is not None:
+            monkeypatch.setenv("PDD_AGENT_SPOOL_DIR", env)
+        spill = _longline.Spill()
+        try:
+            spill.write(b"abc" * 1000)
+            assert spill.read(3, 6) == b"abcabc"
+            target = os.readlink(f"/proc/self/fd/{spill._fd}")
+            seen.append(target)
+            assert target.endswith("(deleted)") or "#" in target  # O_TMPFILE: nameless from the start
+        finally:
+            spill.close()
+    assert seen[0].startswith(str(temp)) and seen[1].startswith(str(chosen))
+    assert os.listdir(temp) == os.listdir(chosen) == []
+
+    made: list[str | None] = []
+
+    class Counted(_longline.Spill):
+        def __init__(self, directory: str | None = None) -> None:
+            made.append(directory)
+            super().__init__(directory)
+
+    monkeypatch.setattr(_longline, "Spill", Counted)
+    with spoolparse.run([*FAKE_CODEX, "--size", "8K", "--prose", "--answer-size", "6M"], spool_dir=run_dir) as r:
+        assert r.ok and len(r.text or "") == 6 << 20
+    assert made == [str(run_dir)]
 
 
 @pytest.mark.parametrize("pretty", [False, True])
@@ -258,8 +289,8 @@ def test_a_long_line_with_its_type_last_is_spilled_too(monkeypatch: pytest.Monke
     made = []
 
     class Counted(_longline.Spill):
-        def __init__(self) -> None:
-            super().__init__()
+        def __init__(self, directory: str | None = None) -> None:
+            super().__init__(directory)
             made.append(self)
 
     monkeypatch.setattr(_longline, "Spill", Counted)
