@@ -511,7 +511,10 @@ class LineScanner:
             # the type may lie past the probe window: a line read whole is decoded once and
             # classified by its keys; a longer one by a scan of its top-level keys
             if size <= self.max_line:
-                self._emit_decoded(bytes(buf[a:b]), out)
+                if size > _limits.SPILL_BYTES and self._loads is _default_loads:
+                    self._emit_long(lambda at, n: bytes(buf[a + at : a + at + n]), size, out, classify=True)
+                else:
+                    self._emit_decoded(bytes(buf[a:b]), out)
                 return
             keys = TopKeys()
             keys.feed(buf, a, b)
@@ -796,14 +799,16 @@ class LineScanner:
             elif mode == _UNSURE:
                 self._keep(buf[pos:stop])
                 self._size += stop - pos
-                self._check_unsure()
+                if self._mode == _UNSURE:  # (not when a spill file failed and the line was given up)
+                    self._check_unsure()
             elif mode == _SCANNING:
                 assert self._keys is not None
                 self._keys.feed(buf, pos, stop)
                 self._size += stop - pos
                 if self._reason != "over_ceiling" and self._size <= self.max_retained:
                     self._keep(buf[pos:stop])
-                self._settle_scan()
+                if self._mode == _SCANNING:
+                    self._settle_scan()
             else:
                 self._size += stop - pos
                 if self._note and stop > pos:

@@ -199,8 +199,12 @@ def test_a_spill_file_that_stops_taking_writes_goes_back_to_memory(monkeypatch: 
     assert open_fds() == before
 
 
-def test_a_long_line_whole_in_one_buffer_is_decoded_in_pieces_from_it(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("type_last", [False, True])
+def test_a_long_line_whole_in_one_buffer_is_decoded_in_pieces_from_it(monkeypatch: pytest.MonkeyPatch,
+                                                                      type_last: bool) -> None:
     line, text = _kept_line(_limits.SPILL_BYTES + 1_000_000)
+    if type_last:
+        line = _type_last(text)
     calls = []
     real = _longline.decode
 
