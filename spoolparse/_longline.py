@@ -3,9 +3,9 @@
 A short kept line is decoded whole by orjson. Decoded that way a long one (an
 agent's final answer of tens of MiB) costs about three times its size at the
 peak: the raw line, orjson's unescape buffer and the decoded text are alive
-together. Past ``SPILL_BYTES`` the scanner appends the line to an unlinked
-temporary file instead (:class:`Spill`), and at its end :func:`decode` reads it
-back a window at a time:
+together. Past ``SPILL_BYTES`` the scanner appends the line to a nameless file
+where the spools go instead (:class:`Spill`), and at its end :func:`decode`
+reads it back a window at a time:
 
 1. one pass splits the line into a *skeleton* (the line with each string
    longer than ``LONG_STRING`` raw bytes replaced by a short placeholder) and
@@ -17,8 +17,8 @@ back a window at a time:
 
 The peak is the decoded text plus a few windows, whatever the line's length.
 Making a ``str`` and then filling it is how CPython's own decoders build one
-(``PyUnicode_New``); it is reached through ``ctypes`` and checked at import
-against strings of every width. Where that check fails (another interpreter),
+(``PyUnicode_New``); it is reached through ``ctypes`` and checked at its first
+use against strings of every width. Where that check fails (another interpreter),
 the pieces are joined instead: about twice the text at the peak.
 """
 
@@ -34,8 +34,8 @@ from . import _limits
 
 __all__ = ["Spill", "decode", "LongStringError"]
 
-#: Read window while splitting a line and size of a long string's pieces (at least 4 bytes, so
-#: that stepping back over a UTF-8 sequence's continuation bytes always finds its start).
+#: Read window while splitting a line and size of a long string's pieces (13 bytes at least: a cut
+#: steps back over a UTF-8 sequence or an escape pair, 12 bytes, and must still leave a piece).
 _WINDOW = 1 << 20
 #: Bytes read past a piece's end to see whether an escape continues there.
 _LOOKAHEAD = 16
