@@ -100,9 +100,10 @@ class Noted:
 class Dropped:
     """A line that was not kept because of its size.
 
-    ``reason`` is ``"oversize"`` (longer than ``max_line`` and not retained) or
-    ``"over_ceiling"`` (retained, but longer than ``max_retained``). ``line`` is
-    1-based; ``bytes`` excludes the line ending.
+    ``reason`` is ``"oversize"`` (longer than ``max_line`` and not retained),
+    ``"over_ceiling"`` (retained, but longer than ``max_retained``) or
+    ``"unreadable"`` (retained and held in a spill file that could not be read
+    back). ``line`` is 1-based; ``bytes`` excludes the line ending.
     """
 
     line: int
@@ -512,7 +513,7 @@ class LineScanner:
             # classified by its keys; a longer one by a scan of its top-level keys
             if size <= self.max_line:
                 if size > _limits.SPILL_BYTES and self._loads is _default_loads:
-                    self._emit_long(lambda at, n: bytes(buf[a + at : a + at + n]), size, out, classify=True)
+                    self._emit_long(lambda at, n: bytes(buf[a + at : a + at + n]), size, out, None)
                 else:
                     self._emit_decoded(bytes(buf[a:b]), out)
                 return
@@ -525,7 +526,7 @@ class LineScanner:
             return
         if decision == KEEP:
             if size > _limits.SPILL_BYTES and self._loads is _default_loads:
-                self._emit_long(lambda at, n: bytes(buf[a + at : a + at + n]), size, out)
+                self._emit_long(lambda at, n: bytes(buf[a + at : a + at + n]), size, out, key)
             else:
                 self._emit_kept(bytes(buf[a:b]), out)
         elif decision == NOTE:
@@ -552,26 +553,26 @@ class LineScanner:
         key = self._key_of(obj) if not isinstance(t, str) or t.startswith("item.") else t
         out.append(Event(self.lines, key, obj, size))
 
-    def _emit_long(self, read: _longline.Read, size: int, out: list[Record], *, classify: bool = False) -> None:
-        """A line too long to decode whole without holding it three times (see :mod:`._longline`): kept,
-        or with ``classify`` (its type was not in its first bytes) classified by its keys once decoded."""
+    def _emit_long(self, read: _longline.Read, size: int, out: list[Record], key: str | None) -> None:
+        """A line too long to decode whole without holding it three times (see :mod:`._longline`): kept as
+        ``key``, or (``None``: its type was not in its first bytes) classified by its keys once decoded."""
         try:
             obj = _longline.decode(read, size, self._decode, _read_default)
-        except (_longline.LongStringError, OSError):
-            self.invalid_lines += 1
+        except _longline.LongStringError:
+            self.invalid_lines += 1  # not JSON, as the line decoded whole would have been
+            return
+        except OSError:  # the spill file could not be read back: a kept line lost says so (the answer may be it)
+            if key is None:
+                self.invalid_lines += 1
+            else:
+                out.append(Dropped(self.lines, size, key, "unreadable"))
             return
         if obj is None:
             return
-        if not classify:
+        if key is not None:
             self._emit_event(obj, size, out)
-            return
-        key = self._key_of(obj)
-        decision = self._retain(key)
-        if decision == KEEP:
-            out.append(Event(self.lines, key, obj, size))
-        elif decision == NOTE:
-            head, tail = _ends(read, size)
-            out.append(Noted(self.lines, key, size, head, tail))
+        else:
+            self._emit_classified(obj, size, lambda: _ends(read, size), out)
 
     def _keep(self, data: bytes | bytearray) -> None:
         """Hold more of a line: in memory up to ``SPILL_BYTES``, then in a spill file."""
@@ -612,7 +613,7 @@ class LineScanner:
             self._pend += data
         except OSError:
             self._mode = _SKIPPING  # unreadable too: the line is lost, and says so as a dropped record
-            self._reason = "over_ceiling"
+            self._reason = "unreadable"
             self._pend = bytearray()
         finally:
             spill.close()
@@ -620,7 +621,7 @@ class LineScanner:
     def _end_held(self, out: list[Record], *, classify: bool = False) -> None:
         """The end of a held line that came in more than one feed: kept, or with ``classify`` classified
         once decoded; from memory or from its spill file."""
-        spill = self._spill
+        spill, key = self._spill, None if classify else self._key
         if spill is None:
             data = bytes(self._pend)
             self._reset()
@@ -632,7 +633,7 @@ class LineScanner:
         self._spill = None
         try:
             self._reset()
-            self._emit_long(spill.read, spill.size, out, classify=classify)
+            self._emit_long(spill.read, spill.size, out, key)
         finally:
             spill.close()
 
@@ -660,14 +661,18 @@ class LineScanner:
     def _emit_decoded(self, data: bytes, out: list[Record]) -> None:
         """A whole line whose type was not in its first bytes: decoded once, then classified."""
         obj = self._decode(data)
-        if obj is None:
-            return
+        if obj is not None:
+            self._emit_classified(obj, len(data), lambda: (data[:_NOTE_HEAD], data[-_NOTE_TAIL:]), out)
+
+    def _emit_classified(self, obj: dict[str, Any], size: int, ends: Callable[[], tuple[bytes, bytes]],
+                         out: list[Record]) -> None:
+        """A decoded line classified by its keys; ``ends`` gives its first and last bytes for a note."""
         key = self._key_of(obj)
         decision = self._retain(key)
         if decision == KEEP:
-            out.append(Event(self.lines, key, obj, len(data)))
+            out.append(Event(self.lines, key, obj, size))
         elif decision == NOTE:
-            out.append(Noted(self.lines, key, len(data), data[:_NOTE_HEAD], data[-_NOTE_TAIL:]))
+            out.append(Noted(self.lines, key, size, *ends()))
 
     @staticmethod
     def _key_of(obj: dict[str, Any]) -> str:
@@ -722,14 +727,14 @@ class LineScanner:
                 self._keys.feed(window)
         except OSError:  # the spill file cannot be read back: the line is lost, and says so as a dropped record
             self._drop_held()
-            self._reason = "over_ceiling"
+            self._reason = "unreadable"
         self._settle_scan()
 
     def _settle_scan(self) -> None:
         """Leave scanning once the keys tell the type; drop the held bytes past ``max_retained``."""
         keys = self._keys
         assert keys is not None
-        if self._size > self.max_retained and self._reason != "over_ceiling":
+        if self._size > self.max_retained and not self._reason:
             self._drop_held()
             self._reason = "over_ceiling"
         if not keys.done:
@@ -738,7 +743,7 @@ class LineScanner:
         decision = self._retain(key)
         self._key = key
         self._keys = None
-        if decision == KEEP and self._reason != "over_ceiling":
+        if decision == KEEP and not self._reason:
             self._mode = _KEEPING
         else:
             self._mode = _SKIPPING
@@ -749,7 +754,7 @@ class LineScanner:
                 except OSError:
                     self._note = False
             self._drop_held()
-            self._reason = "over_ceiling" if decision == KEEP else "oversize"
+            self._reason = (self._reason or "over_ceiling") if decision == KEEP else "oversize"
 
     def _finish_scan(self, out: list[Record]) -> None:
         """End of a line whose type was still being scanned for."""
@@ -757,12 +762,12 @@ class LineScanner:
         assert keys is not None
         key = _compose(keys.top, keys.sub, keys.msg)
         decision = self._retain(key)
-        if decision == KEEP and self._reason != "over_ceiling":
+        if decision == KEEP and not self._reason:
             self._end_held(out)
             return
-        size = self._size
+        size, reason = self._size, self._reason
         self._reset()
-        out.append(Dropped(self.lines, size, key, "over_ceiling" if decision == KEEP else "oversize"))
+        out.append(Dropped(self.lines, size, key, (reason or "over_ceiling") if decision == KEEP else "oversize"))
 
     def _check_ceiling(self) -> None:
         if self._size > self.max_retained:
@@ -805,7 +810,7 @@ class LineScanner:
                 assert self._keys is not None
                 self._keys.feed(buf, pos, stop)
                 self._size += stop - pos
-                if self._reason != "over_ceiling" and self._size <= self.max_retained:
+                if not self._reason and self._size <= self.max_retained:  # still held
                     self._keep(buf[pos:stop])
                 if self._mode == _SCANNING:
                     self._settle_scan()
@@ -834,7 +839,7 @@ class LineScanner:
         self._reset()
         if key is None:
             self.invalid_lines += 1
-        elif reason == "over_ceiling" or size > self.max_line:
+        elif reason != "oversize" or size > self.max_line:
             out.append(Dropped(self.lines, size, key, reason))
         elif note:
             out.append(Noted(self.lines, key, size, head, tail))

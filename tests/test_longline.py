@@ -318,3 +318,26 @@ def test_a_long_line_with_its_type_last_is_spilled_too(monkeypatch: pytest.Monke
     assert scanner.invalid_lines == 0
     wait_closed()
     assert open_fds() == before
+
+
+def test_a_kept_answer_whose_spill_file_cannot_be_read_back_is_a_lost_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not an invalid line that an earlier message could stand in for: ``ok`` is false and says why."""
+    import io
+
+    import spoolparse
+
+    _, text = _kept_line(_limits.SPILL_BYTES + 2_000_000)
+    earlier = orjson.dumps({"type": "item.completed", "item": {"id": "a", "type": "agent_message", "text": "draft"}})
+    last = orjson.dumps({"type": "item.completed", "item": {"id": "b", "type": "agent_message", "text": text}})
+    done = b'{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":2}}'
+    data = b'{"type":"thread.started","thread_id":"t"}\n' + earlier + b"\n" + last + b"\n" + done + b"\n"
+
+    def unreadable(self: _longline.Spill, offset: int, size: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(_longline.Spill, "read", unreadable)
+    r = spoolparse.parse(io.BytesIO(data), provider="codex")
+    assert not r.ok and r.text is None
+    assert r.error is not None and "spill file" in r.error, r.error
+    assert [d["reason"] for d in r.dropped] == ["unreadable"]
+    wait_closed()
