@@ -133,6 +133,7 @@ def test_the_scanner_spills_a_long_kept_line_and_closes_the_file(chunk: int) -> 
     for i in range(0, len(data), chunk):
         records += scanner.feed(data[i : i + chunk])
         spilled = spilled or scanner._spill is not None
+        assert len(scanner._pend) <= _limits.SPILL_BYTES + chunk  # the bound on what is held in memory
     records += scanner.end()
     assert spilled
     events = [r for r in records if isinstance(r, Event)]
