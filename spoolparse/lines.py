@@ -101,9 +101,11 @@ class Dropped:
     """A line that was not kept because of its size.
 
     ``reason`` is ``"oversize"`` (longer than ``max_line`` and not retained),
-    ``"over_ceiling"`` (retained, but longer than ``max_retained``) or
-    ``"unreadable"`` (retained and held in a spill file that could not be read
-    back). ``line`` is 1-based; ``bytes`` excludes the line ending.
+    ``"over_ceiling"`` (retained, but longer than ``max_retained``),
+    ``"invalid"`` (retained by its type, but not a JSON object: also counted in
+    ``invalid_lines``) or ``"unreadable"`` (retained and held in a spill file
+    that could not be read back). ``line`` is 1-based; ``bytes`` excludes the
+    line ending.
     """
 
     line: int
@@ -528,7 +530,7 @@ class LineScanner:
             if size > _limits.SPILL_BYTES and self._loads is _default_loads:
                 self._emit_long(lambda at, n: bytes(buf[a + at : a + at + n]), size, out, key)
             else:
-                self._emit_kept(bytes(buf[a:b]), out)
+                self._emit_kept(bytes(buf[a:b]), out, key)
         elif decision == NOTE:
             out.append(Noted(self.lines, key, size, bytes(buf[a : min(b, a + _NOTE_HEAD)]),
                              bytes(buf[max(a, b - _NOTE_TAIL) : b])))
@@ -543,10 +545,17 @@ class LineScanner:
             return None
         return obj
 
-    def _emit_kept(self, data: bytes, out: list[Record]) -> None:
+    def _emit_kept(self, data: bytes, out: list[Record], key: str | None) -> None:
         obj = self._decode(data)
         if obj is not None:
             self._emit_event(obj, len(data), out)
+        elif key:
+            self._lost(key, len(data), "invalid", out)
+
+    def _lost(self, key: str, size: int, reason: str, out: list[Record]) -> None:
+        """A line retained by its type (one seen: not an untyped line) that could not be had, besides any
+        count: a dropped record, so that a lost answer is known as one and no earlier message stands in."""
+        out.append(Dropped(self.lines, size, key, reason))
 
     def _emit_event(self, obj: dict[str, Any], size: int, out: list[Record]) -> None:
         t = obj.get("type")
@@ -558,16 +567,16 @@ class LineScanner:
         ``key``, or (``None``: its type was not in its first bytes) classified by its keys once decoded."""
         try:
             obj = _longline.decode(read, size, self._decode, _read_default)
-        except _longline.LongStringError:
-            self.invalid_lines += 1  # not JSON, as the line decoded whole would have been
-            return
-        except OSError:  # the spill file could not be read back: a kept line lost says so (the answer may be it)
-            if key is None:
+        except (_longline.LongStringError, OSError) as e:
+            unreadable = isinstance(e, OSError)  # the spill file could not be read back; else not JSON
+            if key:
+                self._lost(key, size, "unreadable" if unreadable else "invalid", out)
+            if not key or not unreadable:
                 self.invalid_lines += 1
-            else:
-                out.append(Dropped(self.lines, size, key, "unreadable"))
             return
-        if obj is None:
+        if obj is None:  # not a JSON object (counted invalid by the decode)
+            if key:
+                self._lost(key, size, "invalid", out)
             return
         if key is not None:
             self._emit_event(obj, size, out)
@@ -628,7 +637,7 @@ class LineScanner:
             if classify:
                 self._emit_decoded(data, out)
             else:
-                self._emit_kept(data, out)
+                self._emit_kept(data, out, key)
             return
         self._spill = None
         try:

@@ -83,6 +83,7 @@ def judge(ans: Answer, facts: StreamFacts) -> str | None:
     elif not ans.finished:
         reasons.append(f"stream ended before {ans.awaited}")
     rc = facts.returncode
-    if rc is not None and rc != 0 and not reasons:
+    # a lost answer or a stream cut short is what the exit left: say the exit too, unless a cause was named
+    if rc is not None and rc != 0 and not (facts.spool or facts.timed_out or ans.error):
         reasons.append(exit_reason(rc))
     return "; ".join(r for r in reasons if r) or None

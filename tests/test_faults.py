@@ -106,7 +106,10 @@ def test_child_sigkilled_in_the_middle_of_a_line() -> None:
     with spoolparse.run([*WRITER, "--events", "3", "--partial", "--kill-self"], grace=0.2) as r:
         assert r.returncode == -signal.SIGKILL and r.signal == signal.SIGKILL and r.exit_status() == 137
         assert not r.ok
-        assert r.text == "ANSWER-2"  # the last whole answer; the cut line is not taken for one
+        # the cut line was the answer being written: it is known lost, and no earlier one stands in for it
+        assert r.text is None and r.dropped == [{"line": 5, "bytes": 82, "type": "item.completed/agent_message",
+                                                 "reason": "invalid"}]
+        assert r.error is not None and "was lost" in r.error and "killed by SIGKILL" in r.error
         assert r.session_id == "t-1"
         assert r.lines == 5 and r.invalid_lines == 1  # the half line is counted, never raised
     assert open_fds() == before

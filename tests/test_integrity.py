@@ -324,14 +324,16 @@ def test_nesting_too_deep_is_counted_invalid_with_a_warning(tmp_path: Path, caps
     deep += b"[" * 3000 + b"]" * 3000
     data = jl(THREAD, agent("ans")) + deep + b"}}\n" + jl(TURN_DONE)
     s = summary(data)
-    assert s["ok"] is True and s["text"] == "ans" and s["invalid_lines"] == 1
+    # the last message is the answer: lost, not replaced by the one before it
+    assert s["ok"] is False and s["text"] is None and s["invalid_lines"] == 1
+    assert "could not be decoded" in s["error"] and s["dropped"][0]["reason"] == "invalid"
     assert any("nested deeper" in w for w in s["warnings"])
     # deep enough for orjson's writer (254), not for its reader (1024): kept, and written without a crash
     mid = b'{"type":"turn.completed","usage":{"input_tokens":1,"x":' + b"[" * 400 + b"]" * 400 + b"}}\n"
     rc, out, _ = cli(capsysbinary, "parse", write(tmp_path, jl(THREAD, agent("ans")) + mid))
     assert rc == 0 and out["ok"] is True and out["usage"] == {"input_tokens": 1}
     rc, out, _ = cli(capsysbinary, "parse", write(tmp_path, data))
-    assert rc == 0 and out["invalid_lines"] == 1
+    assert rc == 1 and out["ok"] is False and out["invalid_lines"] == 1
 
 
 def test_nothing_exits_70(tmp_path: Path) -> None:

@@ -79,8 +79,10 @@ def test_every_chunking_gives_the_same_records(chunk: int | None) -> None:
     assert [(type(r).__name__, getattr(r, "lineno", None), r.type) for r in out] == [
         ("Event", 1, "thread.started"),
         ("Event", 6, "item.completed/agent_message"),
+        ("Dropped", None, "broken"),
         ("Event", 8, "turn.completed"),
     ]
+    assert out[2] == Dropped(7, len(b'{"type":"broken",'), "broken", "invalid")  # kept by its type: reported
     assert sc.lines == 8
     # blank line, non-JSON line, JSON that is not an object, a kept line that does not decode
     assert sc.invalid_lines == 4
@@ -156,7 +158,9 @@ def test_last_line_without_newline() -> None:
     assert [r.data.get("n") for r in out if isinstance(r, Event)] == [None, 2]
     assert sc.lines == 2
     sc, out = scan(b'{"type":"a"}\n{"type":"a","n":', keep("a"), 5)
-    assert len(out) == 1 and sc.invalid_lines == 1 and sc.lines == 2
+    assert [type(r) for r in out] == [Event, Dropped] and sc.invalid_lines == 1 and sc.lines == 2
+    # a kept line cut short is known lost, not only counted
+    assert out[1] == Dropped(2, len(b'{"type":"a","n":'), "a", "invalid")
 
 
 def test_retain_can_change_between_feeds() -> None:

@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from spoolparse import StreamParser, iter_lines, parse
-from spoolparse.lines import KEEP, Event, LineScanner, probe_type
+from spoolparse.lines import KEEP, Dropped, Event, LineScanner, probe_type
 from spoolparse.providers import make_provider
 
 from .fuzz import harness as h
@@ -192,7 +192,8 @@ def test_custom_loads_gets_no_lenient_fallback() -> None:
         return orjson.loads(data)
 
     s = LineScanner(loads=strict)
-    assert s.feed(b'{"type":"x","t":"\\ud800"}\n') == [] and s.invalid_lines == 1
+    line = b'{"type":"x","t":"\\ud800"}'
+    assert s.feed(line + b"\n") == [Dropped(1, len(line), "x", "invalid")] and s.invalid_lines == 1
 
 
 def test_reference_parser_agrees_with_json_on_plain_lines() -> None:

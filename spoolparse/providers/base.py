@@ -258,10 +258,10 @@ class Provider:
         r = self.lost_answer()
         if r is not None:
             ans.text = None  # never an earlier message in place of the lost one
-            why = (
-                "could not be read back from its spill file and was lost" if r.reason == "unreadable"
-                else f"exceeded max_retained ({size_text(self.max_text)}) and was dropped"
-            )
+            why = {
+                "unreadable": "could not be read back from its spill file and was lost",
+                "invalid": "could not be decoded (not a JSON object, or nested too deep) and was lost",
+            }.get(r.reason, f"exceeded max_retained ({size_text(self.max_text)}) and was dropped")
             ans.lost = f"final answer ({size_text(r.bytes)} at line {r.line}) {why}"
         else:
             ans.lost = self.cut()
