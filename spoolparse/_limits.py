@@ -67,6 +67,8 @@ UNWATCHED_BACKLOG = 1 * MiB
 #: freeing a large file's blocks can keep ``close`` busy for a long time, and the thread closing it may be
 #: supervising other children. A smaller one is closed at once (about 0.1 ms at 1 MiB).
 CLOSE_INLINE_BYTES = 1 * MiB
+#: Emptied spools kept open for reuse (:func:`spoolparse.spool.recycle_spool`): a new one costs an inode.
+SPOOL_POOL = 64
 #: Spools waiting for the background close past which a batch starts no task until the closer catches up
 #: (each holds a descriptor and its disk space). Whoever closes one never waits for it.
 CLOSING_MAX = 64

@@ -41,7 +41,7 @@ from .parser import OnEvent, StreamParser
 from .providers import Provider
 from .providers.base import LiveEvent
 from .result import Result
-from .spool import close_spool, open_spool, resolve_spool_dir, spool_problem
+from .spool import close_spool, open_spool, recycle_spool, resolve_spool_dir, spool_problem, writer_end
 
 __all__ = ["Child", "run", "Input", "Cgroup", "group_alive", "signal_group"]
 
@@ -233,6 +233,11 @@ class Child:
         self.stdout = open_spool(self.spool_dir)
         self.stderr: IO[bytes] | None = None
         self._stdin_close: IO[bytes] | None = None
+        # the child's own write descriptors on the spools, closed once it has them; with them (and
+        # the spools not handed to a result) the spools may be recycled after the child is gone
+        ends: list[int] = []
+        self._recycle = False
+        self._spools_closed = False
         self.offset = 0
         self._buf = read_buffer if read_buffer is not None else bytearray(_limits.READ_CHUNK)
         self.started = time.monotonic()
@@ -255,6 +260,13 @@ class Child:
         registration: Registration | None = None
         try:
             self.stderr = open_spool(self.spool_dir)
+            ends = [writer_end(self.stdout), writer_end(self.stderr)]
+            if -1 in ends:
+                out_end: Any = self.stdout
+                err_end: Any = self.stderr
+            else:
+                out_end, err_end = ends
+                self._recycle = True
             stdin, self._stdin_close = _stdin_for(input, self.spool_dir)
             self.cgroup = _auto_cgroup() if cgroup == "auto" else cgroup
             program = ["/bin/sh", "-c", self.args] if isinstance(self.args, str) else self.args
@@ -292,8 +304,8 @@ class Child:
                         return subprocess.Popen(  # an argv list; a shell only when asked
                             argv,
                             stdin=stdin,
-                            stdout=self.stdout,
-                            stderr=self.stderr,
+                            stdout=out_end,
+                            stderr=err_end,
                             cwd=cwd,
                             env=env,
                             start_new_session=True,
@@ -331,6 +343,9 @@ class Child:
             self.close()
             raise
         finally:
+            for fd in ends:
+                if fd >= 0:
+                    os.close(fd)  # the child has its own copy
             if self._stdin_close is not None:
                 self._stdin_close.close()  # the child has its own copy
                 self._stdin_close = None
@@ -608,7 +623,8 @@ class Child:
             for f in (self.stdout, self.stderr):
                 f.seek(0)
             res.stdout, res.stderr = self.stdout, self.stderr
-            self._close_pidfd()  # the spools now belong to the result
+            self._recycle = False  # the spools now belong to the result
+            self._close_pidfd()
         else:
             self.close()
         return res, live
@@ -616,9 +632,14 @@ class Child:
     def close(self) -> None:
         """Close the spools (a large one in the background with ``close_in_background``) and the pidfd
         (idempotent); a cgroup of our own goes once its child has."""
-        for f in (self.stdout, self.stderr, self._stdin_close):
-            if f is not None:
-                self._close(f)
+        recycle, self._recycle = self._recycle and not self._held, False
+        if not self._spools_closed:
+            self._spools_closed = True  # a recycled spool may be another child's by the next call
+            for f in (self.stdout, self.stderr):
+                if f is not None and not (recycle and recycle_spool(f, self.spool_dir)):
+                    self._close(f)
+        if self._stdin_close is not None:
+            self._close(self._stdin_close)
         self._close_pidfd()
         if self._own_cgroup and self.cgroup is not None and not self._held:
             self.cgroup.remove()

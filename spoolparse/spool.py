@@ -5,12 +5,22 @@ that never has a name, else one unlinked at creation; mode 0600 either way.
 Closing one deletes it; a large one is closed by a background thread
 (:func:`close_spool`), so that freeing its blocks never holds up the thread
 that supervises children.
+
+Making a spool costs a new inode, which on some filesystems is most of a
+short task's cost (ext4: 50-85 us of kernel time each, more with many
+nameless files open). So a small spool whose child had a descriptor of its
+own (:func:`writer_end`) is emptied and kept for the next one
+(:func:`recycle_spool`) once nobody else holds it, as the kernel tells by
+granting a write lease: a process that escaped its group with the spool as
+its stdout keeps that spool from reuse, and its writes from the next task's
+transcript.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import queue
 import resource
@@ -23,7 +33,10 @@ from typing import IO
 from . import _limits
 from .errors import SpoolDirError, SpoolDirWarning, SpoolFullError
 
-__all__ = ["ENV_VAR", "resolve_spool_dir", "open_spool", "spool_problem", "close_spool", "wait_closed"]
+__all__ = [
+    "ENV_VAR", "resolve_spool_dir", "open_spool", "writer_end", "recycle_spool", "empty_pool", "spool_problem",
+    "close_spool", "wait_closed",
+]
 
 #: The environment variable naming the spool directory.
 ENV_VAR = "PDD_AGENT_SPOOL_DIR"
@@ -108,7 +121,7 @@ def resolve_spool_dir(spool_dir: str | os.PathLike[str] | None = None) -> str:
 
 
 def open_spool(directory: str) -> IO[bytes]:
-    """A new nameless spool file in ``directory``, opened for reading and writing.
+    """A nameless spool file in ``directory``, opened for reading and writing: new, or an empty recycled one.
 
     On Linux an ``O_TMPFILE`` file opened without ``O_EXCL``, so that a kept
     transcript (``batch --results``) can be given a name with ``linkat``
@@ -116,6 +129,12 @@ def open_spool(directory: str) -> IO[bytes]:
     own ``/proc/self/fd``). Elsewhere, or where the filesystem has no
     ``O_TMPFILE``, :func:`tempfile.TemporaryFile`.
     """
+    global _pooled
+    with _pool_lock:
+        kept = _pool.get(directory)
+        if kept:
+            _pooled -= 1
+            return kept.pop()
     tmpfile = getattr(os, "O_TMPFILE", 0)
     if tmpfile:
         try:
@@ -135,6 +154,79 @@ def open_spool(directory: str) -> IO[bytes]:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
         raise SpoolDirError(directory, e.errno or errno.EIO, f"cannot hold a spool file ({e.strerror})") from e
+
+
+#: Emptied spools kept for reuse, by directory (at most :data:`~spoolparse._limits.SPOOL_POOL` in all).
+_pool: dict[str, list[IO[bytes]]] = {}
+_pooled = 0
+_pool_lock = threading.Lock()
+
+
+def writer_end(f: IO[bytes]) -> int:
+    """A write descriptor of its own on spool ``f`` for a child (close ours once it has its copy), or ``-1``
+    where none can be opened (then give it ``f`` itself, and ``f`` is never recycled).
+
+    What holds this one, and nothing else, keeps ``f`` from :func:`recycle_spool`.
+    """
+    try:
+        return os.open(f"/proc/self/fd/{f.fileno()}", os.O_WRONLY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return -1
+
+
+def _alone(fd: int) -> bool:
+    """Whether no other open file (ours or any process's) refers to ``fd``'s file: a write lease is granted."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+    except OSError:  # EAGAIN: held elsewhere; EINVAL: leases off, or not on this filesystem
+        return False
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+    return True
+
+
+def recycle_spool(f: IO[bytes], directory: str) -> bool:
+    """Empty ``f`` and keep it for the next :func:`open_spool` in ``directory``; ``False`` (``f`` untouched)
+    when it has a name, is large (freeing its blocks is the background close's), is still open anywhere
+    else, or the pool is full.
+
+    Only for a spool whose child wrote through a :func:`writer_end` of its own: a child that shared our
+    descriptor would leave nothing to tell it is gone.
+    """
+    global _pooled
+    try:
+        fd = f.fileno()
+        st = os.fstat(fd)
+    except (OSError, ValueError):
+        return False
+    if st.st_nlink or st.st_size > _limits.CLOSE_INLINE_BYTES or _pooled >= _limits.SPOOL_POOL or not _alone(fd):
+        return False
+    try:
+        if st.st_size:
+            os.ftruncate(fd, 0)
+        f.seek(0)
+    except (OSError, ValueError):
+        return False
+    with _pool_lock:
+        if _pooled >= _limits.SPOOL_POOL:
+            return False
+        _pool.setdefault(directory, []).append(f)
+        _pooled += 1
+    return True
+
+
+def empty_pool() -> int:
+    """Close every spool kept for reuse (each holds a descriptor until then); how many were closed."""
+    global _pool, _pooled
+    with _pool_lock:
+        kept, _pool, _pooled = _pool, {}, 0
+    n = 0
+    for files in kept.values():
+        for f in files:
+            with contextlib.suppress(OSError):
+                f.close()
+            n += 1
+    return n
 
 
 def spool_problem(fds: tuple[int, ...], max_bytes: int | None, *, thorough: bool = True) -> str | None:
@@ -213,7 +305,13 @@ def wait_closed() -> None:
 
 
 def _after_fork() -> None:
-    global _closing, _closer, _closer_lock
+    global _closing, _closer, _closer_lock, _pool, _pooled, _pool_lock
+    # the parent goes on using its pooled spools: a forked copy must not make them its own
+    for kept in _pool.values():
+        for f in kept:
+            with contextlib.suppress(OSError, ValueError):
+                f.close()
+    _pool, _pooled, _pool_lock = {}, 0, threading.Lock()
     _closing = queue.Queue()  # the parent's thread, and its queue, are not ours
     _closer = None
     _closer_lock = threading.Lock()

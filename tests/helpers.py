@@ -19,11 +19,14 @@ def jl(*objs: Any) -> bytes:
 
 
 def open_fds() -> set[str]:
-    """Our open descriptors, the guardian's pipes included: the first spawn of a process starts the
-    guardian, which lives as long as the process, so a count taken before it must see them too."""
+    """Our open descriptors, the guardian's pipes included (the first spawn of a process starts the
+    guardian, which lives as long as the process, so a count taken before it must see them too), spools
+    kept for reuse not (they are closed first)."""
     from spoolparse._guardian import guardian
+    from spoolparse.spool import empty_pool
 
     guardian.start()
+    empty_pool()  # spools kept for reuse are closed first: what is left open is a leak
     return set(os.listdir("/proc/self/fd"))
 
 
