@@ -15,7 +15,6 @@ ids read so far (a few dozen bytes each): it is what catches a duplicate.
 
 from __future__ import annotations
 
-import asyncio
 import queue
 import threading
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator
@@ -133,6 +132,8 @@ def async_source(
     failed: list[BaseException] = []
 
     async def feed() -> None:
+        import asyncio  # here: only an async source needs it, and it is 10 ms of a batch's start
+
         try:
             async for item in tasks:
                 while True:
