@@ -18,10 +18,12 @@ import psutil
 import pytest
 
 import spoolparse
+from spoolparse import _limits
 from spoolparse.runner import Admission, Task, auto_concurrency, default_reserve, run_many
 from spoolparse.runner.joblog import done_ids, finished_ok
 from spoolparse.runner.memory import HostMemory, sample_trees
 from spoolparse.runner.scheduler import Batch, InvalidTask
+from spoolparse.spool import empty_pool
 
 from .runner_support import FAKE_CODEX, HOG, FixedProbe, MiB, TreeProbe, marker, one_each, wait_gone
 
@@ -317,6 +319,7 @@ def test_keyboard_interrupt_cancels_started_tasks_and_leaves_nothing(tmp_path: P
     from spoolparse._guardian import guardian
 
     guardian.start()  # one per process, for its life (started by the first spawn): not the batch's to close
+    empty_pool()
     timer.start()
     fds_before = len(os.listdir("/proc/self/fd"))
     with pytest.raises(KeyboardInterrupt):
@@ -328,6 +331,7 @@ def test_keyboard_interrupt_cancels_started_tasks_and_leaves_nothing(tmp_path: P
     assert wait_gone(token) == []
     finals = [orjson.loads(x) for x in log.read_bytes().splitlines()]
     assert sorted(r["id"] for r in finals if r["final"]) == ["k0", "k1", "k2"]
+    empty_pool()  # spools kept for reuse are closed first: what is left open is a leak
     assert len(os.listdir("/proc/self/fd")) <= fds_before
 
 
@@ -457,7 +461,8 @@ def test_ten_thousand_streamed_tasks_keep_parent_memory_and_fds_bounded() -> Non
     assert len(seen) == n
     # pulled lazily: never more than the running ones, the ended ones waiting for this loop and the one held
     assert ahead <= 50 + 50 + 1
-    assert peak_fds - fds0 <= 50 * 3 + 10  # pidfd + two spools per running child
+    # pidfd + two spools per running child, and the emptied spools kept for reuse
+    assert peak_fds - fds0 <= 50 * 3 + _limits.SPOOL_POOL + 10
     assert peak_rss - rss0 < 40 * MiB, (peak_rss - rss0) / MiB
 
 
@@ -664,7 +669,7 @@ def test_a_close_backlog_never_makes_the_closer_wait_and_holds_back_new_tasks(
     them over); a batch starts no task while CLOSING_MAX wait, and starts it once the closer catches up."""
     import queue
 
-    from spoolparse import _limits, spool
+    from spoolparse import spool
 
     from .runner_support import wait_for
 

@@ -38,6 +38,7 @@ from .. import _limits
 from .._lifecycle import Done
 from .._proc import raise_open_files_limit
 from .._signals import uninterruptible
+from .._wait import Inotify, open_inotify
 from ..errors import Error, UsageError
 from ..process import Child
 from ..providers.base import LiveEvent
@@ -73,6 +74,9 @@ SAMPLE_INTERVAL = _limits.SAMPLE_INTERVAL
 PUMP_PER_TICK = 4 * _limits.MiB
 #: Default pids.max of a child cgroup.
 PIDS_MAX = _limits.PIDS_MAX
+#: Seconds a child runs before its spool is watched (inotify) instead of looked at every sample: a short
+#: task never costs a watch, a long quiet one costs nothing between the once-a-second looks at all.
+WATCH_AFTER = 1.0
 
 
 class _Stop(Exception):
@@ -219,6 +223,14 @@ class Batch(HandsOut):
         self._stale = 0  # entries of the heap that no longer count (the heap is rebuilt when they dominate)
         self._due_now: list[Slot] = []  # ended by the loop (_end): advanced in this same tick
         self._unpolled: set[int] = set()  # keys of children without a pidfd: looked at every 10 ms
+        # spools are watched with inotify once their child has run WATCH_AFTER: a sample then looks only at
+        # those written since the last one (and at every spool once a second); made at the first watch
+        self._ino: Inotify | None = None
+        self._no_inotify = False
+        self._watched: dict[int, Slot] = {}  # by watch descriptor
+        self._looked: dict[int, Slot] = {}  # running slots whose spools are not watched: looked at every sample
+        self._behind: dict[int, Slot] = {}  # slots whose spool holds bytes not parsed yet (read on read_all)
+        self._watchdogs: dict[int, Slot] = {}  # slots whose memory limit is checked every sample (by key)
         self._stop = threading.Event()
         self._closed = False
         self.cancelled: list[Outcome] = []
@@ -440,6 +452,9 @@ class Batch(HandsOut):
             key = slot.key = child.pidfd if child.pidfd >= 0 else -child.pid
             # registered before it leaves the spawner: an interrupt in between cannot lose the child
             self._running.setdefault(key, slot)
+            self._looked[key] = slot
+            if slot.cg is None and slot.limit is not None:
+                self._watchdogs[key] = slot
             if key >= 0:
                 self._poll.register(key, select.POLLIN)
                 slot.polled = True
@@ -547,15 +562,16 @@ class Batch(HandsOut):
             if isinstance(s.child.advance(now), Done):
                 self._finalize(s)
                 continue
-            if s.polled and s.child.life.leader_exited:
-                # its pidfd stays readable from now on: polling it would spin through the sweep
-                s.polled = False
-                with contextlib.suppress(KeyError):
-                    self._poll.unregister(s.key)
+            if s.child.life.leader_exited:
+                self._unsample(s)  # sampling skips it from now on: its spools are read once, at the end
+                if s.polled:
+                    # its pidfd stays readable from now on: polling it would spin through the sweep
+                    s.polled = False
+                    with contextlib.suppress(KeyError):
+                        self._poll.unregister(s.key)
             self._arm(s)
 
     def _sample(self, now: float) -> None:
-        slots = [s for s in self._running.values() if not s.child.life.leader_exited]
         # Memory of a task with no limit of its own only feeds admission and its peak: read once a
         # second (every interval near stop_at); a watchdog's limit is checked every interval.
         every = now >= self._next_memory_sample or self.admission.near_limits()
@@ -564,6 +580,16 @@ class Batch(HandsOut):
         read_all = self.on_event is not None or now >= self._next_read
         if read_all:
             self._next_read = now + _limits.UNWATCHED_READ_INTERVAL
+        # once a second every child is looked at; in between only those whose spools were written (inotify),
+        # whose spools are not watched (young, or refused a watch), and whose memory limit is checked
+        if every:
+            slots = [s for s in self._running.values() if not s.child.life.leader_exited]
+            if self._ino is not None:  # what the watches saw is looked at now anyway
+                self._ino.drain()
+                self._ino.overflowed = False
+            self._watch(slots, now)
+        else:
+            slots = self._changed()
         # children younger than half an interval still count with their whole estimate as
         # reserved; skipping them spares a /proc scan when tasks are short
         young = now - self.options.sample_interval / 2
@@ -581,28 +607,97 @@ class Batch(HandsOut):
             if s.cg is None and s.limit is not None and s.usage > s.limit and s.forced is None:
                 self._end(s, "killed_memory")
             with contextlib.suppress(OSError):
-                # a quiet child costs one fstat call; once a second every spool is checked all the same
-                # (a full disk fails a child's writes without growing its spool)
+                # a quiet child costs one fstat call (none once its spool is watched); once a second every
+                # spool is checked all the same (a full disk fails a child's writes without growing its spool)
                 if not s.child.has_news() and not every:
+                    self._behind.pop(s.key, None)
                     continue
                 # what a growing spool holds is read every interval for a listener; with none, only to keep
-                # the parse current (every UNWATCHED_READ_INTERVAL, or at once when far behind)
+                # the parse current (every UNWATCHED_READ_INTERVAL, or at once when far behind). One not read
+                # now, or not all of it, is looked at every sample until it is, though nothing more comes.
                 if every or read_all or s.child.unread >= _limits.UNWATCHED_BACKLOG:
                     _, live = s.child.pump(PUMP_PER_TICK)
                     if live and self.on_event is not None:
                         for ev in live:
                             self.on_event(s.task, ev)
+                    if s.child.unread:
+                        self._behind[s.key] = s
+                    else:
+                        self._behind.pop(s.key, None)
+                else:
+                    self._behind[s.key] = s
                 if s.forced is None and s.child.check_spool() is not None:
                     self._end(s, "failed")
         victim = self._pressure_victim
         if victim is not None and any(s is victim for s in self._running.values()):
             return  # one pressure kill at a time: wait until its memory is back
         self._pressure_victim = None
-        if slots and self.admission.must_kill():
-            youngest = max((s for s in slots if s.forced is None), key=lambda s: s.started, default=None)
+        if self._running and self.admission.must_kill():
+            alive = (s for s in self._running.values() if not s.child.life.leader_exited and s.forced is None)
+            youngest = max(alive, key=lambda s: s.started, default=None)
             if youngest is not None:
                 self._end(youngest, "requeue")
                 self._pressure_victim = youngest
+
+    def _changed(self) -> list[Slot]:
+        """The slots a sample between two looks at all looks at (see :meth:`_sample`): those whose spools
+        were written since the last sample, are not watched, hold bytes not parsed yet, or whose memory
+        limit is checked. The tables hold only slots whose leader runs (:meth:`_unsample` keeps them so)."""
+        picked: dict[int, Slot] = {}
+        if self._ino is not None:
+            fired = self._ino.drain()
+            if self._ino.overflowed:  # events were lost: any spool may have grown
+                self._ino.overflowed = False
+                picked = {k: s for k, s in self._running.items() if not s.child.life.leader_exited}
+            else:
+                watched = self._watched
+                picked = {s.key: s for s in map(watched.get, fired) if s is not None}
+        picked.update(self._looked)
+        picked.update(self._behind)
+        picked.update(self._watchdogs)
+        return list(picked.values())
+
+    def _watch(self, slots: list[Slot], now: float) -> None:
+        """Watch the spools of the slots that have run :data:`WATCH_AFTER` (from then on a sample looks at
+        them only when they were written); where inotify is missing or refuses, they stay looked at."""
+        if self._no_inotify:
+            return
+        for s in slots:
+            if s.wds or s.watch_failed or now - s.started < WATCH_AFTER or self._looked.get(s.key) is not s:
+                continue
+            if self._ino is None:
+                self._ino = open_inotify()
+                if self._ino is None:
+                    self._no_inotify = True
+                    return
+            child = s.child
+            assert child.stderr is not None
+            # a cap on the spools counts stderr too: its writes must wake a look as well
+            fds = [child.stdout.fileno()]
+            if child.max_spool_bytes is not None:
+                fds.append(child.stderr.fileno())
+            wds: list[int] = []
+            try:
+                for fd in fds:
+                    wds.append(self._ino.watch(fd))
+            except OSError:  # the watch limit (max_user_watches): looked at every sample, as before
+                for wd in wds:
+                    self._ino.unwatch(wd)
+                s.watch_failed = True
+                continue
+            s.wds = tuple(wds)
+            for wd in wds:
+                self._watched[wd] = s
+            del self._looked[s.key]
+            # written between its last look and the watch: it is looked at in this sample all the same
+
+    def _unwatch(self, s: Slot) -> None:
+        if s.wds and self._ino is not None:
+            for wd in s.wds:
+                self._ino.unwatch(wd)
+                if self._watched.get(wd) is s:
+                    del self._watched[wd]
+        s.wds = ()
 
     def _end(self, s: Slot, why: str) -> None:
         """End the slot's child at once with SIGKILL: ``why`` becomes its verdict's cause.
@@ -614,7 +709,15 @@ class Batch(HandsOut):
         s.child.life.stop(_now(), why, kill=True)
         self._due_now.append(s)
 
+    def _unsample(self, s: Slot) -> None:
+        """``s`` leaves the tables :meth:`_changed` reads (its leader exited, or it is done)."""
+        self._unwatch(s)
+        for table in (self._looked, self._watchdogs, self._behind):
+            if table.get(s.key) is s:
+                del table[s.key]
+
     def _unregister(self, s: Slot) -> None:
+        self._unsample(s)
         if self._running.get(s.key) is s:
             del self._running[s.key]
             self._unpolled.discard(s.key)
@@ -631,6 +734,7 @@ class Batch(HandsOut):
 
     def _finalize(self, s: Slot, *, cancelled: bool = False) -> Outcome:
         """The slot's outcome; it leaves the running set only at the end, so an interrupt cannot lose it."""
+        self._unwatch(s)  # before its spools close: a watch pins a spool's inode, and a spool may be reused
         # the rest of the backlog's events reach the listener too (the last text, the usage), a step at a time
         emit = functools.partial(self._emit_events, s.task) if self.on_event is not None else None
         out = outcome_of(
@@ -733,6 +837,10 @@ class Batch(HandsOut):
         if self._supervised:
             return
         self._supervised = True
+        if self._ino is not None:
+            self._ino.close()  # its watches go with it: none pins a spool once the children are closed
+            self._ino = None
+            self._watched.clear()
         for s in list(self._running.values()):  # only after an error inside the cleanup itself
             s.child.kill_now()
             s.child.close()

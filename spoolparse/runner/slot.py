@@ -55,6 +55,8 @@ class Slot:
     key: int = 0  # in the loop's running set: the pidfd, or -pid where there is none
     armed_at: float | None = None  # the lifecycle deadline the loop's timer heap holds for it
     polled: bool = False  # its pidfd is in the loop's poll set (until the leader's exit is seen)
+    wds: tuple[int, ...] = ()  # inotify watches on its spools, once it has run a while (Batch._changed)
+    watch_failed: bool = False  # inotify refused a watch (limits): its spool is looked at every sample
 
 
 def outcome_of(

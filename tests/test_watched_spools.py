@@ -1,0 +1,145 @@
+"""Between its once-a-second looks at every child, a batch looks only at spools that were written.
+
+A child that has run ``WATCH_AFTER`` has its spool watched (inotify); a sample then costs nothing for it
+unless it wrote. Real processes; each look is counted by wrapping ``Child.has_news`` (one ``fstat``).
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import json
+import sys
+import time
+from typing import Any
+
+import pytest
+
+import spoolparse
+from spoolparse._wait import Inotify, open_inotify
+from spoolparse.process import Child
+from spoolparse.runner import Task, run_many
+from spoolparse.runner import scheduler as sched
+
+from .runner_support import FixedProbe
+
+BIG = 1 << 40
+ANSWER = 'printf \'{"type":"result","result":"%s"}\\n\' '
+
+# a line now and then, each carrying the time it was written
+TICKER = r"""
+import json, sys, time
+for i in range(int(sys.argv[1])):
+    time.sleep(float(sys.argv[2]))
+    print(json.dumps({"type": "item.completed", "item": {"type": "agent_message", "text": repr(time.time())}}),
+          flush=True)
+print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}}), flush=True)
+"""
+
+
+def _inotify_here() -> None:
+    ino = open_inotify()
+    if ino is None:
+        pytest.skip("needs inotify (Linux, with an inotify instance to spare under fs.inotify.max_user_instances)")
+    ino.close()
+
+
+def _count_looks(monkeypatch: pytest.MonkeyPatch) -> dict[int, list[float]]:
+    looks: dict[int, list[float]] = collections.defaultdict(list)
+    real = Child.has_news
+
+    def has_news(self: Child) -> bool:
+        looks[self.pid].append(time.monotonic())
+        return real(self)
+
+    monkeypatch.setattr(Child, "has_news", has_news)
+    return looks
+
+
+def _quiet(n: int, seconds: float) -> list[Task]:
+    return [Task(argv=["sh", "-c", f"sleep {seconds}; " + ANSWER + f"q{i}"], id=f"q{i}") for i in range(n)]
+
+
+def test_a_quiet_child_is_looked_at_every_sample_until_watched_then_once_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _inotify_here()
+    looks = _count_looks(monkeypatch)
+    outs = list(run_many(_quiet(6, 3.5), max_concurrent=6, memory_probe=FixedProbe(BIG)))
+    assert sorted(o.summary["text"] for o in outs if o.ok and o.summary) == [f"q{i}" for i in range(6)]
+    for ts in looks.values():
+        start = ts[0]
+        young = [t for t in ts if t - start < sched.WATCH_AFTER - 0.2]
+        watched = [t for t in ts if sched.WATCH_AFTER + 0.5 < t - start < 3.3]
+        assert len(young) >= 4, young  # every sample (0.1 s) while unwatched
+        # ~1.8 s watched and silent: the once-a-second looks only (every sample would be 18)
+        assert len(watched) <= 3, [round(t - start, 2) for t in watched]
+
+
+def _no_inotify(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sched, "open_inotify", lambda: None)
+
+
+def _refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: Inotify, fd: int) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")  # what max_user_watches reached gives
+
+    monkeypatch.setattr(Inotify, "watch", refuse)
+
+
+def _overflowing(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = Inotify.drain
+
+    def overflowing(self: Inotify) -> set[int]:
+        real(self)  # the events read, and dropped
+        self.overflowed = True
+        return set()  # every event lost
+
+    monkeypatch.setattr(Inotify, "drain", overflowing)
+
+
+@pytest.mark.parametrize("how", [_no_inotify, _refused, _overflowing], ids=["no inotify", "refused", "overflow"])
+def test_without_watches_every_spool_is_looked_at_every_sample(how: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    if how is not _no_inotify:
+        _inotify_here()
+    looks = _count_looks(monkeypatch)
+    how(monkeypatch)
+    outs = list(run_many(_quiet(3, 2.5), max_concurrent=3, memory_probe=FixedProbe(BIG)))
+    assert all(o.ok for o in outs)
+    for ts in looks.values():
+        start = ts[0]
+        assert len([t for t in ts if sched.WATCH_AFTER + 0.3 < t - start < 2.3]) >= 6
+
+
+def test_a_watched_spools_lines_reach_on_event_within_a_sample() -> None:
+    _inotify_here()
+    tasks = [Task(argv=[sys.executable, "-c", TICKER, "5", "0.6"], id=f"t{i}") for i in range(3)]
+    batch = run_many(tasks, max_concurrent=3, memory_probe=FixedProbe(BIG))
+    delays: list[tuple[float, float]] = []  # (age of the child when written, delay to the listener)
+    first: dict[str, float] = {}
+
+    def on_event(task: Task, ev: spoolparse.LiveEvent) -> None:
+        if ev.kind == "text":
+            written = float(ev.data["text"])
+            first.setdefault(str(task.id), written - 0.6)
+            delays.append((written - first[str(task.id)], time.time() - written))
+
+    batch.on_event = on_event
+    outs = list(batch)
+    assert all(o.ok for o in outs)
+    assert len(delays) == 15
+    late = [(round(age, 2), round(d, 3)) for age, d in delays if age > sched.WATCH_AFTER]
+    assert late, delays  # lines written while watched
+    # a sample interval (0.1 s) and scheduling: never the once-a-second look
+    assert max(d for _, d in late) < 0.5, late
+
+
+def test_a_spool_cap_holds_for_a_watched_child_writing_to_stderr(tmp_path: Any) -> None:
+    _inotify_here()
+    script = "sleep 1.6; " + ANSWER + "early; head -c 3000000 /dev/zero >&2; sleep 30"
+    t0 = time.monotonic()
+    outs = list(run_many([Task(argv=["sh", "-c", script], id="cap")], max_concurrent=1,
+                         memory_probe=FixedProbe(BIG), max_spool_bytes=1_000_000))
+    assert time.monotonic() - t0 < 10
+    (o,) = outs
+    assert not o.ok and o.error is not None and "max_spool_bytes" in o.error, json.dumps(o.error)
