@@ -59,9 +59,11 @@ SAMPLE_INTERVAL = 0.1
 READ_GAP = 0.005
 #: Seconds between a batch's reads of a growing spool when no one listens to live events (every
 #: ``SAMPLE_INTERVAL`` when someone does): what is read then only keeps the parse current, so that the rest
-#: is short when the child exits. A spool further behind than ``UNWATCHED_BACKLOG`` is read at once.
+#: is short when the child exits. A spool found further behind than ``UNWATCHED_BACKLOG`` is read at every
+#: sample until it has caught up (a batch finds that out at a sample while the spool is unwatched, at its
+#: next read once it is watched).
 UNWATCHED_READ_INTERVAL = 0.5
-#: Unread bytes of a spool past which a batch reads it at the next sample, listener or not.
+#: Unread bytes of a spool past which a batch reads it at every sample, listener or not (see above).
 UNWATCHED_BACKLOG = 1 * MiB
 #: A spool larger than this is closed by a background thread (:func:`spoolparse.spool.close_spool`):
 #: freeing a large file's blocks can keep ``close`` busy for a long time, and the thread closing it may be

@@ -230,6 +230,7 @@ class Batch(HandsOut):
         self._watched: dict[int, Slot] = {}  # by watch descriptor
         self._looked: dict[int, Slot] = {}  # running slots whose spools are not watched: looked at every sample
         self._behind: dict[int, Slot] = {}  # slots whose spool holds bytes not parsed yet (read on read_all)
+        self._far_behind: dict[int, Slot] = {}  # ... past UNWATCHED_BACKLOG: read at every sample
         self._watchdogs: dict[int, Slot] = {}  # slots whose memory limit is checked every sample (by key)
         self._stop = threading.Event()
         self._closed = False
@@ -607,27 +608,7 @@ class Batch(HandsOut):
             if s.cg is None and s.limit is not None and s.usage > s.limit and s.forced is None:
                 self._end(s, "killed_memory")
             with contextlib.suppress(OSError):
-                # a quiet child costs one fstat call (none once its spool is watched); once a second every
-                # spool is checked all the same (a full disk fails a child's writes without growing its spool)
-                if not s.child.has_news() and not every:
-                    self._behind.pop(s.key, None)
-                    continue
-                # what a growing spool holds is read every interval for a listener; with none, only to keep
-                # the parse current (every UNWATCHED_READ_INTERVAL, or at once when far behind). One not read
-                # now, or not all of it, is looked at every sample until it is, though nothing more comes.
-                if every or read_all or s.child.unread >= _limits.UNWATCHED_BACKLOG:
-                    _, live = s.child.pump(PUMP_PER_TICK)
-                    if live and self.on_event is not None:
-                        for ev in live:
-                            self.on_event(s.task, ev)
-                    if s.child.unread:
-                        self._behind[s.key] = s
-                    else:
-                        self._behind.pop(s.key, None)
-                else:
-                    self._behind[s.key] = s
-                if s.forced is None and s.child.check_spool() is not None:
-                    self._end(s, "failed")
+                self._look_at_spools(s, every=every, read_all=read_all)
         victim = self._pressure_victim
         if victim is not None and any(s is victim for s in self._running.values()):
             return  # one pressure kill at a time: wait until its memory is back
@@ -638,6 +619,40 @@ class Batch(HandsOut):
             if youngest is not None:
                 self._end(youngest, "requeue")
                 self._pressure_victim = youngest
+
+    def _look_at_spools(self, s: Slot, *, every: bool, read_all: bool) -> None:
+        """Read what the slot's spool holds when it is due, and check the spools.
+
+        What a growing spool holds is read every sample for a listener; with none, only to keep the parse
+        current: every ``UNWATCHED_READ_INTERVAL``, or at once when far behind (``UNWATCHED_BACKLOG``).
+        Between those reads a watched spool written to is only noted (no ``fstat``: its watch said it grew).
+        """
+        child = s.child
+        if not (every or read_all) and s.wds and child.max_spool_bytes is None and s.key not in self._far_behind:
+            self._behind[s.key] = s
+            return
+        # a quiet unwatched child costs one fstat call; once a second every spool is looked at all the same
+        # (a full disk fails a child's writes without growing its spool)
+        if not child.has_news() and not every:
+            self._behind.pop(s.key, None)
+            return
+        if every or read_all or child.unread >= _limits.UNWATCHED_BACKLOG:
+            _, live = child.pump(PUMP_PER_TICK)
+            if live and self.on_event is not None:
+                for ev in live:
+                    self.on_event(s.task, ev)
+        # what is left to read is read at the next read_all sample, or at the next sample when far behind
+        unread = child.unread
+        if unread >= _limits.UNWATCHED_BACKLOG:
+            self._far_behind[s.key] = s
+        else:
+            self._far_behind.pop(s.key, None)
+        if unread:
+            self._behind[s.key] = s
+        else:
+            self._behind.pop(s.key, None)
+        if s.forced is None and child.check_spool() is not None:
+            self._end(s, "failed")
 
     def _changed(self) -> list[Slot]:
         """The slots a sample between two looks at all looks at (see :meth:`_sample`): those whose spools
@@ -654,6 +669,7 @@ class Batch(HandsOut):
                 picked = {s.key: s for s in map(watched.get, fired) if s is not None}
         picked.update(self._looked)
         picked.update(self._behind)
+        picked.update(self._far_behind)
         picked.update(self._watchdogs)
         return list(picked.values())
 
@@ -712,7 +728,7 @@ class Batch(HandsOut):
     def _unsample(self, s: Slot) -> None:
         """``s`` leaves the tables :meth:`_changed` reads (its leader exited, or it is done)."""
         self._unwatch(s)
-        for table in (self._looked, self._watchdogs, self._behind):
+        for table in (self._looked, self._watchdogs, self._behind, self._far_behind):
             if table.get(s.key) is s:
                 del table[s.key]
 
