@@ -88,6 +88,7 @@ def _refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Inotify, "watch", refuse)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [_no_inotify, _refused], ids=["no inotify", "refused"])
 def test_without_watches_every_spool_is_looked_at_every_sample(how: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     if how is not _no_inotify:
@@ -101,6 +102,7 @@ def test_without_watches_every_spool_is_looked_at_every_sample(how: Any, monkeyp
         assert len([t for t in ts if sched.WATCH_AFTER + 0.3 < t - start < 2.3]) >= 6
 
 
+@pytest.mark.slow
 def test_a_lost_inotify_event_queue_takes_every_running_child_as_written() -> None:
     _inotify_here()
     seen: list[tuple[int, int]] = []
@@ -118,6 +120,7 @@ def test_a_lost_inotify_event_queue_takes_every_running_child_as_written() -> No
     assert seen and seen[0][0] == seen[0][1] == 4, seen
 
 
+@pytest.mark.slow
 def test_a_watched_spools_lines_reach_on_event_within_a_sample() -> None:
     _inotify_here()
     tasks = [Task(argv=[sys.executable, "-c", TICKER, "5", "0.6"], id=f"t{i}") for i in range(3)]
@@ -141,6 +144,7 @@ def test_a_watched_spools_lines_reach_on_event_within_a_sample() -> None:
     assert max(d for _, d in late) < 0.5, late
 
 
+@pytest.mark.slow
 def test_a_spool_cap_holds_for_a_watched_child_writing_to_stderr(tmp_path: Any) -> None:
     _inotify_here()
     script = "sleep 1.6; " + ANSWER + "early; head -c 3000000 /dev/zero >&2; sleep 30"
@@ -164,6 +168,7 @@ print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 1, "output
 """
 
 
+@pytest.mark.slow
 def test_a_watched_spool_found_far_behind_is_read_at_every_sample_until_caught_up() -> None:
     _inotify_here()
     marks: dict[str, float] = {}
