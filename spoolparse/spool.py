@@ -18,6 +18,7 @@ transcript.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import fcntl
@@ -227,6 +228,10 @@ def empty_pool() -> int:
                 f.close()
             n += 1
     return n
+
+
+# closed on purpose at exit (the kernel would close them anyway, but a file object left to the collector warns)
+atexit.register(empty_pool)
 
 
 def spool_problem(fds: tuple[int, ...], max_bytes: int | None, *, thorough: bool = True) -> str | None:
