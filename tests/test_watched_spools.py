@@ -72,7 +72,7 @@ def test_a_quiet_child_is_looked_at_every_sample_until_watched_then_once_a_secon
         start = ts[0]
         young = [t for t in ts if t - start < sched.WATCH_AFTER - 0.2]
         watched = [t for t in ts if sched.WATCH_AFTER + 0.5 < t - start < 3.3]
-        assert len(young) >= 4, young  # every sample (0.1 s) while unwatched
+        assert len(young) >= 3, young  # every sample (0.1 s) while unwatched: 7-8 of them unloaded
         # ~1.8 s watched and silent: the once-a-second looks only (every sample would be 18)
         assert len(watched) <= 3, [round(t - start, 2) for t in watched]
 
