@@ -446,7 +446,7 @@ class Child:
             time.sleep(max(0.0, timeout))
         return self.exited()
 
-    def check_spool(self, *, thorough: bool = False) -> str | None:
+    def check_spool(self, *, thorough: bool = False, sizes: tuple[int, int] | None = None) -> str | None:
         """Why the spool is full, once it is (then nothing past this point is parsed).
 
         ``max_spool_bytes`` is checked on every call; the disk and the file size limit once per
@@ -461,7 +461,7 @@ class Child:
             elif self.max_spool_bytes is None:
                 return None  # no cap to compare with, and the disk is not due: nothing to look at
             self.spool_full = spool_problem(
-                (self.stdout.fileno(), self.stderr.fileno()), self.max_spool_bytes, thorough=thorough
+                (self.stdout.fileno(), self.stderr.fileno()), self.max_spool_bytes, thorough=thorough, sizes=sizes
             )
             if self.spool_full is not None and self.max_spool_bytes is None:
                 # A full disk can hold a transcript of any size: parse what is here, no more.
@@ -557,11 +557,13 @@ class Child:
 
     # -- the end -----------------------------------------------------------
 
-    def stderr_tail(self) -> str:
+    def stderr_tail(self, size: int | None = None) -> str:
+        """The last ``STDERR_TAIL`` bytes of stderr (``size``: the spool's, when the caller has it)."""
         if self.stderr is None:
             return ""
         fd = self.stderr.fileno()
-        size = os.fstat(fd).st_size
+        if size is None:
+            size = os.fstat(fd).st_size
         n = min(size, _limits.STDERR_TAIL)
         data = os.pread(fd, n, size - n) if n else b""
         return data.decode("utf-8", "replace")
@@ -593,16 +595,18 @@ class Child:
         else:
             live.extend(more)
         assert self.stderr is not None
+        # each spool's size once (the child is gone: they no longer change), for every use below
         stderr_bytes = os.fstat(self.stderr.fileno()).st_size
+        spool_size = os.fstat(self.stdout.fileno()).st_size
         # what the child wrote, which past a spool limit is more than what was parsed
-        stdout_bytes = max(self.offset, os.fstat(self.stdout.fileno()).st_size)
+        stdout_bytes = max(self.offset, spool_size)
         rc = self.returncode
         spool_full = self.spool_full
         if spool_full is None and rc == -getattr(signal, "SIGXFSZ", 25):
             spool_full = self.spool_full = "file size limit (RLIMIT_FSIZE) reached"
         elif spool_full is None:
             # a child that dies of ENOSPC can exit before a poll sees the disk full: look once more
-            spool_full = self.check_spool(thorough=True)
+            spool_full = self.check_spool(thorough=True, sizes=(spool_size, stderr_bytes))
         res = self.parser.finish(
             args=self.args,
             returncode=rc,
@@ -611,9 +615,9 @@ class Child:
             duration_s=time.monotonic() - self.started,
             stdout_bytes=stdout_bytes,
             stderr_bytes=stderr_bytes,
-            stderr_tail=self.stderr_tail(),
+            stderr_tail=self.stderr_tail(stderr_bytes),
             timeout=timeout,
-            spool_size=os.fstat(self.stdout.fileno()).st_size,
+            spool_size=spool_size,
             spool_cap=self.max_spool_bytes,
         )
         if spool_full is not None:

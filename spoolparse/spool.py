@@ -234,15 +234,17 @@ def empty_pool() -> int:
 atexit.register(empty_pool)
 
 
-def spool_problem(fds: tuple[int, ...], max_bytes: int | None, *, thorough: bool = True) -> str | None:
+def spool_problem(
+    fds: tuple[int, ...], max_bytes: int | None, *, thorough: bool = True, sizes: tuple[int, ...] | None = None
+) -> str | None:
     """Why the spool is full, or ``None``: over ``max_bytes`` together, or (``thorough``) a spool at the
-    file size limit (``RLIMIT_FSIZE``, which the child inherits) or no room left on its filesystem."""
-    total = 0
-    largest = 0
-    for fd in fds:
-        size = os.fstat(fd).st_size
-        total += size
-        largest = max(largest, size)
+    file size limit (``RLIMIT_FSIZE``, which the child inherits) or no room left on its filesystem.
+
+    ``sizes``: the files' sizes, when the caller has just taken them."""
+    if sizes is None:
+        sizes = tuple(os.fstat(fd).st_size for fd in fds)
+    total = sum(sizes)
+    largest = max(sizes, default=0)
     if max_bytes is not None and total > max_bytes:
         return f"max_spool_bytes {max_bytes} exceeded"
     if not thorough:
