@@ -5,9 +5,9 @@ the children's pidfds (waking at once when one exits, or after a short
 tick), and on each tick pumps the spools, samples memory, enforces timeouts
 and caps, and admits new tasks. A sample looks at every child once a second;
 in between only at the spools that grew (an inotify watch on each spool whose
-child has run a second), so a quiet agent costs nothing per tick. Tasks are pulled from the input only when a
-slot is free, so memory and open files are O(``max_concurrent``), never
-O(number of tasks).
+child has run a second), so a quiet agent costs nothing per tick. Tasks are
+pulled from the input only when a slot is free, so memory and open files are
+O(``max_concurrent``), never O(number of tasks).
 
 This module is that loop and its admission; the rest is each in a module of
 its own: the input (:mod:`.intake`), starting children (:mod:`.spawning`),
