@@ -772,6 +772,7 @@ class LineScanner:
         key = _compose(keys.top, keys.sub, keys.msg)
         decision = self._retain(key)
         if decision == KEEP and not self._reason:
+            self._key = key  # kept by the key the scan found (the probe's was unsure): a loss is recorded under it
             self._end_held(out)
             return
         size, reason = self._size, self._reason

@@ -212,3 +212,22 @@ def test_untyped_objects_skip_the_incremental_probe(monkeypatch: pytest.MonkeyPa
     assert probe_type(b'{"id":"0","payload":{"k":1},"type":"late"}') == "late"  # still found by the probe
     assert probe_type(b'{"\\u0074ype":"escaped"}') == "escaped"
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("chunk", [700, 4096, 1 << 20])
+def test_a_retained_line_found_by_its_key_scan_that_cannot_be_decoded_is_a_dropped_record(chunk: int) -> None:
+    """Its type lies past the probe window and its item has no type of its own (the key scan never
+    settles): the key it is kept by is the one the scan found, and its loss is recorded under it."""
+    scanner = LineScanner(retain=lambda k: KEEP if k.startswith("item.completed") else SKIP,
+                          max_line=1000, max_retained=100_000, probe_bytes=100)
+    good = b'{"item":{"id":"x","text":"' + b"a" * 5000 + b'"},"type":"item.completed"}'
+    bad = good + b"junk"
+    data = good + b"\n" + bad + b"\n"
+    out = []
+    for i in range(0, len(data), chunk):
+        out += scanner.feed(data[i : i + chunk])
+    out += scanner.end()
+    assert [type(r) for r in out] == [Event, Dropped]
+    assert out[0].type == "item.completed"
+    assert (out[1].type, out[1].reason, out[1].line, out[1].bytes) == ("item.completed", "invalid", 2, len(bad))
+    assert scanner.invalid_lines == 1
