@@ -312,13 +312,11 @@ def wait_closed() -> None:
 
 
 def _after_fork() -> None:
-    global _closing, _closer, _closer_lock, _pool, _pooled, _pool_lock
-    # the parent goes on using its pooled spools: a forked copy must not make them its own
-    for kept in _pool.values():
-        for f in kept:
-            with contextlib.suppress(OSError, ValueError):
-                f.close()
-    _pool, _pooled, _pool_lock = {}, 0, threading.Lock()
+    global _closing, _closer, _closer_lock, _pool_lock
+    # the parent goes on using its pooled spools: a forked copy must not make them its own (a new lock first:
+    # another thread of the parent may have held the old one at the fork)
+    _pool_lock = threading.Lock()
+    empty_pool()
     _closing = queue.Queue()  # the parent's thread, and its queue, are not ours
     _closer = None
     _closer_lock = threading.Lock()

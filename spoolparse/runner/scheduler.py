@@ -232,7 +232,6 @@ class Batch(HandsOut):
         self._watched: dict[int, Slot] = {}  # by watch descriptor
         self._looked: dict[int, Slot] = {}  # running slots whose spools are not watched: looked at every sample
         self._behind: dict[int, Slot] = {}  # slots whose spool holds bytes not parsed yet (read on read_all)
-        self._far_behind: dict[int, Slot] = {}  # ... past UNWATCHED_BACKLOG: read at every sample
         self._watchdogs: dict[int, Slot] = {}  # slots whose memory limit is checked every sample (by key)
         self._stop = threading.Event()
         self._closed = False
@@ -630,7 +629,9 @@ class Batch(HandsOut):
         Between those reads a watched spool written to is only noted (no ``fstat``: its watch said it grew).
         """
         child = s.child
-        if not (every or read_all) and s.wds and child.max_spool_bytes is None and s.key not in self._far_behind:
+        # (what is known unread is as of its last look: one found far behind is read at every sample)
+        far_behind = child.unread >= _limits.UNWATCHED_BACKLOG
+        if not (every or read_all or far_behind) and s.wds and child.max_spool_bytes is None:
             self._behind[s.key] = s
             return
         # a quiet unwatched child costs one fstat call; once a second every spool is looked at all the same
@@ -644,12 +645,7 @@ class Batch(HandsOut):
                 for ev in live:
                     self.on_event(s.task, ev)
         # what is left to read is read at the next read_all sample, or at the next sample when far behind
-        unread = child.unread
-        if unread >= _limits.UNWATCHED_BACKLOG:
-            self._far_behind[s.key] = s
-        else:
-            self._far_behind.pop(s.key, None)
-        if unread:
+        if child.unread:
             self._behind[s.key] = s
         else:
             self._behind.pop(s.key, None)
@@ -671,7 +667,6 @@ class Batch(HandsOut):
                 picked = {s.key: s for s in map(watched.get, fired) if s is not None}
         picked.update(self._looked)
         picked.update(self._behind)
-        picked.update(self._far_behind)
         picked.update(self._watchdogs)
         return list(picked.values())
 
@@ -730,7 +725,7 @@ class Batch(HandsOut):
     def _unsample(self, s: Slot) -> None:
         """``s`` leaves the tables :meth:`_changed` reads (its leader exited, or it is done)."""
         self._unwatch(s)
-        for table in (self._looked, self._watchdogs, self._behind, self._far_behind):
+        for table in (self._looked, self._watchdogs, self._behind):
             if table.get(s.key) is s:
                 del table[s.key]
 
