@@ -41,7 +41,7 @@ from .parser import OnEvent, StreamParser
 from .providers import Provider
 from .providers.base import LiveEvent
 from .result import Result
-from .spool import close_spool, open_spool, recycle_spool, resolve_spool_dir, spool_problem, writer_end
+from .spool import DiskFacts, close_spool, open_spool, recycle_spool, resolve_spool_dir, spool_problem, writer_end
 
 __all__ = ["Child", "run", "Input", "Cgroup", "group_alive", "signal_group"]
 
@@ -446,11 +446,14 @@ class Child:
             time.sleep(max(0.0, timeout))
         return self.exited()
 
-    def check_spool(self, *, thorough: bool = False, sizes: tuple[int, int] | None = None) -> str | None:
+    def check_spool(
+        self, *, thorough: bool = False, sizes: tuple[int, int] | None = None, facts: DiskFacts | None = None
+    ) -> str | None:
         """Why the spool is full, once it is (then nothing past this point is parsed).
 
         ``max_spool_bytes`` is checked on every call; the disk and the file size limit once per
-        :data:`~spoolparse._limits.SPOOL_CHECK_INTERVAL`, or now with ``thorough``.
+        :data:`~spoolparse._limits.SPOOL_CHECK_INTERVAL`, or now with ``thorough``. ``facts``: what a
+        driver's pass over many children took once for all of them (:class:`~spoolparse.spool.DiskFacts`).
         """
         if self.spool_full is None:
             assert self.stderr is not None
@@ -461,7 +464,8 @@ class Child:
             elif self.max_spool_bytes is None:
                 return None  # no cap to compare with, and the disk is not due: nothing to look at
             self.spool_full = spool_problem(
-                (self.stdout.fileno(), self.stderr.fileno()), self.max_spool_bytes, thorough=thorough, sizes=sizes
+                (self.stdout.fileno(), self.stderr.fileno()), self.max_spool_bytes, thorough=thorough, sizes=sizes,
+                facts=facts, where=self.spool_dir,
             )
             if self.spool_full is not None and self.max_spool_bytes is None:
                 # A full disk can hold a transcript of any size: parse what is here, no more.

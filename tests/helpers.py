@@ -30,6 +30,12 @@ def open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 
 
+def named_files(path: str | os.PathLike[str]) -> list[str]:
+    """Every file under ``path`` that has a name (directories aside: on an ext4 without a journal a process
+    makes its spools in a directory of its own there, which lives as long as the process and holds no name)."""
+    return sorted(os.path.join(d, f) for d, _, files in os.walk(path) for f in files)
+
+
 def group_gone(pgid: int) -> bool:
     """No live process is left in the group (zombies waiting for PID 1 count as gone)."""
     from spoolparse.process import group_alive

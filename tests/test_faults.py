@@ -202,6 +202,19 @@ def test_child_that_dies_of_enospc_before_any_poll_is_spool_full(small_fs: Path)
     assert res.returncode == 1 and res.spool_full and "no space left" in (res.error or "")
 
 
+def test_a_batch_ends_children_whose_spool_filesystem_is_full(small_fs: Path, tag: str) -> None:
+    # the batch's once-a-second check (one look at the filesystem for all its children) sees the full disk
+    # of children that ignore ENOSPC and keep running: each ends failed, long before its timeout
+    cmd = [*WRITER, "--events", "2", "--grandchild", tag, "--ignore-errors", "--flood", "1M", "--sleep", "60"]
+    t0 = time.monotonic()
+    outs = list(spoolparse.run_many([cmd] * 3, spool_dir=small_fs, max_concurrent=3, memory_per_task=1 << 20,
+                                    timeout=60, grace=0.3))
+    assert time.monotonic() - t0 < 30
+    assert sorted(o.verdict for o in outs) == ["failed"] * 3
+    assert all("no space left" in (o.error or "") for o in outs), [o.error for o in outs]
+    assert _gone(tag)
+
+
 def _need_prlimit() -> None:
     if shutil.which("prlimit") is None:
         pytest.skip("needs prlimit (util-linux: apt-get install util-linux)")

@@ -84,7 +84,8 @@ def test_runs_leave_nothing_behind(spool_dir: Path) -> None:
 @pytest.mark.slow
 def test_runs_from_short_lived_threads_leave_no_descriptor(spool_dir: Path) -> None:
     # nothing may be kept per thread; the one thread that forks for short-lived ones is made once
-    warm = threading.Thread(target=_one, args=(3, spool_dir))
+    # (spools in both directories: where a process makes its spools is settled at its first one there)
+    warm = threading.Thread(target=lambda: (_one(3, spool_dir), _one(4, spool_dir)))
     warm.start()
     warm.join()
     # a joined thread's OS task lingers for a moment after join returns

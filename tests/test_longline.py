@@ -226,7 +226,7 @@ def test_the_spill_file_goes_where_spools_go_and_has_no_name(tmp_path: Path, mon
 
     import spoolparse
 
-    from .helpers import FAKE_CODEX
+    from .helpers import FAKE_CODEX, named_files
 
     temp, chosen, run_dir = (tmp_path / n for n in ("temp", "chosen", "run"))
     for d in (temp, chosen, run_dir):
@@ -247,7 +247,7 @@ def test_the_spill_file_goes_where_spools_go_and_has_no_name(tmp_path: Path, mon
         finally:
             spill.close()
     assert seen[0].startswith(str(temp)) and seen[1].startswith(str(chosen))
-    assert os.listdir(temp) == os.listdir(chosen) == []
+    assert named_files(temp) == named_files(chosen) == []
 
     made: list[str | None] = []
 

@@ -21,7 +21,7 @@ from spoolparse import SpoolDirWarning, UsageError
 from spoolparse import process as process_mod
 from spoolparse import spool as spool_mod
 
-from .helpers import ROOT
+from .helpers import ROOT, named_files
 
 # The child reports what its own fds 0-2 point at and their modes, as its answer.
 FD_REPORT = [sys.executable, "-c", "import json,os,sys; sys.stdin.buffer.read(); fds=(0,1,2); print(json.dumps("
@@ -45,7 +45,7 @@ def test_spools_have_no_name_and_mode_0600(tmp_path: Path) -> None:
     seen_during: list[list[str]] = []
 
     def look(ev: spoolparse.LiveEvent) -> None:
-        seen_during.append(os.listdir(tmp_path))
+        seen_during.append(named_files(tmp_path))
 
     with spoolparse.run(FD_REPORT, input=b"a prompt", spool_dir=tmp_path, on_event=look) as r:
         assert r.text is not None
@@ -56,8 +56,8 @@ def test_spools_have_no_name_and_mode_0600(tmp_path: Path) -> None:
         assert all(os.fstat(f.fileno()).st_mode & 0o7777 == 0o600 for f in (r.stdout, r.stderr))
     assert all(t.startswith(str(tmp_path)) and _nameless(t) for t in targets), targets  # stdin, stdout, stderr
     assert modes == [0o600] * 3
-    assert seen_during and all(entries == [] for entries in seen_during)  # nothing ever visible in the dir
-    assert os.listdir(tmp_path) == []
+    assert seen_during and all(entries == [] for entries in seen_during)  # no file ever visible in the dir
+    assert named_files(tmp_path) == []
 
 
 @pytest.mark.parametrize("via", ["argument", "env"])

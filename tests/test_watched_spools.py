@@ -190,3 +190,26 @@ def test_a_watched_spool_found_far_behind_is_read_at_every_sample_until_caught_u
     # noticed when the spool is next read (within UNWATCHED_READ_INTERVAL), then read at every sample (0.6 s);
     # read only every UNWATCHED_READ_INTERVAL it would take 2.5 s more
     assert marks["caught up"] - marks["written"] < 1.5, marks
+
+
+def test_the_once_a_second_spool_checks_share_one_look_at_the_filesystem(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every child's spool is checked for a full disk once a second; the children of one pass share the
+    # filesystem's free space and the file size limit (one fstatvfs a pass, not one per child)
+    from spoolparse import spool as spool_mod
+
+    calls: list[float] = []
+    real = os.fstatvfs
+
+    def fstatvfs(fd: int) -> os.statvfs_result:
+        calls.append(time.monotonic())
+        return real(fd)
+
+    monkeypatch.setattr(spool_mod.os, "fstatvfs", fstatvfs)
+    t0 = time.monotonic()
+    outs = list(run_many(_quiet(8, 2.6), max_concurrent=8, memory_probe=FixedProbe(BIG)))
+    assert all(o.ok for o in outs)
+    # while all eight run (after their first pass, before the first ends): ~2 passes; one look each
+    while_running = [t for t in calls if t0 + 0.5 < t < t0 + 2.4]
+    assert 1 <= len(while_running) <= 3, [round(t - t0, 2) for t in calls]
+    # and each outcome takes one fresh look of its own (a full disk must not be a cached answer there)
+    assert len(calls) >= 8

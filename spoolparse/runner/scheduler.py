@@ -44,7 +44,7 @@ from .._wait import Inotify, open_inotify
 from ..errors import Error, UsageError
 from ..process import Child
 from ..providers.base import LiveEvent
-from ..spool import closing, resolve_spool_dir, wait_closed
+from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
 from .calibrations import program_of, recorded
 from .cgroup import ChildCgroup, Placement, enforcement_of
@@ -597,6 +597,8 @@ class Batch(HandsOut):
         young = now - self.options.sample_interval / 2
         sampled = [s for s in slots if s.cg is None and (s.limit is not None or (every and s.started <= young))]
         sizes = sample_trees(s.child.pid for s in sampled) if sampled else {}
+        # the once-a-second spool checks of every child share what they ask the kernel beyond the sizes
+        facts = DiskFacts() if every else None
         for s in slots:
             if s.cg is not None:
                 if every:
@@ -609,7 +611,7 @@ class Batch(HandsOut):
             if s.cg is None and s.limit is not None and s.usage > s.limit and s.forced is None:
                 self._end(s, "killed_memory")
             with contextlib.suppress(OSError):
-                self._look_at_spools(s, every=every, read_all=read_all)
+                self._look_at_spools(s, every=every, read_all=read_all, facts=facts)
         victim = self._pressure_victim
         if victim is not None and any(s is victim for s in self._running.values()):
             return  # one pressure kill at a time: wait until its memory is back
@@ -621,7 +623,7 @@ class Batch(HandsOut):
                 self._end(youngest, "requeue")
                 self._pressure_victim = youngest
 
-    def _look_at_spools(self, s: Slot, *, every: bool, read_all: bool) -> None:
+    def _look_at_spools(self, s: Slot, *, every: bool, read_all: bool, facts: DiskFacts | None) -> None:
         """Read what the slot's spool holds when it is due, and check the spools.
 
         What a growing spool holds is read every sample for a listener; with none, only to keep the parse
@@ -649,7 +651,8 @@ class Batch(HandsOut):
             self._behind[s.key] = s
         else:
             self._behind.pop(s.key, None)
-        if s.forced is None and child.check_spool() is not None:
+        # once a second (``facts``, with every child) the disk and the file size limit too
+        if s.forced is None and child.check_spool(thorough=facts is not None, facts=facts) is not None:
             self._end(s, "failed")
 
     def _changed(self) -> list[Slot]:

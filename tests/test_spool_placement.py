@@ -1,0 +1,169 @@
+"""Where a new spool's inode is made: on an ext4 without a journal, in a directory of the process's own.
+
+There the kernel's inode allocator skips, one by one, the inodes of a block group freed in the last seconds
+to minutes, so spools made right after a fleet freed thousands beside them cost ~0.5 ms each; a directory
+under a ``chattr +T`` one lands in a block group of the filesystem's choosing. Real processes; what is left
+on disk is looked at after they exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spoolparse import spool as spool_mod
+
+from .helpers import ROOT
+
+UID = os.geteuid()
+
+# open one spool in argv[1]; print where it is and what its placement's parent looks like; then (argv[2]) exit
+# normally, or be killed before any exit handler runs
+ONE_SPOOL = r"""
+import fcntl, json, os, signal, sys
+from spoolparse import spool
+f = spool.open_spool(sys.argv[1])
+f.write(b"x")
+target = os.readlink(f"/proc/self/fd/{f.fileno()}")
+top = os.path.join(sys.argv[1], f"spoolparse-{os.geteuid()}")
+flags = -1
+if os.path.isdir(top):
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    buf = bytearray(8)
+    fcntl.ioctl(fd, spool._FS_IOC_GETFLAGS, buf)
+    flags = int.from_bytes(buf[:4], sys.byteorder)
+    os.close(fd)
+print(json.dumps({"pid": os.getpid(), "target": target, "flags": flags,
+                  "top": sorted(os.listdir(top)) if os.path.isdir(top) else None}), flush=True)
+if sys.argv[2] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _one_spool(directory: Path, how: str = "exit") -> dict[str, object]:
+    p = subprocess.run([sys.executable, "-c", ONE_SPOOL, str(directory), how], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60, check=False)
+    assert p.returncode == (-signal.SIGKILL if how == "kill" else 0), p.stderr
+    out: dict[str, object] = json.loads(p.stdout)
+    return out
+
+
+def _needs_ext4_without_journal(path: Path) -> None:
+    if not spool_mod._ext4_without_journal(str(path)):
+        pytest.skip(f"needs the temp dir on an ext4 without a journal (the only filesystem where spools get a "
+                    f"placement; {path} is not): run with TMPDIR on one, e.g. a loop-mounted mkfs.ext4 -O ^has_journal")
+
+
+def test_spools_are_made_in_a_directory_of_the_process_own_removed_at_exit(tmp_path: Path) -> None:
+    _needs_ext4_without_journal(tmp_path)
+    seen = _one_spool(tmp_path)
+    placement = os.path.dirname(str(seen["target"]))
+    assert os.path.dirname(placement) == str(tmp_path / f"spoolparse-{UID}")
+    assert os.path.basename(placement).startswith(f"{seen['pid']}-")
+    assert os.path.basename(str(seen["target"])).startswith("#")  # O_TMPFILE: no name
+    assert seen["top"] == [os.path.basename(placement)]
+    assert isinstance(seen["flags"], int) and seen["flags"] & spool_mod._FS_TOPDIR_FL  # chattr +T
+    assert os.listdir(tmp_path) == []  # gone with the process
+
+
+def test_the_placement_of_a_killed_process_is_removed_by_the_next_process(tmp_path: Path) -> None:
+    _needs_ext4_without_journal(tmp_path)
+    killed = _one_spool(tmp_path, "kill")
+    left = os.path.dirname(str(killed["target"]))
+    assert os.path.isdir(left)  # no exit handler ran: an empty directory is left
+    seen = _one_spool(tmp_path)
+    assert seen["top"] == [os.path.basename(os.path.dirname(str(seen["target"])))]  # the dead one's is swept
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_placement_removed_meanwhile_leaves_the_spools_in_the_directory(tmp_path: Path) -> None:
+    _needs_ext4_without_journal(tmp_path)
+    first = spool_mod.open_spool(str(tmp_path))
+    placement = spool_mod.placement(str(tmp_path))
+    assert placement != str(tmp_path)
+    os.rmdir(placement)  # by hand, or another process's sweep
+    os.rmdir(os.path.dirname(placement))
+    second = spool_mod.open_spool(str(tmp_path))
+    try:
+        assert os.path.dirname(os.readlink(f"/proc/self/fd/{second.fileno()}")) == str(tmp_path)
+        first.write(b"still here")  # the first one never needed its directory
+    finally:
+        first.close()
+        second.close()
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", ["symlink", "open to others"])
+def test_a_spoolparse_directory_not_ours_is_not_used(tmp_path: Path, kind: str) -> None:
+    _needs_ext4_without_journal(tmp_path)
+    top = tmp_path / f"spoolparse-{UID}"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if kind == "symlink":
+        top.symlink_to(elsewhere)
+    else:
+        top.mkdir()
+        top.chmod(0o777)
+    seen = _one_spool(tmp_path)
+    assert os.path.dirname(str(seen["target"])) == str(tmp_path)  # in the directory itself
+    assert os.listdir(elsewhere) == []
+    if kind != "symlink":
+        assert os.listdir(top) == []
+
+
+def test_other_filesystems_get_no_placement(tmp_path: Path) -> None:
+    d = tmp_path / "mnt"
+    d.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(d)],
+                                           capture_output=True, check=False).returncode != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    try:
+        assert not spool_mod._ext4_without_journal(str(d))
+        seen = _one_spool(d)
+        assert os.path.dirname(str(seen["target"])) == str(d)
+        assert seen["top"] is None
+        assert os.listdir(d) == []
+    finally:
+        subprocess.run(["umount", "-l", str(d)], capture_output=True, check=False)
+
+
+def test_a_forked_copy_makes_its_own_placement(tmp_path: Path) -> None:
+    _needs_ext4_without_journal(tmp_path)
+    parent = spool_mod.placement(str(tmp_path))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: a spool of its own, in a placement of its own; the parent's is not its to remove
+        try:
+            f = spool_mod.open_spool(str(tmp_path))
+            os.write(w, os.readlink(f"/proc/self/fd/{f.fileno()}").encode())
+            f.close()
+            spool_mod._remove_placements()
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as pipe:
+        target = pipe.read().decode()
+    os.waitpid(pid, 0)
+    mine = os.path.dirname(target)
+    assert os.path.basename(mine).startswith(f"{pid}-") and mine != parent
+    assert not os.path.exists(mine)
+    assert os.path.isdir(parent)  # the parent's own is still there, and still used
+    f = spool_mod.open_spool(str(tmp_path))
+    try:
+        assert os.path.dirname(os.readlink(f"/proc/self/fd/{f.fileno()}")) == parent
+    finally:
+        f.close()
+
+
+def test_fcntl_flags_constants_match_this_platform() -> None:
+    # _IOR('f', 1, long) / _IOW('f', 2, long), as <linux/fs.h> spells FS_IOC_GETFLAGS / FS_IOC_SETFLAGS
+    if sys.maxsize > 2**32:
+        assert (spool_mod._FS_IOC_GETFLAGS, spool_mod._FS_IOC_SETFLAGS) == (0x80086601, 0x40086602)
+    else:
+        assert (spool_mod._FS_IOC_GETFLAGS, spool_mod._FS_IOC_SETFLAGS) == (0x80046601, 0x40046602)
