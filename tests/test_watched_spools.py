@@ -105,19 +105,22 @@ def test_without_watches_every_spool_is_looked_at_every_sample(how: Any, monkeyp
 @pytest.mark.slow
 def test_a_lost_inotify_event_queue_takes_every_running_child_as_written() -> None:
     _inotify_here()
-    seen: list[tuple[int, int]] = []
+    seen: list[tuple[int, int, int]] = []
 
     def on_tick(batch: Any) -> None:
         if batch._watched and not seen:
             batch._ino.overflowed = True  # as the kernel says when its queue (fs.inotify.max_queued_events) is full
-            taken = batch._changed()
-            seen.append((len({id(s) for s in taken}), len(batch._running)))
+            taken = batch._changed(True)  # a sample that reads: every running child is looked at
+            batch._ino.overflowed = True
+            batch._behind.clear()
+            batch._changed(False)  # one between reads: every running child is noted as holding unread bytes
+            seen.append((len({id(s) for s in taken}), len(batch._behind), len(batch._running)))
 
     batch = run_many(_quiet(4, 2.5), max_concurrent=4, memory_probe=FixedProbe(BIG))
     batch.on_tick = on_tick
     outs = list(batch)
     assert all(o.ok for o in outs)
-    assert seen and seen[0][0] == seen[0][1] == 4, seen
+    assert seen and seen[0] == (4, 4, 4), seen
 
 
 @pytest.mark.slow
@@ -213,3 +216,26 @@ def test_the_once_a_second_spool_checks_share_one_look_at_the_filesystem(monkeyp
     assert 1 <= len(while_running) <= 3, [round(t - t0, 2) for t in calls]
     # and each outcome takes one fresh look of its own (a full disk must not be a cached answer there)
     assert len(calls) >= 8
+
+
+@pytest.mark.slow
+def test_between_reads_a_sample_does_not_visit_the_watched_children_that_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
+    # agents writing a line every 0.05 s: once watched, a sample between two reads (every 0.5 s) only notes
+    # that their spools grew, and visits none of them (a visit costs per agent, and all of them wrote)
+    _inotify_here()
+    visits: dict[str, list[float]] = collections.defaultdict(list)
+    real = sched.Batch._look_at_spools
+
+    def look(self: Any, s: Any, **kw: Any) -> None:
+        visits[str(s.task.id)].append(time.monotonic())
+        real(self, s, **kw)
+
+    monkeypatch.setattr(sched.Batch, "_look_at_spools", look)
+    tasks = [Task(argv=[sys.executable, "-c", TICKER, "60", "0.05"], id=f"w{i}") for i in range(4)]
+    outs = list(run_many(tasks, max_concurrent=4, memory_probe=FixedProbe(BIG)))
+    assert all(o.ok for o in outs)
+    for ts in visits.values():
+        start = ts[0]
+        watched = [t for t in ts if sched.WATCH_AFTER + 0.3 < t - start < sched.WATCH_AFTER + 1.8]
+        # 1.5 s watched: the reads (every 0.5 s) and the once-a-second looks, ~3-5; every sample would be 15
+        assert 2 <= len(watched) <= 7, [round(t - start, 2) for t in watched]

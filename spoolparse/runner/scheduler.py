@@ -232,6 +232,7 @@ class Batch(HandsOut):
         self._watched: dict[int, Slot] = {}  # by watch descriptor
         self._looked: dict[int, Slot] = {}  # running slots whose spools are not watched: looked at every sample
         self._behind: dict[int, Slot] = {}  # slots whose spool holds bytes not parsed yet (read on read_all)
+        self._far: dict[int, Slot] = {}  # of those, the ones found UNWATCHED_BACKLOG behind (read every sample)
         self._watchdogs: dict[int, Slot] = {}  # slots whose memory limit is checked every sample (by key)
         self._stop = threading.Event()
         self._closed = False
@@ -591,7 +592,7 @@ class Batch(HandsOut):
                 self._ino.overflowed = False
             self._watch(slots, now)
         else:
-            slots = self._changed()
+            slots = self._changed(read_all)
         # children younger than half an interval still count with their whole estimate as
         # reserved; skipping them spares a /proc scan when tasks are short
         young = now - self.options.sample_interval / 2
@@ -639,7 +640,8 @@ class Batch(HandsOut):
         # a quiet unwatched child costs one fstat call; once a second every spool is looked at all the same
         # (a full disk fails a child's writes without growing its spool)
         if not child.has_news() and not every:
-            self._behind.pop(s.key, None)
+            self._behind.pop(s.key, None)  # nothing unread
+            self._far.pop(s.key, None)
             return
         if every or read_all or child.unread >= _limits.UNWATCHED_BACKLOG:
             _, live = child.pump(PUMP_PER_TICK)
@@ -651,14 +653,22 @@ class Batch(HandsOut):
             self._behind[s.key] = s
         else:
             self._behind.pop(s.key, None)
+        if child.unread >= _limits.UNWATCHED_BACKLOG:
+            self._far[s.key] = s
+        else:
+            self._far.pop(s.key, None)
         # once a second (``facts``, with every child) the disk and the file size limit too
         if s.forced is None and child.check_spool(thorough=facts is not None, facts=facts) is not None:
             self._end(s, "failed")
 
-    def _changed(self) -> list[Slot]:
+    def _changed(self, read_all: bool) -> list[Slot]:
         """The slots a sample between two looks at all looks at (see :meth:`_sample`): those whose spools
         were written since the last sample, are not watched, hold bytes not parsed yet, or whose memory
-        limit is checked. The tables hold only slots whose leader runs (:meth:`_unsample` keeps them so)."""
+        limit is checked. The tables hold only slots whose leader runs (:meth:`_unsample` keeps them so).
+
+        Between two reads (not ``read_all``) with no cap on the spools to compare with, a written spool is
+        only noted as holding unread bytes, here, for the next read: the sample then visits only the slots
+        that need it now (unwatched, far behind, under a watchdog), not every agent that wrote a line."""
         picked: dict[int, Slot] = {}
         if self._ino is not None:
             fired = self._ino.drain()
@@ -668,8 +678,12 @@ class Batch(HandsOut):
             else:
                 watched = self._watched
                 picked = {s.key: s for s in map(watched.get, fired) if s is not None}
+        if read_all or self.options.max_spool_bytes is not None:
+            picked.update(self._behind)
+        else:
+            self._behind.update(picked)
+            picked = dict(self._far)
         picked.update(self._looked)
-        picked.update(self._behind)
         picked.update(self._watchdogs)
         return list(picked.values())
 
@@ -728,7 +742,7 @@ class Batch(HandsOut):
     def _unsample(self, s: Slot) -> None:
         """``s`` leaves the tables :meth:`_changed` reads (its leader exited, or it is done)."""
         self._unwatch(s)
-        for table in (self._looked, self._watchdogs, self._behind):
+        for table in (self._looked, self._watchdogs, self._behind, self._far):
             if table.get(s.key) is s:
                 del table[s.key]
 
