@@ -202,6 +202,7 @@ def test_child_that_dies_of_enospc_before_any_poll_is_spool_full(small_fs: Path)
     assert res.returncode == 1 and res.spool_full and "no space left" in (res.error or "")
 
 
+@pytest.mark.slow
 def test_a_batch_ends_children_whose_spool_filesystem_is_full(small_fs: Path, tag: str) -> None:
     # the batch's once-a-second check (one look at the filesystem for all its children) sees the full disk
     # of children that ignore ENOSPC and keep running: each ends failed, long before its timeout

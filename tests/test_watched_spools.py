@@ -195,6 +195,7 @@ def test_a_watched_spool_found_far_behind_is_read_at_every_sample_until_caught_u
     assert marks["caught up"] - marks["written"] < 1.5, marks
 
 
+@pytest.mark.slow
 def test_the_once_a_second_spool_checks_share_one_look_at_the_filesystem(monkeypatch: pytest.MonkeyPatch) -> None:
     # every child's spool is checked for a full disk once a second; the children of one pass share the
     # filesystem's free space and the file size limit (one fstatvfs a pass, not one per child)
