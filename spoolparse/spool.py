@@ -154,8 +154,10 @@ def open_spool(directory: str) -> IO[bytes]:
         if place != directory:
             try:
                 return os.fdopen(os.open(place, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o600), "w+b")
-            except OSError:  # ours is gone (at exit, or by hand) or refuses: in the directory itself from now on
-                _made_in[directory] = directory
+            except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):  # the filesystem's, not the placement's
+                    raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
+                _made_in[directory] = directory  # ours is gone (at exit, by hand): in the directory from now on
         try:
             fd = os.open(directory, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o600)
         except OSError as e:

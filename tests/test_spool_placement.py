@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from spoolparse import SpoolFullError
 from spoolparse import spool as spool_mod
 
 from .helpers import ROOT
@@ -58,6 +61,51 @@ def _needs_ext4_without_journal(path: Path) -> None:
     if not spool_mod._ext4_without_journal(str(path)):
         pytest.skip(f"needs the temp dir on an ext4 without a journal (the only filesystem where spools get a "
                     f"placement; {path} is not): run with TMPDIR on one, e.g. a loop-mounted mkfs.ext4 -O ^has_journal")
+
+
+@pytest.fixture
+def small_ext4(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB ext4 without a journal and with few inodes, loop-mounted (root only)."""
+    image, d = tmp_path / "ext4.img", tmp_path / "mnt"
+    d.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(4 << 20)
+    made = shutil.which("mkfs.ext4") is not None and subprocess.run(
+        ["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-N", "64", str(image)], capture_output=True, check=False
+    ).returncode == 0
+    if os.geteuid() != 0 or not made or subprocess.run(
+        ["mount", "-o", "loop", str(image), str(d)], capture_output=True, check=False
+    ).returncode != 0:
+        pytest.skip("needs root, mkfs.ext4 (e2fsprogs) and a loop device to mount a small ext4 without a journal")
+    try:
+        d.chmod(0o1777)
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], capture_output=True, check=False)
+
+
+def test_a_full_filesystem_is_the_runs_failure_and_the_placement_stays(small_ext4: Path) -> None:
+    assert spool_mod._ext4_without_journal(str(small_ext4))
+    placement = spool_mod.placement(str(small_ext4))
+    assert os.path.dirname(placement) == str(small_ext4 / f"spoolparse-{UID}")
+    # a filesystem made with few inodes: once they are taken, no spool can be made
+    fillers = []
+    with pytest.raises(OSError, match="No space"):
+        for i in range(10_000):
+            fillers.append(small_ext4 / f"f{i}")
+            fillers[-1].touch()
+    with pytest.raises(SpoolFullError, match="cannot create a spool"):
+        spool_mod.open_spool(str(small_ext4))
+    for p in fillers[:-1]:
+        p.unlink()
+    f2 = spool_mod.open_spool(str(small_ext4))  # room again: still in the placement, not given up for the directory
+    try:
+        assert os.path.dirname(os.readlink(f"/proc/self/fd/{f2.fileno()}")) == placement
+    finally:
+        f2.close()
+    spool_mod._made_in.pop(str(small_ext4), None)
+    os.rmdir(placement)
+    os.rmdir(os.path.dirname(placement))
 
 
 def test_spools_are_made_in_a_directory_of_the_process_own_removed_at_exit(tmp_path: Path) -> None:
