@@ -82,6 +82,9 @@ READY_WITHIN = 30.0
 # -- the parent's side ---------------------------------------------------------
 
 
+_FORK_HOOK = hasattr(os, "register_at_fork")
+
+
 class Guardian:
     """Our end of the pipe to the guardian process (thread-safe; never raises)."""
 
@@ -103,7 +106,8 @@ class Guardian:
         return self._guardian_pid if self._fd >= 0 else None
 
     def _start(self, detach: bool = False) -> bool:
-        if self._fd >= 0 and self._pid == os.getpid():
+        # a forked copy finds the pipe closed (_after_fork): no getpid() system call on every send
+        if self._fd >= 0 and (_FORK_HOOK or self._pid == os.getpid()):
             return True
         if self._failed:
             return False
@@ -329,7 +333,7 @@ class Registration:
 
 
 guardian = Guardian()
-if hasattr(os, "register_at_fork"):
+if _FORK_HOOK:
     os.register_at_fork(after_in_child=guardian._after_fork)
 
 
