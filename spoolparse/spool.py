@@ -37,6 +37,7 @@ import struct
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from typing import IO
 
@@ -151,13 +152,19 @@ def open_spool(directory: str) -> IO[bytes]:
         place = _made_in.get(directory)
         if place is None:
             place = placement(directory)
-        if place != directory:
+        for _ in range(3):
+            if place == directory:
+                break
+            place = _current(directory, place)
             try:
                 return os.fdopen(os.open(place, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o600), "w+b")
             except OSError as e:
                 if e.errno in (errno.ENOSPC, errno.EDQUOT):  # the filesystem's, not the placement's
                     raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
-                _made_in[directory] = directory  # ours is gone (at exit, by hand): in the directory from now on
+                now = _made_in.get(directory, directory)
+                if now == place:  # ours is gone (by hand, another's sweep): in the directory from now on
+                    _made_in[directory] = now = directory
+                place = now  # else another thread moved on to a new one meanwhile
         try:
             fd = os.open(directory, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o600)
         except OSError as e:
@@ -184,6 +191,14 @@ _made_in: dict[str, str] = {}
 _made_lock = threading.Lock()
 #: The placements this process made (removed at exit).
 _ours: list[str] = []
+#: Per placement in use: [spools made in it, when the last was made (monotonic)].
+_use: dict[str, list[float]] = {}
+_exited = False
+
+#: A process moves on to a new placement after this many spools, or when it makes one after a pause this long
+#: (seconds): the inodes its spools freed are recent in the old one's block group (a fleet after a fleet).
+PLACEMENT_SPOOLS = 512
+PLACEMENT_PAUSE = 1.0
 
 #: ``<spool dir>/PLACEMENTS<uid>/<pid>-<random>``: where spools are made on an ext4 without a journal.
 PLACEMENTS = "spoolparse-"
@@ -257,8 +272,10 @@ def placement(directory: str) -> str:
     freed a thousand spools in the temp directory, each new one there took 0.5 ms of kernel time, its
     thousands of neighbours the longer. ``spoolparse-<uid>`` is marked a top of directory hierarchies
     (``chattr +T``), so each process's directory under it lands in a block group the filesystem picks
-    among the emptiest — its new spools take 7-30 us. Anything that does not work out (another filesystem,
-    a ``spoolparse-<uid>`` not ours, no room) leaves the spools in ``directory``.
+    among the emptiest — its new spools take 7-30 us. The process moves on to a new one of these every
+    :data:`PLACEMENT_SPOOLS` spools and after a pause (:data:`PLACEMENT_PAUSE`), removing the old one: the
+    spools freed there would slow a later fleet of the same process the same way. Anything that does not
+    work out (another filesystem, a ``spoolparse-<uid>`` not ours, no room) leaves the spools in ``directory``.
     """
     with _made_lock:
         place = _made_in.get(directory)
@@ -266,7 +283,7 @@ def placement(directory: str) -> str:
             return place
         place = directory
         try:
-            if sys.platform.startswith("linux") and _ext4_without_journal(directory):
+            if not _exited and sys.platform.startswith("linux") and _ext4_without_journal(directory):
                 place = _make_placement(directory)
         except OSError:
             place = directory
@@ -291,16 +308,53 @@ def _make_placement(directory: str) -> str:
         except FileNotFoundError:
             continue
         _ours.append(mine)
+        _use[mine] = [0, time.monotonic()]
         return mine
     return directory
 
 
+def _current(directory: str, place: str) -> str:
+    """``place``, or a new placement beside it when it is due (:data:`PLACEMENT_SPOOLS`,
+    :data:`PLACEMENT_PAUSE`); counts the spool about to be made."""
+    now = time.monotonic()
+    use = _use.get(place)
+    if use is None:
+        return place
+    if use[0] >= PLACEMENT_SPOOLS or now - use[1] > PLACEMENT_PAUSE:
+        with _made_lock:
+            if _made_in.get(directory) == place and not _exited:
+                try:
+                    new = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=os.path.dirname(place))
+                except OSError:
+                    new = place  # the old one goes on (counted afresh: not tried again at every spool)
+                else:
+                    _made_in[directory] = new
+                    _ours.remove(place)
+                    _ours.append(new)
+                    del _use[place]
+                    # its spools have no name in it: it goes at once (a thread about to use it moves on)
+                    with contextlib.suppress(OSError):
+                        os.rmdir(place)
+                _use[new] = [0, now]
+            place = _made_in.get(directory, directory)
+            use = _use.get(place)
+            if use is None:
+                return place
+    use[0] += 1
+    use[1] = now
+    return place
+
+
 def _remove_placements() -> None:
     """At exit: this process's placements go, and their ``spoolparse-<uid>`` when no other process uses it."""
+    global _exited
     with _made_lock:
+        _exited = True  # a spool made after this (a daemon thread's) goes in its directory: nothing left behind
         ours = _ours[:]
         _ours.clear()
-        _made_in.clear()
+        _use.clear()
+        for directory in _made_in:
+            _made_in[directory] = directory
     for d in ours:
         with contextlib.suppress(OSError):
             os.rmdir(d)  # spools still open in it have no name there: it is empty
@@ -512,6 +566,7 @@ def _after_fork() -> None:
     # the parent's placements are the parent's to remove: a forked copy makes its own when it needs one
     _made_lock = threading.Lock()
     _ours.clear()
+    _use.clear()
     _made_in.clear()
     # the parent goes on using its pooled spools: a forked copy must not make them its own (a new lock first:
     # another thread of the parent may have held the old one at the fork)

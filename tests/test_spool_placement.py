@@ -14,6 +14,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,7 +86,10 @@ def small_ext4(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(d)], capture_output=True, check=False)
 
 
-def test_a_full_filesystem_is_the_runs_failure_and_the_placement_stays(small_ext4: Path) -> None:
+def test_a_full_filesystem_is_the_runs_failure_and_the_placement_stays(
+    small_ext4: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spool_mod, "PLACEMENT_PAUSE", 3600.0)  # no move to a new one while this runs
     assert spool_mod._ext4_without_journal(str(small_ext4))
     placement = spool_mod.placement(str(small_ext4))
     assert os.path.dirname(placement) == str(small_ext4 / f"spoolparse-{UID}")
@@ -130,8 +135,11 @@ def test_the_placement_of_a_killed_process_is_removed_by_the_next_process(tmp_pa
     assert os.listdir(tmp_path) == []
 
 
-def test_a_placement_removed_meanwhile_leaves_the_spools_in_the_directory(tmp_path: Path) -> None:
+def test_a_placement_removed_meanwhile_leaves_the_spools_in_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _needs_ext4_without_journal(tmp_path)
+    monkeypatch.setattr(spool_mod, "PLACEMENT_PAUSE", 3600.0)
     first = spool_mod.open_spool(str(tmp_path))
     placement = spool_mod.placement(str(tmp_path))
     assert placement != str(tmp_path)
@@ -181,8 +189,58 @@ def test_other_filesystems_get_no_placement(tmp_path: Path) -> None:
         subprocess.run(["umount", "-l", str(d)], capture_output=True, check=False)
 
 
-def test_a_forked_copy_makes_its_own_placement(tmp_path: Path) -> None:
+def test_a_process_moves_to_a_new_placement_after_many_spools_and_after_a_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the spools a fleet freed are recent in its placement's block group: the next fleet starts elsewhere
     _needs_ext4_without_journal(tmp_path)
+    monkeypatch.setattr(spool_mod, "PLACEMENT_SPOOLS", 3)
+    monkeypatch.setattr(spool_mod, "PLACEMENT_PAUSE", 0.3)
+    top = tmp_path / f"spoolparse-{UID}"
+    made = [spool_mod.open_spool(str(tmp_path)) for _ in range(7)]
+    where = [os.path.dirname(os.readlink(f"/proc/self/fd/{f.fileno()}")) for f in made]
+    assert [len(set(where[i:i + 3])) for i in (0, 3)] == [1, 1] and len(set(where)) == 3, where  # 3, 3, 1
+    assert sorted(os.listdir(top)) == [os.path.basename(where[-1])]  # the ones left are gone at once
+    for f in made:
+        f.write(b"still usable")
+        f.close()
+    time.sleep(0.4)
+    after_pause = spool_mod.open_spool(str(tmp_path))
+    try:
+        assert os.path.dirname(os.readlink(f"/proc/self/fd/{after_pause.fileno()}")) not in where
+    finally:
+        after_pause.close()
+    assert len(os.listdir(top)) == 1
+
+
+def test_threads_making_spools_while_placements_move_on_stay_in_placements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _needs_ext4_without_journal(tmp_path)
+    monkeypatch.setattr(spool_mod, "PLACEMENT_SPOOLS", 2)
+    targets: list[str] = []
+
+    def make() -> None:
+        for _ in range(200):
+            f = spool_mod.open_spool(str(tmp_path))
+            targets.append(os.readlink(f"/proc/self/fd/{f.fileno()}"))
+            f.close()
+
+    threads = [threading.Thread(target=make) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(targets) == 800
+    # a thread that found its placement gone (another moved on and removed it) took the new one
+    assert all(os.path.dirname(os.path.dirname(t)) == str(tmp_path / f"spoolparse-{UID}") for t in targets)
+    assert spool_mod.placement(str(tmp_path)) != str(tmp_path)
+    assert len(os.listdir(tmp_path / f"spoolparse-{UID}")) == 1
+
+
+def test_a_forked_copy_makes_its_own_placement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs_ext4_without_journal(tmp_path)
+    monkeypatch.setattr(spool_mod, "PLACEMENT_PAUSE", 3600.0)
     parent = spool_mod.placement(str(tmp_path))
     r, w = os.pipe()
     pid = os.fork()
