@@ -20,10 +20,12 @@ and keeping the last answer, as the reference. Each measurement runs in a fresh 
     python benchmarks/fleet.py --spool-dir /mnt/jext4   # spools on another filesystem
 
 Where the spools live matters on an ext4 *without a journal* (this machine's root filesystem): there
-each new inode skips every inode of its block group freed in the last minute (``recently_deleted`` in
-the kernel's ``fs/ext4/ialloc.c``), so creating 1,000 spools right after another run freed 1,000 costs
-0.2-0.7 ms each instead of 0.01 ms. The line printed first names the spool directory and whether its
-filesystem is ext4 without a journal.
+each new inode skips every inode of its block group freed in the last seconds to minutes
+(``recently_deleted`` in the kernel's ``fs/ext4/ialloc.c``), so 1,000 spools made in the temp dir right
+after another run freed 1,000 there cost 0.4-0.7 ms each instead of 0.01 ms; spoolparse makes them in a
+directory of the process's own there (``spoolparse.spool.placement``; ``benchmarks/spool_inodes.py``
+measures both). The line printed first names the spool directory and whether its filesystem is ext4
+without a journal.
 """
 
 from __future__ import annotations
