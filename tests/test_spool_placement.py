@@ -195,7 +195,7 @@ def test_a_process_moves_to_a_new_placement_after_many_spools_and_after_a_pause(
     # the spools a fleet freed are recent in its placement's block group: the next fleet starts elsewhere
     _needs_ext4_without_journal(tmp_path)
     monkeypatch.setattr(spool_mod, "PLACEMENT_SPOOLS", 3)
-    monkeypatch.setattr(spool_mod, "PLACEMENT_PAUSE", 0.3)
+    monkeypatch.setattr(spool_mod, "PLACEMENT_PAUSE", 3600.0)  # by count first, whatever the host's load
     top = tmp_path / f"spoolparse-{UID}"
     made = [spool_mod.open_spool(str(tmp_path)) for _ in range(7)]
     where = [os.path.dirname(os.readlink(f"/proc/self/fd/{f.fileno()}")) for f in made]
@@ -204,7 +204,8 @@ def test_a_process_moves_to_a_new_placement_after_many_spools_and_after_a_pause(
     for f in made:
         f.write(b"still usable")
         f.close()
-    time.sleep(0.4)
+    monkeypatch.setattr(spool_mod, "PLACEMENT_PAUSE", 0.2)
+    time.sleep(0.3)
     after_pause = spool_mod.open_spool(str(tmp_path))
     try:
         assert os.path.dirname(os.readlink(f"/proc/self/fd/{after_pause.fileno()}")) not in where

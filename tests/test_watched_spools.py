@@ -239,4 +239,4 @@ def test_between_reads_a_sample_does_not_visit_the_watched_children_that_wrote(m
         start = ts[0]
         watched = [t for t in ts if sched.WATCH_AFTER + 0.3 < t - start < sched.WATCH_AFTER + 1.8]
         # 1.5 s watched: the reads (every 0.5 s) and the once-a-second looks, ~3-5; every sample would be 15
-        assert 2 <= len(watched) <= 7, [round(t - start, 2) for t in watched]
+        assert 1 <= len(watched) <= 7, [round(t - start, 2) for t in watched]
