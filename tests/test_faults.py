@@ -203,16 +203,16 @@ def test_child_that_dies_of_enospc_before_any_poll_is_spool_full(small_fs: Path)
 
 
 @pytest.mark.slow
-def test_a_batch_ends_children_whose_spool_filesystem_is_full(small_fs: Path, tag: str) -> None:
-    # the batch's once-a-second check (one look at the filesystem for all its children) sees the full disk
-    # of children that ignore ENOSPC and keep running: each ends failed, long before its timeout
-    cmd = [*WRITER, "--events", "2", "--grandchild", tag, "--ignore-errors", "--flood", "1M", "--sleep", "60"]
+def test_a_batch_ends_a_child_whose_spool_filesystem_is_full(small_fs: Path, tag: str) -> None:
+    # the batch's once-a-second check (one look at the filesystem for all its children) sees the full disk of
+    # a child that ignores ENOSPC and keeps running: it ends failed, long before its timeout. One child: with
+    # several, one that dies first frees its spool, and a later look finds room (see the README's bounds)
+    cmd = [*WRITER, "--ignore-errors", "--events", "2", "--grandchild", tag, "--flood", "2M", "--sleep", "60"]
     t0 = time.monotonic()
-    outs = list(spoolparse.run_many([cmd] * 3, spool_dir=small_fs, max_concurrent=3, memory_per_task=1 << 20,
-                                    timeout=60, grace=0.3))
+    outs = list(spoolparse.run_many([cmd], spool_dir=small_fs, memory_per_task=1 << 20, timeout=60, grace=0.3))
     assert time.monotonic() - t0 < 30
-    assert sorted(o.verdict for o in outs) == ["failed"] * 3
-    assert all("no space left" in (o.error or "") for o in outs), [o.error for o in outs]
+    assert [o.verdict for o in outs] == ["failed"]
+    assert "no space left" in (outs[0].error or ""), outs[0].error
     assert _gone(tag)
 
 
