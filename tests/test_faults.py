@@ -206,7 +206,7 @@ def test_child_that_dies_of_enospc_before_any_poll_is_spool_full(small_fs: Path)
 def test_a_batch_ends_a_child_whose_spool_filesystem_is_full(small_fs: Path, tag: str) -> None:
     # the batch's once-a-second check (one look at the filesystem for all its children) sees the full disk of
     # a child that ignores ENOSPC and keeps running: it ends failed, long before its timeout. One child: with
-    # several, one that dies first frees its spool, and a later look finds room (see the README's bounds)
+    # several, one that dies first frees its spool, and a later look finds room (the README's table of failures)
     cmd = [*WRITER, "--ignore-errors", "--events", "2", "--grandchild", tag, "--flood", "2M", "--sleep", "60"]
     t0 = time.monotonic()
     outs = list(spoolparse.run_many([cmd], spool_dir=small_fs, memory_per_task=1 << 20, timeout=60, grace=0.3))
