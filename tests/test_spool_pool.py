@@ -98,7 +98,8 @@ def test_a_transcript_kept_in_results_is_never_emptied_by_a_later_task(tmp_path:
         assert kept == {"type": "result", "result": f"answer{i}"}
 
 
-def test_a_batch_of_small_tasks_makes_few_spool_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("jobs", "most"), [(1, 4), (4, 90)])
+def test_a_batch_of_small_tasks_makes_few_spool_files(tmp_path: Path, jobs: int, most: int) -> None:
     seen: list[int] = []
     real_open = os.open
 
@@ -111,14 +112,15 @@ def test_a_batch_of_small_tasks_makes_few_spool_files(tmp_path: Path) -> None:
     mp = pytest.MonkeyPatch()
     mp.setattr(os, "open", counting_open)
     try:
-        outs = list(spoolparse.run_many((["sh", "-c", ANSWER + "x"] for _ in range(60)), max_concurrent=4,
+        outs = list(spoolparse.run_many((["sh", "-c", ANSWER + "x"] for _ in range(60)), max_concurrent=jobs,
                                         spool_dir=tmp_path))
     finally:
         mp.undo()
     assert all(o.ok and o.summary is not None and o.summary["text"] == "x" for o in outs)
-    # two per running task, and a few more where a lease was refused for a moment (a child of another start
-    # holds every descriptor of ours between its fork and its exec): not two per task
-    assert len(seen) <= 40, len(seen)
+    # one at a time: the spool directory's probe and one pair, reused by every task. Four at a time: two per
+    # running task, and more where a lease was refused for a moment — a child of another start holds every
+    # descriptor of ours between its fork and its exec — (11-31 of them here, 53 once in CI): not two per task
+    assert len(seen) <= most, len(seen)
 
 
 def test_a_large_spool_is_closed_not_reused(tmp_path: Path) -> None:
