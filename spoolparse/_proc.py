@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-__all__ = ["proc_stats", "raise_open_files_limit"]
+__all__ = ["proc_stats", "pid_gone", "raise_open_files_limit"]
 
 
 def proc_stats() -> Iterator[tuple[int, list[bytes]]]:
@@ -36,6 +36,18 @@ def proc_stats() -> Iterator[tuple[int, list[bytes]]]:
             os.close(fd)
         # the command name may hold spaces and parentheses: split after the last ')'
         yield int(name), data[data.rfind(b")") + 2 :].split()
+
+
+def pid_gone(pid: int) -> bool:
+    """Whether no process has ``pid`` (one we may not signal is someone's, alive). What leaves a directory
+    named after its process (a task cgroup, a spool placement) to whoever finds it once that process is gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def raise_open_files_limit() -> int:

@@ -42,6 +42,7 @@ import warnings
 from typing import IO
 
 from . import _limits
+from ._proc import pid_gone
 from .errors import SpoolDirError, SpoolDirWarning, SpoolFullError
 
 __all__ = [
@@ -250,15 +251,9 @@ def _sweep(top: str) -> None:
     me = os.getpid()
     for name in os.listdir(top):
         pid = name.partition("-")[0]
-        if not pid.isdigit() or int(pid) == me:
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if pid.isdigit() and int(pid) != me and pid_gone(int(pid)):
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.join(top, name))
-        except OSError:
-            pass  # alive (another user's pid in our directory cannot be, but then leave it)
 
 
 def placement(directory: str) -> str:
@@ -304,13 +299,18 @@ def _make_placement(directory: str) -> str:
             _spread_subdirectories(top)
         _sweep(top)
         try:
-            mine = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=top)
+            return _new_placement(top)
         except FileNotFoundError:
             continue
-        _ours.append(mine)
-        _use[mine] = [0, time.monotonic()]
-        return mine
     return directory
+
+
+def _new_placement(top: str) -> str:
+    """A new directory of this process's own under ``top``, counted from now (under ``_made_lock``)."""
+    mine = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=top)
+    _ours.append(mine)
+    _use[mine] = [0, time.monotonic()]
+    return mine
 
 
 def _current(directory: str, place: str) -> str:
@@ -324,18 +324,15 @@ def _current(directory: str, place: str) -> str:
         with _made_lock:
             if _made_in.get(directory) == place and not _exited:
                 try:
-                    new = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=os.path.dirname(place))
+                    _made_in[directory] = _new_placement(os.path.dirname(place))
                 except OSError:
-                    new = place  # the old one goes on (counted afresh: not tried again at every spool)
+                    _use[place] = [0, now]  # the old one goes on (counted afresh: not tried again at every spool)
                 else:
-                    _made_in[directory] = new
                     _ours.remove(place)
-                    _ours.append(new)
                     del _use[place]
                     # its spools have no name in it: it goes at once (a thread about to use it moves on)
                     with contextlib.suppress(OSError):
                         os.rmdir(place)
-                _use[new] = [0, now]
             place = _made_in.get(directory, directory)
             use = _use.get(place)
             if use is None:

@@ -31,6 +31,7 @@ import signal
 import time
 from collections.abc import Callable
 
+from .._proc import pid_gone
 from .memory import read_int, v2_dir
 
 __all__ = [
@@ -178,14 +179,7 @@ def sweep_stale(parent: str) -> list[str]:
     gone = []
     for name in names:
         m = _NAME.match(name)
-        if m is None or int(m.group(1)) == os.getpid():
-            continue
-        try:
-            os.kill(int(m.group(1)), 0)
-            continue
-        except ProcessLookupError:
-            pass
-        except PermissionError:
+        if m is None or int(m.group(1)) == os.getpid() or not pid_gone(int(m.group(1))):
             continue
         d = os.path.join(parent, name)
         if destroy(d, wait=0.5):
