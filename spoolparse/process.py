@@ -447,18 +447,20 @@ class Child:
         return self.exited()
 
     def check_spool(
-        self, *, thorough: bool = False, sizes: tuple[int, int] | None = None, facts: DiskFacts | None = None
+        self, *, thorough: bool | None = None, sizes: tuple[int, int] | None = None, facts: DiskFacts | None = None
     ) -> str | None:
         """Why the spool is full, once it is (then nothing past this point is parsed).
 
         ``max_spool_bytes`` is checked on every call; the disk and the file size limit once per
-        :data:`~spoolparse._limits.SPOOL_CHECK_INTERVAL`, or now with ``thorough``. ``facts``: what a
-        driver's pass over many children took once for all of them (:class:`~spoolparse.spool.DiskFacts`).
+        :data:`~spoolparse._limits.SPOOL_CHECK_INTERVAL` (``thorough=None``), now (``True``), or not now
+        (``False``: a driver that looks at many children on a schedule of its own). ``facts``: what such a
+        driver's pass took once for all of them (:class:`~spoolparse.spool.DiskFacts`).
         """
         if self.spool_full is None:
             assert self.stderr is not None
             now = time.monotonic()
-            thorough = thorough or now >= self._next_thorough_check
+            if thorough is None:
+                thorough = now >= self._next_thorough_check
             if thorough:
                 self._next_thorough_check = now + _limits.SPOOL_CHECK_INTERVAL
             elif self.max_spool_bytes is None:

@@ -635,8 +635,7 @@ class Batch(HandsOut):
         # (what is known unread is as of its last look: one found far behind is read at every sample)
         far_behind = child.unread >= _limits.UNWATCHED_BACKLOG
         if not (every or read_all or far_behind) and s.wds and child.max_spool_bytes is None:
-            self._behind[s.key] = s
-            return
+            return  # watched, and not due for a read (a watchdog's): if it grew, _changed noted it
         # a quiet unwatched child costs one fstat call; once a second every spool is looked at all the same
         # (a full disk fails a child's writes without growing its spool)
         if not child.has_news() and not every:
@@ -657,7 +656,7 @@ class Batch(HandsOut):
             self._far[s.key] = s
         else:
             self._far.pop(s.key, None)
-        # once a second (``facts``, with every child) the disk and the file size limit too
+        # the disk and the file size limit once a second, in the pass that looks at every child (``facts``)
         if s.forced is None and child.check_spool(thorough=facts is not None, facts=facts) is not None:
             self._end(s, "failed")
 
