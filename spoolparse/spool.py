@@ -153,19 +153,10 @@ def open_spool(directory: str) -> IO[bytes]:
         place = _made_in.get(directory)
         if place is None:
             place = placement(directory)
-        for _ in range(3):
-            if place == directory:
-                break
-            place = _current(directory, place)
-            try:
-                return os.fdopen(os.open(place, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o600), "w+b")
-            except OSError as e:
-                if e.errno in (errno.ENOSPC, errno.EDQUOT):  # the filesystem's, not the placement's
-                    raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
-                now = _made_in.get(directory, directory)
-                if now == place:  # ours is gone (by hand, another's sweep): in the directory from now on
-                    _made_in[directory] = now = directory
-                place = now  # else another thread moved on to a new one meanwhile
+        if place != directory:
+            made = _open_placed(directory, place, tmpfile | os.O_RDWR | os.O_CLOEXEC)
+            if made is not None:
+                return made
         try:
             fd = os.open(directory, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o600)
         except OSError as e:
@@ -340,6 +331,28 @@ def _current(directory: str, place: str) -> str:
     use[0] += 1
     use[1] = now
     return place
+
+
+def _open_placed(directory: str, place: str, flags: int) -> IO[bytes] | None:
+    """A new spool in the process's placement for ``directory`` (``place`` as last seen), or ``None`` once
+    there is none any more (then spools go in ``directory`` itself from now on)."""
+    try:
+        return os.fdopen(os.open(_current(directory, place), flags, 0o600), "w+b")
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # the filesystem's, not the placement's
+            raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
+    # another thread moved on to a new placement meanwhile and removed this one, or ours is gone (by hand,
+    # another process's sweep): once more with the lock held, so that no move comes in between
+    with _made_lock:
+        place = _made_in.get(directory, directory)
+        if place != directory:
+            try:
+                return os.fdopen(os.open(place, flags, 0o600), "w+b")
+            except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
+        _made_in[directory] = directory
+    return None
 
 
 def _remove_placements() -> None:
