@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import IO, Any, Literal, Protocol, Union
 
 from . import _limits
@@ -191,6 +192,10 @@ class Child:
     joins it before it execs. Without a cgroup to join nor a ``preexec_fn``
     the child starts directly (``vfork``, one ``exec``); with a cgroup and
     stdin ``/dev/null``, gated (:mod:`spoolparse._spawn`).
+
+    ``launch=False`` makes the child ready (spools, environment, parser) and
+    leaves the start to :meth:`launch`, which a driver may call from another
+    thread: it is the part that waits for the ``exec``.
     """
 
     def __init__(
@@ -213,6 +218,7 @@ class Child:
         deadlines: Deadlines | None = None,
         cgroup: Containment = None,
         close_in_background: bool = False,
+        launch: bool = True,
     ) -> None:
         # read_buffer: one buffer shared by children pumped from a single thread (the
         # parser never keeps it), so each start does not allocate and zero READ_CHUNK.
@@ -256,8 +262,8 @@ class Child:
         self.cgroup: Cgroup | None = None
         self._own_cgroup = cgroup == "auto"
         self.life = Lifecycle(deadlines if deadlines is not None else Deadlines(), started=self.started)
+        self._launch: _Launch | None = None
         gate: Gate | None = None
-        registration: Registration | None = None
         try:
             self.stderr = open_spool(self.spool_dir)
             ends = [writer_end(self.stdout), writer_end(self.stderr)]
@@ -274,6 +280,7 @@ class Child:
             marked = guardian.marked_env(env) if sys.platform.startswith("linux") else None
             cgroups = self._cgroup_dirs()
             argv: list[str] | None = None
+            registration: Registration | None = None
             if marked is not None and preexec_fn is None and not cgroups:
                 # direct: one exec, vfork; the mark covers the instant between the fork and our hold
                 argv, preexec, env = program, None, marked
@@ -296,30 +303,50 @@ class Child:
                 # the child itself tells the guardian about its group, before it runs anything
                 registration = guardian.registration(cgroups)
                 preexec = _preexec([deathsig_preexec(), join, registration, preexec_fn])
-            held_by_us = registration is None  # else the child told the guardian itself
+            self._launch = _Launch(argv, stdin, out_end, err_end, cwd, env, preexec, gate, registration, ends)
+        except BaseException:
+            if gate is not None:
+                gate.close()
+            self._launched(ends)
+            self.close()
+            raise
+        if launch:
+            self.launch()
 
-            def start() -> subprocess.Popen[bytes]:
-                try:
-                    with registration or contextlib.nullcontext():
-                        return subprocess.Popen(  # an argv list; a shell only when asked
-                            argv,
-                            stdin=stdin,
-                            stdout=out_end,
-                            stderr=err_end,
-                            cwd=cwd,
-                            env=env,
-                            start_new_session=True,
-                            preexec_fn=preexec,
-                        )
-                except OSError as e:
-                    raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
+    def launch(self) -> None:
+        """Start the child prepared by ``Child(..., launch=False)`` (a driver may do it in another thread:
+        this part waits for the ``exec``). Raises :class:`~spoolparse.SpawnError` as the constructor would."""
+        plan, self._launch = self._launch, None
+        assert plan is not None, "launched twice"
+        gate, registration = plan.gate, plan.registration
+        cgroups = self._cgroup_dirs()
+        held_by_us = registration is None  # else the child told the guardian itself
 
+        def start() -> subprocess.Popen[bytes]:
+            try:
+                with registration or contextlib.nullcontext():
+                    return subprocess.Popen(  # an argv list; a shell only when asked
+                        plan.argv,
+                        stdin=plan.stdin,
+                        stdout=plan.stdout,
+                        stderr=plan.stderr,
+                        cwd=plan.cwd,
+                        env=plan.env,
+                        start_new_session=True,
+                        preexec_fn=plan.preexec,
+                    )
+            except OSError as e:
+                raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
+
+        try:
             # From fork to the child being ours to end, a signal must not cut in (the child would be
             # nobody's); one that comes is raised again at the end of the block, and the cleanup below runs.
             with deferred():
+                self.started = time.monotonic()
+                self.life.started = self.started
                 try:
                     # PR_SET_PDEATHSIG is the forking thread's: those starts fork from one that outlives the child
-                    self.proc = start() if preexec is None and gate is None else spawn(start)
+                    self.proc = start() if plan.preexec is None and gate is None else spawn(start)
                 except BaseException:
                     if registration is not None:
                         registration.done(None)  # a child that registered itself and then failed to exec
@@ -343,18 +370,23 @@ class Child:
             self.close()
             raise
         finally:
-            for fd in ends:
-                if fd >= 0:
-                    os.close(fd)  # the child has its own copy
-            if self._stdin_close is not None:
-                self._stdin_close.close()  # the child has its own copy
-                self._stdin_close = None
-            if self.cgroup is not None:
-                self.cgroup.attached()
+            self._launched(plan.ends)
         try:
             self._pidfd = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
             self._pidfd = -1
+
+    def _launched(self, ends: list[int]) -> None:
+        """The child has its copies of our descriptors (or will never run): ours go."""
+        for fd in ends:
+            if fd >= 0:
+                os.close(fd)
+        ends.clear()
+        if self._stdin_close is not None:
+            self._stdin_close.close()
+            self._stdin_close = None
+        if self.cgroup is not None:
+            self.cgroup.attached()
 
     def _cgroup_dirs(self) -> list[str]:
         return list(self.cgroup.dirs) if self.cgroup is not None else []
@@ -642,6 +674,11 @@ class Child:
     def close(self) -> None:
         """Close the spools (a large one in the background with ``close_in_background``) and the pidfd
         (idempotent); a cgroup of our own goes once its child has."""
+        plan, self._launch = self._launch, None
+        if plan is not None:  # never launched
+            if plan.gate is not None:
+                plan.gate.close()
+            self._launched(plan.ends)
         recycle, self._recycle = self._recycle and not self._held, False
         if not self._spools_closed:
             self._spools_closed = True  # a recycled spool may be another child's by the next call
@@ -658,6 +695,22 @@ class Child:
         if self._pidfd >= 0:
             os.close(self._pidfd)
             self._pidfd = -1
+
+
+@dataclass
+class _Launch:
+    """What :meth:`Child.launch` starts: made ready by the constructor."""
+
+    argv: list[str]
+    stdin: Any
+    stdout: Any
+    stderr: Any
+    cwd: str | os.PathLike[str] | None
+    env: Mapping[str, str] | None
+    preexec: Callable[[], None] | None
+    gate: Gate | None
+    registration: Registration | None
+    ends: list[int]
 
 
 def _close_now(f: IO[bytes]) -> None:

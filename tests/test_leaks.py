@@ -106,3 +106,34 @@ def test_runs_from_short_lived_threads_leave_no_descriptor(spool_dir: Path) -> N
 @pytest.mark.slow
 def test_ten_thousand_runs_leave_nothing_behind(spool_dir: Path) -> None:
     _check_runs(10_000, spool_dir)
+
+
+def test_a_child_made_ready_runs_only_when_launched_and_leaves_nothing_if_never(spool_dir: Path) -> None:
+    from spoolparse._guardian import guardian
+    from spoolparse.process import Child
+
+    _one(4, spool_dir)  # warm: the guardian runs, the spool placement is made
+    before = _snapshot(spool_dir)
+
+    def children() -> list[int]:
+        return [p.pid for p in psutil.Process().children() if p.pid != guardian.pid]
+
+    ready = Child(["cat"], input=b'{"type":"result","result":"launched"}\n', spool_dir=spool_dir, launch=False)
+    assert ready.pid == 0 and children() == []  # made ready: spools and stdin, no process
+    ready.close()  # never launched: all of it goes
+    assert _snapshot(spool_dir) == before
+
+    child = Child(["cat"], input=b'{"type":"result","result":"launched"}\n', spool_dir=spool_dir, launch=False)
+    launcher = threading.Thread(target=child.launch)  # as a batch does: the exec waited for in another thread
+    launcher.start()
+    launcher.join()
+    try:
+        assert child.pid > 0 and children() == [child.pid]
+        child.settle()
+        res, _ = child.result(keep_output=False)
+        assert res.ok and res.text == "launched"
+    finally:
+        child.close()
+    with pytest.raises(AssertionError, match="launched twice"):
+        child.launch()
+    assert _snapshot(spool_dir) == before

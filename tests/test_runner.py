@@ -46,8 +46,19 @@ def test_spawn_errors_and_bad_items_do_not_stop_the_batch() -> None:
         InvalidTask("bad", "line 2: not JSON"),
         "not a task",
         Task(argv=["true"], id="fine"),
+        # fails while its child is made ready (on the loop's thread), before any spawner thread sees it
+        Task(argv=["cat"], input=Path("/nonexistent/input.txt"), id="noinput"),
     ]
-    outs = one_each(run_many(tasks, max_concurrent=2, memory_probe=FixedProbe(BIG)), ["missing", "bad", "2", "fine"])
+    list(run_many([["true"]]))  # the guardian's pipe is open from here on
+    empty_pool()
+    fds = len(os.listdir("/proc/self/fd"))
+    outs = one_each(
+        run_many(tasks, max_concurrent=2, memory_probe=FixedProbe(BIG)), ["missing", "bad", "2", "fine", "noinput"]
+    )
+    empty_pool()  # the spools kept for reuse
+    assert len(os.listdir("/proc/self/fd")) == fds  # none left by the starts that failed
+    assert outs["noinput"].verdict == "spawn_error" and "cannot read input" in (outs["noinput"].error or "")
+    assert outs["noinput"].attempts == 1
     assert outs["missing"].verdict == "spawn_error" and "nonexistent" in (outs["missing"].error or "")
     assert outs["bad"].verdict == "spawn_error" and outs["bad"].attempts == 0
     assert outs["2"].verdict == "spawn_error"

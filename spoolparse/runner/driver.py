@@ -5,6 +5,9 @@ outcome: the loop never waits for the reader. Outcomes it made wait in the
 hand-off; the loop looks at :attr:`Driver.waiting` to stop starting tasks
 while many wait (the running ones go on), and the reader's taking one wakes
 it again through ``on_room``.
+
+The loop yields its items a batch at a time (a turn's outcomes): one hand-off,
+and one wake of the reader, for all of them.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ T = TypeVar("T")
 
 
 class Driver(Generic[T]):
-    """``loop`` driven in a daemon thread (started by the first :meth:`take`)."""
+    """``loop`` driven in a daemon thread (started by the first :meth:`take`); it yields lists of items."""
 
-    def __init__(self, loop: Generator[T, None, None], *, name: str, room_at: int,
+    def __init__(self, loop: Generator[list[T], None, None], *, name: str, room_at: int,
                  on_room: Callable[[], None]) -> None:
         self._loop = loop
         self._name = name
@@ -71,10 +74,11 @@ class Driver(Generic[T]):
 
     def _drive(self) -> None:
         try:
-            for item in self._loop:
-                with self._cv:
-                    self._handoff.append(item)
-                    self._cv.notify()
+            for items in self._loop:
+                if items:
+                    with self._cv:
+                        self._handoff.extend(items)
+                        self._cv.notify()
         except BaseException as e:
             self._error = e
         finally:

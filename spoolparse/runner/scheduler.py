@@ -42,7 +42,6 @@ from .._proc import raise_open_files_limit
 from .._signals import uninterruptible
 from .._wait import Inotify, open_inotify
 from ..errors import Error, UsageError
-from ..process import Child
 from ..providers.base import LiveEvent
 from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
@@ -107,16 +106,25 @@ class _Waker:
     def __init__(self) -> None:
         self.r, self.w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._lock = threading.Lock()
+        # a byte is in the pipe, not yet drained: a wake meanwhile need not write another (each waker changes
+        # what the loop looks at before it wakes it, and the loop looks after it drains)
+        self._pending = False
 
     def wake(self, *_: object) -> None:
+        if self._pending:
+            return
         with self._lock, contextlib.suppress(OSError):
             if self.w >= 0:  # closed (and its number maybe reused) once the batch is finished
+                self._pending = True
                 os.write(self.w, b"x")
 
     def drain(self) -> None:
         with contextlib.suppress(OSError):
-            while os.read(self.r, 4096):
+            while len(os.read(self.r, 4096)) == 4096:
                 pass
+        # after the read (which may take the byte of a wake made during it): a wake skipped from here to the
+        # reset changed what the loop looks at next, and one after it writes again
+        self._pending = False
 
     def close(self) -> None:
         with self._lock:
@@ -126,7 +134,7 @@ class _Waker:
             self.r = self.w = -1
 
 
-def _supervise(ref: weakref.ref[Batch]) -> Generator[Outcome, None, None]:
+def _supervise(ref: weakref.ref[Batch]) -> Generator[list[Outcome], None, None]:
     """The batch's loop, for its driver thread: a turn at a time, holding the batch only during a turn.
 
     A batch its reader dropped unfinished (``for o in run_many(...): break``) is then collected like any
@@ -141,7 +149,7 @@ def _supervise(ref: weakref.ref[Batch]) -> Generator[Outcome, None, None]:
             out, more = batch._turn()
         finally:
             del batch
-        yield from out
+        yield out
         if not more:
             return
 
@@ -413,11 +421,19 @@ class Batch(HandsOut):
                 log.warning("cannot make a cgroup (%s); falling back to RSS sampling", e)
                 cg = None
         enforcement = enforcement_of(cg, limit)
-        self._spawner.start(Pending(seq, task, attempt, estimate, limit, cg, enforcement, time.time()), self._spawn)
-
-    def _spawn(self, p: Pending) -> Child:
-        """In a spawner thread: start the child (its cgroup joined before exec)."""
-        return child_for(p.task, self.options, cgroup=p.cg, read_buffer=self._buf, live=self.on_event is not None)
+        p = Pending(seq, task, attempt, estimate, limit, cg, enforcement, time.time())
+        # made ready here (spools, environment, parser); the spawner thread only forks and waits for the exec
+        try:
+            child = child_for(task, self.options, cgroup=cg, read_buffer=self._buf,
+                              live=self.on_event is not None, launch=False)
+        except (Error, OSError, subprocess.SubprocessError) as e:
+            self._spawner.failed(p, e)
+            return
+        try:
+            self._spawner.start(p, child)
+        except BaseException:
+            child.close()  # never launched: its spools go
+            raise
 
     def _collect_started(self, *, block: bool = False) -> None:
         """Move children whose spawn finished into the running set (or give them a ``spawn_error``)."""
