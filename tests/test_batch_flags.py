@@ -390,6 +390,7 @@ def test_a_ray_node_runs_its_share_with_the_drivers_options() -> None:
 # -- progress ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # several seconds: kept out of the quick subset
 def test_progress_line_counts_done_of_total_running_failed_and_gives_an_eta(tmp_path: Path) -> None:
     rows = [{"id": "bad", "cmd": ["false"]}, *({"id": f"t{i}", "cmd": ["sleep", "0.5"]} for i in range(4))]
     path = tmp_path / "t.jsonl"

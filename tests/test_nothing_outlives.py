@@ -98,6 +98,7 @@ def test_kill_9_of_run_takes_its_agents_with_it() -> None:
     assert _kill_9_once_the_agent_is_under_way(AGENT) == []
 
 
+@pytest.mark.slow  # several seconds: kept out of the quick subset
 def test_ctrl_c_at_any_instant_leaves_no_agent_and_no_noise() -> None:
     rng = random.Random(1234)
     for _ in range(12):

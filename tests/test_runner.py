@@ -561,6 +561,7 @@ def test_the_runner_verdict_has_one_order(forced: str | None, ok: bool, oom: boo
     assert runner_verdict(forced=forced, ok=ok, oom=oom, soft_ended=soft, cancelled=cancelled) == want
 
 
+@pytest.mark.slow  # several seconds: kept out of the quick subset
 def test_the_deadline_heap_stays_bounded_when_tasks_end_long_before_their_timeouts() -> None:
     # each task is armed for an hour and ends at once: its heap entry goes stale; behind the live entry of
     # the long task started first, stale entries must not pile up for the hour (they hold finished slots)

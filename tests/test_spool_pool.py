@@ -98,6 +98,7 @@ def test_a_transcript_kept_in_results_is_never_emptied_by_a_later_task(tmp_path:
         assert kept == {"type": "result", "result": f"answer{i}"}
 
 
+@pytest.mark.slow  # several seconds: kept out of the quick subset
 @pytest.mark.parametrize(("jobs", "most"), [(1, 4), (4, 90)])
 def test_a_batch_of_small_tasks_makes_few_spool_files(tmp_path: Path, jobs: int, most: int) -> None:
     seen: list[int] = []

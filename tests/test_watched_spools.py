@@ -61,6 +61,7 @@ def _quiet(n: int, seconds: float) -> list[Task]:
     return [Task(argv=["sh", "-c", f"sleep {seconds}; " + ANSWER + f"q{i}"], id=f"q{i}") for i in range(n)]
 
 
+@pytest.mark.slow  # several seconds: kept out of the quick subset
 def test_a_quiet_child_is_looked_at_every_sample_until_watched_then_once_a_second(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
