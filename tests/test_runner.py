@@ -46,7 +46,7 @@ def test_spawn_errors_and_bad_items_do_not_stop_the_batch() -> None:
         InvalidTask("bad", "line 2: not JSON"),
         "not a task",
         Task(argv=["true"], id="fine"),
-        # fails while its child is made ready (on the loop's thread), before any spawner thread sees it
+        # fails while its child is made ready (its input is opened in the spawner thread), before any fork
         Task(argv=["cat"], input=Path("/nonexistent/input.txt"), id="noinput"),
     ]
     list(run_many([["true"]]))  # the guardian's pipe is open from here on
@@ -710,3 +710,40 @@ def test_a_close_backlog_never_makes_the_closer_wait_and_holds_back_new_tasks(
     reader.join(30)
     assert started.exists() and [o.id for o in outcomes] == ["t"]
     assert all(f._f.closed for f in files)
+
+
+def test_an_input_that_waits_to_be_opened_holds_up_no_other_task(tmp_path: Path) -> None:
+    # opening a FIFO for reading waits for a writer: that wait is a spawner thread's, never the loop's
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    tasks = [
+        Task(argv=["cat"], input=fifo, id="fifo"),
+        Task(argv=["sleep", "30"], timeout=0.5, id="sleeper"),
+        Task(argv=["true"], id="quick"),
+    ]
+    once = threading.Lock()
+    written: list[bool] = []
+
+    def write() -> None:  # the writer the open waits for (once): the fifo task can then start and end
+        with once:
+            if not written:
+                written.append(True)
+                with open(fifo, "wb") as w:
+                    w.write(b'{"type":"result","result":"late"}\n')
+
+    fallback = threading.Timer(8.0, write)  # a loop that waited on the open would be freed here, late
+    fallback.start()
+    batch = run_many(tasks, max_concurrent=3, memory_probe=FixedProbe(BIG))
+    t0 = time.monotonic()
+    got = {}
+    for _ in range(2):
+        o = next(batch)
+        got[o.id] = (o.verdict, time.monotonic() - t0)
+    fallback.cancel()
+    write()
+    fallback.join()
+    rest = list(batch)
+    assert set(got) == {"quick", "sleeper"}, got  # both ended before the fifo had a writer
+    assert got["quick"][0] == "ok" and got["sleeper"][0] == "timeout"
+    assert got["sleeper"][1] < 5.0  # its timeout fired while the fifo's open still waited
+    assert [o.id for o in rest] == ["fifo"] and rest[0].ok

@@ -55,7 +55,7 @@ from .joblog import JobLog, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .options import ENFORCE_MODES, BatchOptions
 from .slot import Slot, outcome_of
-from .spawning import Pending, Spawner, child_for
+from .spawning import Pending, Spawner, child_for, launched
 from .tasks import Outcome, Task, TaskLike
 from .verdicts import RETRY_VERDICTS
 
@@ -422,15 +422,22 @@ class Batch(HandsOut):
                 cg = None
         enforcement = enforcement_of(cg, limit)
         p = Pending(seq, task, attempt, estimate, limit, cg, enforcement, time.time())
-        # made ready here (spools, environment, parser); the spawner thread only forks and waits for the exec
+        make = functools.partial(child_for, task, self.options, cgroup=cg, read_buffer=self._buf,
+                                 live=self.on_event is not None)
+        if task.input is not None or cg is not None:
+            # reading its input (a FIFO's open waits for a writer; bytes are copied into a spool) or checking the
+            # program for a gated start may wait: all of it in the spawner thread, never on the loop's
+            self._spawner.start(p, make)
+            return
+        # the common start is made ready here (spools, environment, parser): the spawner thread then only
+        # forks, waits for the exec and holds the group
         try:
-            child = child_for(task, self.options, cgroup=cg, read_buffer=self._buf,
-                              live=self.on_event is not None, launch=False)
+            child = make(launch=False)
         except (Error, OSError, subprocess.SubprocessError) as e:
             self._spawner.failed(p, e)
             return
         try:
-            self._spawner.start(p, child)
+            self._spawner.start(p, functools.partial(launched, child))
         except BaseException:
             child.close()  # never launched: its spools go
             raise

@@ -3,11 +3,13 @@
 fork+exec waits for the exec (and a gated start for the guardian to hold the
 child's group, :mod:`spoolparse._spawn`): spawning from a few threads
 overlaps those waits, so a burst of starts never stalls the supervisor loop.
-The loop makes each child ready first (``Child(..., launch=False)``: spools,
-environment, parser), so a spawner thread does only the fork, the exec and
-what must follow them at once (:meth:`~spoolparse.process.Child.launch`):
+The loop makes a common child ready first (``Child(..., launch=False)``:
+spools, environment, parser), so a spawner thread does only the fork, the
+exec and what must follow them at once (:meth:`~spoolparse.process.Child.launch`):
 the less Python runs there, the less the threads take turns at the
-interpreter lock with the loop. A start that fails becomes its task's
+interpreter lock with the loop. A task with input (a FIFO to open, bytes to
+copy) or a cgroup (a gated start checks its program first) is made whole in
+the spawner thread, since that may wait. A start that fails becomes its task's
 ``spawn_error`` outcome; one that succeeds is handed to the loop, which
 wakes when any finishes.
 """
@@ -27,11 +29,11 @@ from .cgroup import ChildCgroup
 from .options import BatchOptions
 from .tasks import Task
 
-__all__ = ["Pending", "Spawner", "child_for", "SPAWN_THREADS"]
+__all__ = ["Pending", "Spawner", "child_for", "launched", "SPAWN_THREADS"]
 
 #: Threads that fork+exec children (at most ``max_concurrent``): one per CPU, from 2 to 8. A start is the
 #: kernel's work on a CPU and the interpreter lock's between; threads beyond the CPUs only take turns at the
-#: lock (trivial tasks on 2 CPUs: 2 threads 0.55-0.58x the bare ThreadPool+Popen loop, 8 threads 0.49-0.52x).
+#: lock (trivial tasks on 2 CPUs: 2 or 4 threads 0.56x the bare ThreadPool+Popen loop's rate, 8 threads 0.52x).
 SPAWN_THREADS = min(8, max(2, os.cpu_count() or 2))
 
 
@@ -81,7 +83,8 @@ def child_for(
     )
 
 
-def _launch(child: Child) -> Child:
+def launched(child: Child) -> Child:
+    """``child`` (made with ``launch=False``) launched: what a spawner thread runs for a child made ready."""
     child.launch()
     return child
 
@@ -96,12 +99,12 @@ class Spawner:
         #: Starts not yet taken by the loop (a finished one stays here until :meth:`forget`).
         self.starting: list[Pending] = []
 
-    def start(self, p: Pending, child: Child) -> None:
-        """Launch ``child`` (made with ``launch=False``) in a spawner thread."""
+    def start(self, p: Pending, start: Callable[[], Child]) -> None:
+        """Call ``start`` in a spawner thread: it starts the child (or launches one made ready) and returns it."""
         if self._pool is None:
             # its threads outlive every child they fork (shut down last): PR_SET_PDEATHSIG is safe there
             self._pool = ThreadPoolExecutor(self._threads, "spoolparse-spawn", initializer=mark_long_lived)
-        p.future = self._pool.submit(_launch, child)
+        p.future = self._pool.submit(start)
         p.future.add_done_callback(self._on_done)
         self.starting.append(p)
 
