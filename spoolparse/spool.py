@@ -133,6 +133,12 @@ def resolve_spool_dir(spool_dir: str | os.PathLike[str] | None = None) -> str:
     return tempfile.gettempdir()
 
 
+def _raise_if_full(directory: str, e: OSError) -> None:
+    """No room to create a spool (ENOSPC, EDQUOT) is the run's own failure (exit 125), not a usage error."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
+
+
 def open_spool(directory: str) -> IO[bytes]:
     """A nameless spool file in ``directory``, opened for reading and writing: new, or an empty recycled one.
 
@@ -160,8 +166,7 @@ def open_spool(directory: str) -> IO[bytes]:
         try:
             fd = os.open(directory, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o600)
         except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):  # the run's own failure (exit 125), not a usage error
-                raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
+            _raise_if_full(directory, e)
             if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
                 raise SpoolDirError(
                     directory, e.errno or errno.EIO, f"cannot hold a spool file ({e.strerror})"
@@ -171,8 +176,7 @@ def open_spool(directory: str) -> IO[bytes]:
     try:
         return tempfile.TemporaryFile(dir=directory)
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
+        _raise_if_full(directory, e)
         raise SpoolDirError(directory, e.errno or errno.EIO, f"cannot hold a spool file ({e.strerror})") from e
 
 
@@ -181,9 +185,7 @@ def open_spool(directory: str) -> IO[bytes]:
 #: Per spool directory, the directory its new spools are made in: itself, or this process's placement.
 _made_in: dict[str, str] = {}
 _made_lock = threading.Lock()
-#: The placements this process made (removed at exit).
-_ours: list[str] = []
-#: Per placement in use: [spools made in it, when the last was made (monotonic)].
+#: Per placement this process made and has not removed: [spools made in it, when the last was made (monotonic)].
 _use: dict[str, list[float]] = {}
 _exited = False
 
@@ -299,7 +301,6 @@ def _make_placement(directory: str) -> str:
 def _new_placement(top: str) -> str:
     """A new directory of this process's own under ``top``, counted from now (under ``_made_lock``)."""
     mine = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=top)
-    _ours.append(mine)
     _use[mine] = [0, time.monotonic()]
     return mine
 
@@ -319,7 +320,6 @@ def _current(directory: str, place: str) -> str:
                 except OSError:
                     _use[place] = [0, now]  # the old one goes on (counted afresh: not tried again at every spool)
                 else:
-                    _ours.remove(place)
                     del _use[place]
                     # its spools have no name in it: it goes at once (a thread about to use it moves on)
                     with contextlib.suppress(OSError):
@@ -333,24 +333,30 @@ def _current(directory: str, place: str) -> str:
     return place
 
 
+def _make_in(directory: str, place: str, flags: int) -> IO[bytes] | None:
+    """A new spool in ``place``, or ``None`` when that directory cannot make one (no room is the filesystem's
+    failure, :class:`SpoolFullError`, not the placement's)."""
+    try:
+        return os.fdopen(os.open(place, flags, 0o600), "w+b")
+    except OSError as e:
+        _raise_if_full(directory, e)
+        return None
+
+
 def _open_placed(directory: str, place: str, flags: int) -> IO[bytes] | None:
     """A new spool in the process's placement for ``directory`` (``place`` as last seen), or ``None`` once
     there is none any more (then spools go in ``directory`` itself from now on)."""
-    try:
-        return os.fdopen(os.open(_current(directory, place), flags, 0o600), "w+b")
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # the filesystem's, not the placement's
-            raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
+    made = _make_in(directory, _current(directory, place), flags)
+    if made is not None:
+        return made
     # another thread moved on to a new placement meanwhile and removed this one, or ours is gone (by hand,
     # another process's sweep): once more with the lock held, so that no move comes in between
     with _made_lock:
         place = _made_in.get(directory, directory)
         if place != directory:
-            try:
-                return os.fdopen(os.open(place, flags, 0o600), "w+b")
-            except OSError as e:
-                if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                    raise SpoolFullError(directory, 0, f"cannot create a spool: {e.strerror}") from e
+            made = _make_in(directory, place, flags)
+            if made is not None:
+                return made
         _made_in[directory] = directory
     return None
 
@@ -360,8 +366,7 @@ def _remove_placements() -> None:
     global _exited
     with _made_lock:
         _exited = True  # a spool made after this (a daemon thread's) goes in its directory: nothing left behind
-        ours = _ours[:]
-        _ours.clear()
+        ours = list(_use)
         _use.clear()
         for directory in _made_in:
             _made_in[directory] = directory
@@ -575,7 +580,6 @@ def _after_fork() -> None:
     global _closing, _closer, _closer_lock, _pool_lock, _made_lock
     # the parent's placements are the parent's to remove: a forked copy makes its own when it needs one
     _made_lock = threading.Lock()
-    _ours.clear()
     _use.clear()
     _made_in.clear()
     # the parent goes on using its pooled spools: a forked copy must not make them its own (a new lock first:
