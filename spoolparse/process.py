@@ -317,7 +317,8 @@ class Child:
         """Start the child prepared by ``Child(..., launch=False)`` (a driver may do it in another thread:
         this part waits for the ``exec``). Raises :class:`~spoolparse.SpawnError` as the constructor would."""
         plan, self._launch = self._launch, None
-        assert plan is not None, "launched twice"
+        if plan is None:  # an assert would vanish under python -O and leave an AttributeError
+            raise UsageError("launch() is for a child made with launch=False, once")
         gate, registration = plan.gate, plan.registration
         cgroups = self._cgroup_dirs()
         held_by_us = registration is None  # else the child told the guardian itself

@@ -134,6 +134,6 @@ def test_a_child_made_ready_runs_only_when_launched_and_leaves_nothing_if_never(
         assert res.ok and res.text == "launched"
     finally:
         child.close()
-    with pytest.raises(AssertionError, match="launched twice"):
+    with pytest.raises(spoolparse.UsageError, match="launch=False, once"):
         child.launch()
     assert _snapshot(spool_dir) == before
