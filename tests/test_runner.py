@@ -642,6 +642,34 @@ def test_a_wake_with_nothing_starting_does_not_make_the_loop_spin() -> None:
     assert ticks < 400, ticks
 
 
+@pytest.mark.parametrize("driver", ["run_many", "arun_many"])
+def test_the_next_task_starts_when_the_reader_takes_an_outcome_not_at_the_next_tick(
+    driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At ``max_concurrent=1`` the batch waits for its reader to take each outcome before the next start; with
+    nothing running, that wait must still be woken by the reader (the wake pipe), not sit out a tick.
+
+    Ticks of 5 s make a missed wake plain: four tasks would take 15 s or more."""
+    from spoolparse.runner import scheduler
+
+    monkeypatch.setattr(scheduler, "TICK", 5.0)
+    got: list[str] = []
+
+    def read() -> None:
+        if driver == "run_many":
+            got.extend(o.id for o in run_many([["true"]] * 4, max_concurrent=1))
+        else:
+            async def main() -> None:
+                got.extend([o.id async for o in spoolparse.arun_many([["true"]] * 4, max_concurrent=1)])
+
+            asyncio.run(main())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(9.0)
+    assert got == ["0", "1", "2", "3"]
+
+
 def test_a_batch_left_unfinished_ends_its_children_once_nobody_holds_it() -> None:
     """``for o in run_many(...): break`` keeping no reference to the batch: it is ended as by ``close()`` —
     every child it had started killed — and its loop thread ends."""

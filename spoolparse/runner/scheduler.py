@@ -548,14 +548,13 @@ class Batch(HandsOut):
         if self._unpolled:
             timeout = min(timeout, 0.01)
         self._ready.clear()
-        if self._running or self._spawner.starting:
-            self._ready.update(fd for fd, _ in self._poll.poll(math.ceil(timeout * 1000)))
-            if self._waker.r in self._ready:
-                # drained whoever woke us (a start that ended, the reader making room, a stop): left full, it
-                # would end every wait at once. A wake after this read is seen by the next poll.
-                self._waker.drain()
-        elif timeout > 0:
-            time.sleep(timeout)
+        # a poll even with nothing running: its wake pipe is how the reader taking an outcome (room for the
+        # next start), a start ending or a stop reach the loop (a sleep would make each of them wait a tick)
+        self._ready.update(fd for fd, _ in self._poll.poll(math.ceil(timeout * 1000)))
+        if self._waker.r in self._ready:
+            # drained whoever woke us: left full, it would end every wait at once. A wake after this read is
+            # seen by the next poll.
+            self._waker.drain()
 
     def _tick(self) -> None:
         if self._spawner.starting:
