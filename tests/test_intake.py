@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import pytest
 
 from spoolparse.runner.intake import END, LATER, Intake, InvalidTask
 from spoolparse.runner.tasks import Task
@@ -58,3 +64,97 @@ def test_a_pull_that_has_nothing_yet_is_not_the_end() -> None:
     assert held is not None and held.id == "a"
     intake.release()
     assert intake.hold_next() is None and intake.exhausted
+
+
+def _settled(read: Callable[[], int]) -> int:
+    """``read()`` once it stopped changing (the input's thread has topped up)."""
+    last = -1
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        now = read()
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.05)
+    return last
+
+
+def test_an_iterator_is_read_by_a_thread_of_its_own_at_most_depth_ahead_and_stops_when_closed() -> None:
+    produced = 0
+    pulling = set()
+
+    def tasks() -> Iterator[Task]:
+        nonlocal produced
+        for i in itertools.count():
+            pulling.add(threading.current_thread().name)
+            produced += 1
+            yield Task(id=str(i), argv=["x"])
+
+    intake = Intake(tasks(), skip=set(), depth=4)
+    got: list[str] = []
+    while len(got) < 10:
+        task = intake.hold_next()
+        if task is None:
+            time.sleep(0.001)
+            continue
+        got.append(str(task.id))
+        intake.release()
+        assert produced <= len(got) + 4
+    assert got == [str(i) for i in range(10)]
+    assert pulling == {"spoolparse-input"}  # never the caller's thread
+    assert _settled(lambda: produced) <= 10 + 4
+    intake.close()
+    assert _settled(lambda: sum(t.name == "spoolparse-input" for t in threading.enumerate())) == 0
+    assert produced <= 10 + 4
+
+
+def test_a_task_that_comes_after_a_pull_found_none_wakes_the_runner_once() -> None:
+    gate = threading.Event()
+    woken = []
+
+    def tasks() -> Iterator[Task]:
+        gate.wait(10)
+        yield Task(id="late", argv=["x"])
+
+    intake = Intake(tasks(), skip=set(), depth=2, wake=lambda: woken.append(time.monotonic()))
+    assert intake.hold_next() is None and not intake.exhausted  # nothing there yet: LATER, not the end
+    gate.set()
+    assert _settled(lambda: len(woken)) == 1
+    held = intake.hold_next()
+    assert held is not None and held.id == "late"
+    intake.release()
+    while not intake.exhausted:
+        assert intake.hold_next() is None
+        time.sleep(0.01)
+    assert intake.hold_next() is None
+
+
+def test_what_the_iterator_raises_comes_after_the_tasks_it_gave() -> None:
+    def tasks() -> Iterator[Any]:
+        yield Task(id="a", argv=["x"])
+        raise LookupError("broken source")
+
+    intake = Intake(tasks(), skip=set(), depth=8)
+    got = []
+    with pytest.raises(LookupError, match="broken source"):
+        while True:
+            task = intake.hold_next()
+            if task is not None:
+                got.append(task.id)
+                intake.release()
+    assert got == ["a"]
+
+
+def test_after_a_halt_a_threaded_input_is_read_to_its_end_for_the_skipped_outcomes() -> None:
+    def tasks() -> Iterator[Task]:
+        for i in "abcd":
+            time.sleep(0.02)  # slower than a pull: the skipped outcomes must wait for each one
+            yield Task(id=i, argv=["x"])
+
+    intake = Intake(tasks(), skip=set(), depth=1)
+    while intake.hold_next() is None:
+        time.sleep(0.001)
+    intake.release()  # "a" started
+    rest = list(intake.skip_rest())
+    assert [(seq, o.id) for seq, o in rest] == [(1, "b"), (2, "c"), (3, "d")]
+    assert intake.exhausted

@@ -470,8 +470,9 @@ def test_ten_thousand_streamed_tasks_keep_parent_memory_and_fds_bounded() -> Non
             peak_rss = max(peak_rss, me.memory_info().rss)
             peak_fds = max(peak_fds, len(os.listdir("/proc/self/fd")))
     assert len(seen) == n
-    # pulled lazily: never more than the running ones, the ended ones waiting for this loop and the one held
-    assert ahead <= 50 + 50 + 1
+    # pulled lazily: never more than the running ones, the ended ones waiting for this loop, the one held and
+    # the -j read ahead by the input's thread
+    assert ahead <= 50 + 50 + 1 + 50
     # pidfd + two spools per running child, and the emptied spools kept for reuse
     assert peak_fds - fds0 <= 50 * 3 + _limits.SPOOL_POOL + 10
     assert peak_rss - rss0 < 40 * MiB, (peak_rss - rss0) / MiB
@@ -642,12 +643,13 @@ def test_a_wake_with_nothing_starting_does_not_make_the_loop_spin() -> None:
     assert ticks < 400, ticks
 
 
-@pytest.mark.parametrize("driver", ["run_many", "arun_many"])
+@pytest.mark.parametrize("driver", ["run_many", "arun_many", "arun_many of an async source"])
 def test_the_next_task_starts_when_the_reader_takes_an_outcome_not_at_the_next_tick(
     driver: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """At ``max_concurrent=1`` the batch waits for its reader to take each outcome before the next start; with
-    nothing running, that wait must still be woken by the reader (the wake pipe), not sit out a tick.
+    nothing running, that wait must still be woken by the reader (the wake pipe), not sit out a tick — and by
+    an async source's next task, when the batch found none there yet.
 
     Ticks of 5 s make a missed wake plain: four tasks would take 15 s or more."""
     from spoolparse.runner import scheduler
@@ -659,8 +661,14 @@ def test_the_next_task_starts_when_the_reader_takes_an_outcome_not_at_the_next_t
         if driver == "run_many":
             got.extend(o.id for o in run_many([["true"]] * 4, max_concurrent=1))
         else:
+            async def source() -> AsyncIterator[list[str]]:
+                for _ in range(4):
+                    await asyncio.sleep(0)
+                    yield ["true"]
+
             async def main() -> None:
-                got.extend([o.id async for o in spoolparse.arun_many([["true"]] * 4, max_concurrent=1)])
+                tasks: Any = source() if driver.endswith("source") else [["true"]] * 4
+                got.extend([o.id async for o in spoolparse.arun_many(tasks, max_concurrent=1)])
 
             asyncio.run(main())
 
@@ -668,6 +676,43 @@ def test_the_next_task_starts_when_the_reader_takes_an_outcome_not_at_the_next_t
     reader.start()
     reader.join(9.0)
     assert got == ["0", "1", "2", "3"]
+
+
+def test_an_input_slow_to_give_its_next_task_holds_up_no_timeout() -> None:
+    """The input is pulled off the supervising thread: a generator that blocks (a queue, a socket, a pipe) does
+    not keep a running task's timeout from firing. Here the next task comes only once the first has timed
+    out — pulled on the loop's thread, it would wait out its 20 s and the timeout with it."""
+    timed_out = threading.Event()
+    released: list[bool] = []
+
+    def tasks() -> Iterator[Task]:
+        yield Task(["sleep", "30"], id="slow", timeout=0.5)
+        released.append(timed_out.wait(20))
+        yield Task(["true"], id="after")
+
+    got = []
+    for o in run_many(tasks(), max_concurrent=2):
+        got.append((o.id, o.verdict))
+        if o.id == "slow":
+            timed_out.set()
+    assert got == [("slow", "timeout"), ("after", "ok")]
+    assert released == [True]
+
+
+def test_an_input_that_fails_fails_the_batch_after_the_tasks_it_gave() -> None:
+    """An exception from the input's iterator (pulled in a thread of its own) is raised to the reader of the
+    batch, as it was raised: after the outcomes of the tasks read before it, with the children ended."""
+
+    def tasks() -> Iterator[Any]:
+        yield ["true"]
+        yield ["true"]
+        raise LookupError("the task source broke")
+
+    got: list[str] = []
+    with pytest.raises(LookupError, match="the task source broke"):
+        for o in run_many(tasks(), max_concurrent=1):
+            got.append(o.id)
+    assert got == ["0", "1"]
 
 
 def test_a_batch_left_unfinished_ends_its_children_once_nobody_holds_it() -> None:

@@ -60,6 +60,34 @@ def test_batch_reads_stdin_and_exits_0_when_all_ok() -> None:
     assert [o["id"] for o in _outcomes(p.stdout)] == ["1", "2", "3", "4", "5"]
 
 
+def test_batch_supervises_while_stdin_is_slow_to_give_the_next_task() -> None:
+    """``producer | spoolparse batch -``: while the producer is slow to write its next line, the running task's
+    timeout still fires on time (stdin is read off the supervising thread). The next line is written only
+    once the first task's timeout outcome is out."""
+    import select
+
+    p = subprocess.Popen([*CLI, "batch", "-", "-j", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert p.stdin is not None and p.stdout is not None
+    try:
+        p.stdin.write(orjson.dumps({"id": "slow", "cmd": ["sleep", "30"], "timeout": 0.5}) + b"\n")
+        p.stdin.flush()
+        ready, _, _ = select.select([p.stdout], [], [], 20)
+        assert ready, "no outcome while stdin stayed open"
+        first = orjson.loads(p.stdout.readline())
+        assert (first["id"], first["verdict"]) == ("slow", "timeout")
+        p.stdin.write(orjson.dumps({"id": "after", "cmd": ["true"]}) + b"\n")
+        p.stdin.close()
+        assert p.stderr is not None
+        rest, err = p.stdout.read(), p.stderr.read()
+        p.wait(30)
+    finally:
+        p.kill()
+        p.wait()
+    assert [(o["id"], o["verdict"]) for o in _outcomes(rest)] == [("after", "ok")]
+    assert p.returncode == 1, err
+
+
 def test_batch_usage_errors_are_one_line() -> None:
     for argv in (["batch", "missing.jsonl"], ["batch", "-", "--resume"], ["batch", "-", "--stop-at", "150%"],
                  ["batch", "-", "-j", "0"]):

@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
-from .intake import InvalidTask, async_source
+from .intake import AsyncSource, InvalidTask
 from .options import BatchOptions
 from .scheduler import TICK, Batch
 from .tasks import Outcome, TaskLike
@@ -98,10 +98,10 @@ async def arun_many(
         return
     source: Any = tasks
     if isinstance(tasks, AsyncIterable):
-        source, feed = async_source(tasks, max(1, opts.max_concurrent or 16))
+        source = AsyncSource(tasks, max(1, opts.max_concurrent or 16))
     batch = Batch(source, opts)
-    if isinstance(tasks, AsyncIterable):
-        feeder = loop.create_task(feed())
+    if isinstance(source, AsyncSource):
+        feeder = loop.create_task(source.feed())
     try:
         # closed as we leave, not whenever it is collected: leaving early stops the batch at once
         async with contextlib.aclosing(relay(batch, batch.window, "spoolparse-runner")) as outcomes:

@@ -1,4 +1,4 @@
-"""A batch's input: tasks pulled one at a time when there is room, numbered, checked, resumed ones skipped.
+"""A batch's input: tasks pulled when there is room, numbered, checked, resumed ones skipped.
 
 Both runners (the local :class:`~spoolparse.runner.scheduler.Batch` and the
 Ray driver) read their input through one :class:`Intake`, so a rule about
@@ -6,17 +6,22 @@ tasks — ids are unique, a bad item becomes its own ``spawn_error``, a task
 done in the job log is skipped on ``--resume``, every task read after a halt
 gets a ``skipped`` outcome — holds for both alike.
 
-The input is an iterable (pulled with ``next``, never read ahead) or a
-non-blocking pull function that returns :data:`LATER` when nothing is there
-yet and :data:`END` when nothing will be (:func:`async_source` makes one
-from an async iterable). Memory is O(1) per task in flight plus the set of
-ids read so far (a few dozen bytes each): it is what catches a duplicate.
+The input is a list or tuple (read where it lies), any other iterable, or
+a non-blocking pull function that returns :data:`LATER` when nothing is there
+yet and :data:`END` when nothing will be (:class:`AsyncSource` makes one from
+an async iterable). Any other iterable is pulled in a thread of its own, at
+most ``depth`` items ahead: whatever it does to produce an item (a read of
+stdin, a queue, a slow generator) happens off the supervising thread, whose
+timeouts and kills never wait for it. Memory is O(``depth``) items plus the
+set of ids read so far (a few dozen bytes each): it is what catches a
+duplicate.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +29,7 @@ from typing import Any
 from ..errors import Error
 from .tasks import Outcome, Task, TaskLike, as_task
 
-__all__ = ["InvalidTask", "Intake", "END", "LATER", "async_source"]
+__all__ = ["InvalidTask", "Intake", "END", "LATER", "AsyncSource"]
 
 #: What a pull returns when the input is over.
 END = object()
@@ -40,15 +45,180 @@ class InvalidTask:
     error: str
 
 
-def _puller(tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any]) -> Callable[[], Any]:
-    if callable(tasks) and not isinstance(tasks, Iterable):
+class _Failed:
+    """What the input's iterator raised, in its place among the items: raised where it is pulled."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class _Pull:
+    """A non-blocking pull over the input: an item, :data:`LATER` or :data:`END` (``block``: wait for an item).
+
+    A source that may be empty for a while wakes the loop (``wake``) when the next item arrives after a pull
+    found it empty: the puller sets ``starving`` and then looks again, a producer adds its item and then looks
+    at the flag. In either order one of them sees the other, so no arrival is missed and none wakes the loop
+    for nothing.
+    """
+
+    def __init__(self) -> None:
+        self.wake: Callable[[], Any] | None = None
+        self.starving = False
+        self.arrived = threading.Event()  # for a pull that waits
+
+    def __call__(self, block: bool = False) -> Any:
+        raise NotImplementedError
+
+    def _arrival(self) -> None:
+        if self.starving:
+            self.starving = False
+            self.arrived.set()
+            if self.wake is not None:
+                self.wake()
+
+    def close(self) -> None:
+        """Nothing more will be pulled."""
+
+
+class _Listed(_Pull):
+    """A list or tuple: its items are there already, pulled where they lie."""
+
+    def __init__(self, items: list[Any] | tuple[Any, ...]) -> None:
+        super().__init__()
+        self._it = iter(items)
+
+    def __call__(self, block: bool = False) -> Any:
+        return next(self._it, END)
+
+
+class _Called(_Pull):
+    """A pull function of the caller's own (non-blocking by its contract: :data:`LATER` when it has nothing)."""
+
+    def __init__(self, pull: Callable[[], Any]) -> None:
+        super().__init__()
+        self._pull = pull
+
+    def __call__(self, block: bool = False) -> Any:
+        return self._pull()
+
+
+class _Reader(_Pull):
+    """Any other iterable, pulled by a thread of its own (started by the first pull) at most ``depth`` items
+    ahead, topped up once half are taken: whatever ``next`` waits for, the loop does not."""
+
+    def __init__(self, tasks: Iterable[Any], depth: int) -> None:
+        super().__init__()
+        self._it = iter(tasks)
+        self._depth = max(1, depth)
+        self._items: deque[Any] = deque()
+        self._refill = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, block: bool = False) -> Any:
+        if self._thread is None:
+            self._refill.set()
+            self._thread = threading.Thread(target=self._read, name="spoolparse-input", daemon=True)
+            self._thread.start()
+        items = self._items
+        while True:
+            if items:
+                item = items.popleft()
+                if len(items) <= self._depth // 2 and not self._refill.is_set():
+                    self._refill.set()
+                if isinstance(item, _Failed):
+                    raise item.exc
+                return item
+            self.starving = True
+            self._refill.set()
+            if items:
+                continue
+            if not block:
+                return LATER
+            self.arrived.wait()
+            self.arrived.clear()  # then look again: an item that came meanwhile is in ``items``
+
+    def _read(self) -> None:
+        items = self._items
+        while not self._closed:
+            self._refill.wait()
+            self._refill.clear()  # before the top-up: a pull after this asks again, and is answered by it
+            while len(items) < self._depth and not self._closed:
+                try:
+                    item = next(self._it)
+                except StopIteration:
+                    item = END
+                except BaseException as e:  # raised to the batch's reader, as a failing iterator's would be
+                    item = _Failed(e)
+                items.append(item)
+                self._arrival()
+                if item is END or isinstance(item, _Failed):
+                    return
+
+    def close(self) -> None:
+        """Read no more (a ``next`` under way still ends first: the thread is a daemon, nothing waits for it)."""
+        self._closed = True
+        self._refill.set()
+
+
+class AsyncSource(_Pull):
+    """An async iterable as a batch's input: :meth:`feed` (a task on the event loop) puts its items in a
+    queue of ``depth``; the batch pulls them without waiting (:data:`LATER` when none is there yet)."""
+
+    def __init__(self, tasks: AsyncIterable[TaskLike | InvalidTask], depth: int) -> None:
+        super().__init__()
+        self._tasks = tasks
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
+        self._finished = threading.Event()
+        self._failed: list[BaseException] = []
+
+    async def feed(self) -> None:
+        import asyncio  # here: only an async source needs it, and it is 10 ms of a batch's start
+
+        try:
+            async for item in self._tasks:
+                while True:
+                    try:
+                        self._q.put_nowait(item)
+                        break
+                    except queue.Full:
+                        await asyncio.sleep(0.005)
+                self._arrival()
+        except Exception as e:
+            self._failed.append(e)  # raised from the batch, as a failing sync iterator's would be
+        finally:
+            self._finished.set()
+            self._arrival()
+
+    def __call__(self, block: bool = False) -> Any:
+        """Never waits, even with ``block``: an async source that is slow to produce is not waited for."""
+        while True:
+            try:
+                return self._q.get_nowait()
+            except queue.Empty:
+                pass
+            if self._finished.is_set():
+                try:
+                    return self._q.get_nowait()
+                except queue.Empty:
+                    if self._failed:
+                        raise self._failed[0] from None
+                    return END
+            if self.starving:
+                return LATER
+            self.starving = True  # then look again (see _Pull)
+
+
+def _puller(tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any], depth: int) -> _Pull:
+    if isinstance(tasks, _Pull):
         return tasks
-    it = iter(tasks)
-
-    def pull() -> Any:
-        return next(it, END)
-
-    return pull
+    if callable(tasks) and not isinstance(tasks, Iterable):
+        return _Called(tasks)
+    if isinstance(tasks, (list, tuple)):
+        return _Listed(tasks)
+    return _Reader(tasks, depth)
 
 
 class Intake:
@@ -61,8 +231,17 @@ class Intake:
     place in the order.
     """
 
-    def __init__(self, tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any], skip: set[str]) -> None:
-        self._pull = _puller(tasks)
+    def __init__(
+        self,
+        tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any],
+        skip: set[str],
+        *,
+        depth: int = 1,
+        wake: Callable[[], Any] | None = None,
+    ) -> None:
+        self._pull = _puller(tasks, depth)
+        # an item that comes after a pull found none wakes the runner's loop
+        self._pull.wake = wake
         self.skip = skip
         self.skipped = 0
         self.held: Task | InvalidTask | None = None
@@ -72,9 +251,12 @@ class Intake:
         self._pulled = 0  # items read: the id of a bare argv list is its input position, stable across resumes
         self._ids: set[str] = set()
 
-    def _read(self) -> Task | InvalidTask | None:
-        """The next item as a task (or an invalid one); ``None`` when nothing is there now."""
-        item = self._pull()
+    def _read(self, *, block: bool = False) -> Task | InvalidTask | None:
+        """The next item as a task (or an invalid one); ``None`` when nothing is there now (``block``: when
+        the input ended, or an async source has nothing now)."""
+        if self.exhausted:
+            return None
+        item = self._pull(block)
         if item is END or item is LATER:
             self.exhausted = self.exhausted or item is END
             return None
@@ -112,53 +294,17 @@ class Intake:
         """After a halt: a ``skipped`` outcome for the held task, then for every one still to read, each with
         its place in the order (so every task read gets exactly one outcome; ``resume`` runs them later).
 
-        Stops at :data:`LATER` too (an async source that is slow to produce is not waited for).
+        Reads the input to its end (nothing runs any more: the loop has nothing else to do), but stops at
+        :data:`LATER` from an async source (one that is slow to produce is not waited for).
         """
         why = "not started: the batch halted (--halt)"
         if self.held is not None:
             held, self.held = self.held, None
             yield self.held_seq, Outcome(id=str(held.id), verdict="skipped", attempts=0, error=why)
-        while (task := self._read()) is not None:
+        while (task := self._read(block=True)) is not None:
             yield self.seq, Outcome(id=str(task.id), verdict="skipped", attempts=0, error=why)
             self.seq += 1
 
-
-def async_source(
-    tasks: AsyncIterable[TaskLike | InvalidTask], depth: int
-) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """A non-blocking pull over an async iterable (fed by a task on the event loop), and that feeder."""
-    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    finished = threading.Event()
-    failed: list[BaseException] = []
-
-    async def feed() -> None:
-        import asyncio  # here: only an async source needs it, and it is 10 ms of a batch's start
-
-        try:
-            async for item in tasks:
-                while True:
-                    try:
-                        q.put_nowait(item)
-                        break
-                    except queue.Full:
-                        await asyncio.sleep(0.005)
-        except Exception as e:
-            failed.append(e)  # raised from the batch, as a failing sync iterator's would be
-        finally:
-            finished.set()
-
-    def pull() -> Any:
-        try:
-            return q.get_nowait()
-        except queue.Empty:
-            pass
-        if finished.is_set():
-            try:
-                return q.get_nowait()
-            except queue.Empty:
-                if failed:
-                    raise failed[0] from None
-                return END
-        return LATER
-
-    return pull, feed
+    def close(self) -> None:
+        """The runner is done with its input: a thread reading it reads no more."""
+        self._pull.close()

@@ -29,7 +29,7 @@ from ..errors import UsageError
 from .arun import relay
 from .emission import Emission, HandsOut
 from .halt import Halt, Tally
-from .intake import Intake, InvalidTask, async_source
+from .intake import AsyncSource, Intake, InvalidTask
 from .joblog import JobLog, done_ids
 from .options import BatchOptions
 from .ray_ledger import Ledger, Record
@@ -112,7 +112,7 @@ class RayBatch(HandsOut):
         self.joblog = JobLog(joblog) if joblog is not None else None
         self.ledger = Ledger(retries=options.requeues, memory_per_task=options.default_estimate)
         done = done_ids(joblog, options.resume) if options.resume and joblog is not None else set()
-        self.intake = Intake(tasks, done)
+        self.intake = Intake(tasks, done, depth=MAX_SEND)  # read off the driver's thread (see intake)
         self._halted = False
         self._emission = Emission(ordered=self.ordered)
         self._out = self._emission.ready  # ended outcomes for the loop to hand over
@@ -443,6 +443,7 @@ class RayBatch(HandsOut):
         if self._closed:
             return
         self._closed = True
+        self.intake.close()
         for actor in self._actors.values():
             with contextlib.suppress(Exception):
                 self._ray.kill(actor, no_restart=True)
@@ -485,11 +486,10 @@ async def arun_many_ray(
     _backend(backend, address)
     loop = asyncio.get_running_loop()
     source: Any = tasks
-    feed = None
     if isinstance(tasks, AsyncIterable):
-        source, feed = async_source(tasks, MAX_SEND)
+        source = AsyncSource(tasks, MAX_SEND)
     batch = await asyncio.to_thread(RayBatch, source, address=address, options=options)
-    feeder = loop.create_task(feed()) if feed is not None else None
+    feeder = loop.create_task(source.feed()) if isinstance(source, AsyncSource) else None
     try:
         # closed as we leave, not whenever it is collected: leaving early stops the batch at once
         async with contextlib.aclosing(relay(batch, MAX_SEND, "spoolparse-ray-driver")) as outcomes:

@@ -209,14 +209,18 @@ class Batch(HandsOut):
         if self.window < max_concurrent:
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
         self.placement = Placement.detect() if o.enforce != "watchdog" else Placement(None)
-        self.intake = Intake(tasks, done_ids(o.joblog, o.resume) if o.resume and o.joblog is not None else set())
+        self._waker = _Waker()
+        # read ahead by at most -j tasks, in a thread of its own where the input may wait (see intake)
+        self.intake = Intake(
+            tasks, done_ids(o.joblog, o.resume) if o.resume and o.joblog is not None else set(),
+            depth=max_concurrent, wake=self._waker.wake,
+        )
         self.joblog = JobLog(o.joblog) if o.joblog is not None else None
         self._emission = Emission(ordered=self.options.ordered)
         self._out = self._emission.ready  # ended outcomes for the loop to hand over
         self._running: dict[int, Slot] = {}  # by pidfd, or by -pid when there is none
         self._retry: list[_Retry] = []
         self._poll = select.poll()
-        self._waker = _Waker()
         self._spawner = Spawner(self.max_concurrent, self._waker.wake)
         self._ready: set[int] = set()
         self._poll.register(self._waker.r, select.POLLIN)
@@ -899,6 +903,7 @@ class Batch(HandsOut):
                 s.cg.remove()
         self._running.clear()
         self._spawner.shutdown()
+        self.intake.close()
 
 
 def run_many(
