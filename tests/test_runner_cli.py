@@ -88,6 +88,49 @@ def test_batch_supervises_while_stdin_is_slow_to_give_the_next_task() -> None:
     assert p.returncode == 1, err
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("source", ["stdin", "fifo"])
+def test_an_interrupt_while_the_input_is_still_open_ends_cleanly(
+    tmp_path: Path, source: str, sig: signal.Signals
+) -> None:
+    """The input's thread is blocked in a read of the open pipe (or FIFO) when the interrupt comes: the
+    batch still ends as interrupted (its outcomes out, exit 128 + N), without hanging on that read nor
+    aborting the interpreter at exit over a stream the thread holds."""
+    token, env = marker()
+    line = orjson.dumps({"id": "a", "cmd": ["sleep", "60"], "env": env}) + b"\n"
+    fifo = tmp_path / "tasks.fifo"
+    argv = [*CLI, "batch", "-" if source == "stdin" else str(fifo), "-j", "2"]
+    if source == "fifo":
+        os.mkfifo(fifo)
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=as_from_a_terminal)
+    assert p.stdin is not None
+    stdin, writer = p.stdin, None
+    try:
+        if source == "stdin":
+            p.stdin.write(line)
+            p.stdin.flush()
+        else:
+            writer = open(fifo, "wb", buffering=0)  # noqa: SIM115 - kept open, as a producer would
+            writer.write(line)
+        assert wait_for(lambda: len(marked_pids(token)) >= 1), marked_pids(token)
+        p.send_signal(sig)
+        stdin, p.stdin = p.stdin, None  # held open through the end, as a producer would (communicate closes it)
+        out, err = p.communicate(timeout=20)
+    finally:
+        stdin.close()
+        if writer is not None:
+            writer.close()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + sig, err
+    assert [(o["id"], o["verdict"]) for o in _outcomes(out)] == [("a", "cancelled")]
+    name = signal.Signals(sig).name
+    assert err.decode().strip().splitlines() == [f"spoolparse: error: interrupted by {name}"]
+    assert wait_gone(token) == []
+
+
 def test_batch_usage_errors_are_one_line() -> None:
     for argv in (["batch", "missing.jsonl"], ["batch", "-", "--resume"], ["batch", "-", "--stop-at", "150%"],
                  ["batch", "-", "-j", "0"]):

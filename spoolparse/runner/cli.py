@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import inspect
 import logging
 import os
 import re
@@ -22,7 +23,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 import orjson
@@ -275,8 +276,21 @@ def _bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes | int]:
         yield size
 
 
-def _read_tasks(stream: IO[bytes], max_line: int = _limits.MAX_TASK_LINE) -> Iterator[Task | InvalidTask]:
-    """Tasks from NDJSON lines; a bad line becomes an :class:`InvalidTask` (its id: the line number)."""
+def _read_tasks(stream: IO[bytes], max_line: int = _limits.MAX_TASK_LINE) -> Generator[Task | InvalidTask, None, None]:
+    """Tasks from NDJSON lines; a bad line becomes an :class:`InvalidTask` (its id: the line number).
+
+    Closes ``stream`` when it ends."""
+    with stream:
+        yield from _tasks_of(stream, max_line)
+
+
+def _close_unread(tasks: Generator[Any, None, None], stream: IO[bytes]) -> None:
+    """Close the input when no task was read from it (a usage error came first): then no thread is reading it."""
+    if inspect.getgeneratorstate(tasks) == inspect.GEN_CREATED:
+        stream.close()
+
+
+def _tasks_of(stream: IO[bytes], max_line: int) -> Iterator[Task | InvalidTask]:
     for lineno, line in enumerate(_bounded_lines(stream, max_line), 1):
         default_id = str(lineno)
         if isinstance(line, int):
@@ -459,16 +473,16 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     if resume and not getattr(args, "joblog", None):
         raise UsageError(f"--resume{'-failed' if resume == 'failed' else ''} needs --joblog FILE")
     options = _batch_options(args)
-    if args.tasks == "-":
-        stream: IO[bytes] = sys.stdin.buffer
-    else:
-        try:
-            stream = open(args.tasks, "rb")  # noqa: SIM115 - closed below
-        except OSError as e:
-            raise UsageError(f"cannot read {args.tasks!r}: {e.strerror}") from None
+    # The input's own thread reads this stream and closes it at its end (_read_tasks); nothing else touches it.
+    # That thread may still be in a read of a pipe or FIFO when the batch ends: closing the stream here would
+    # wait for that read, and sys.stdin's buffer, were it the one read, would abort the interpreter's exit.
+    try:
+        stream: IO[bytes] = os.fdopen(os.dup(0), "rb") if args.tasks == "-" else open(args.tasks, "rb")  # noqa: SIM115
+    except OSError as e:
+        raise UsageError(f"cannot read {args.tasks!r}: {e.strerror}") from None
+    tasks = _read_tasks(stream, args.max_task_line)
     with contextlib.ExitStack() as stack:
-        if stream is not sys.stdin.buffer:
-            stack.callback(stream.close)
+        stack.callback(_close_unread, tasks, stream)
         events: _TaskEvents | None = None
         if args.events_file is not None:  # opened before anything starts: a bad path fails first (exit 125)
             events = _TaskEvents(stack.enter_context(open(args.events_file, "wb")))
@@ -483,14 +497,14 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         if progress is not None and args.tasks != "-":
             _count_in_background(progress, args.tasks)
         stack.enter_context(_runner_messages())
-        status = _run_batch(args, options, stream, progress, events)
+        status = _run_batch(args, options, tasks, progress, events)
     return status
 
 
 def _run_batch(
     args: argparse.Namespace,
     options: BatchOptions,
-    stream: IO[bytes],
+    tasks: Iterator[Task | InvalidTask],
     progress: _Progress | None,
     events: _TaskEvents | None,
 ) -> int:
@@ -503,7 +517,7 @@ def _run_batch(
         status = EXIT_OK
         try:
             batch = run_many(
-                _read_tasks(stream, args.max_task_line),
+                tasks,
                 options,
                 backend="local" if args.ray is None else "ray",
                 address=args.ray or None,
