@@ -33,7 +33,7 @@ __all__ = ["InvalidTask", "Intake", "END", "LATER", "AsyncSource"]
 
 #: What a pull returns when the input is over.
 END = object()
-#: What a pull returns when nothing is there yet (an async source that has not produced).
+#: What a pull returns when nothing is there yet (the input's thread or an async source has not produced).
 LATER = object()
 
 
