@@ -332,6 +332,7 @@ def test_a_steady_writer_is_read_in_batches_not_once_per_write() -> None:
     assert wakeups < 600, wakeups  # one per READ_GAP at most: about 1 s of writing; once per write: 3,000
 
 
+@pytest.mark.slow
 def test_a_run_nobody_listens_to_reads_its_spool_on_an_interval_not_on_every_write() -> None:
     """``wait()`` with no ``on_event``: the spool is read every UNWATCHED_READ_INTERVAL (only to keep the
     parse current), not on each write; the exit still wakes the run at once. With a listener, every write."""

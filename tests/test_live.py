@@ -112,6 +112,7 @@ def test_failing_callback_on_the_last_event_closes_everything() -> None:
     assert open_fds() == before
 
 
+@pytest.mark.slow
 def test_timeout_still_reports_the_events_before_it(tmp_path: Path) -> None:
     kinds: list[str] = []
     started: list[Child] = []

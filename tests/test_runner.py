@@ -65,6 +65,7 @@ def test_spawn_errors_and_bad_items_do_not_stop_the_batch() -> None:
     assert outs["fine"].ok
 
 
+@pytest.mark.slow
 def test_ordered_outcomes_come_in_input_order() -> None:
     delays = [1.0, 0.0, 0.2, 0.0, 0.1, 0.0]  # t0 ends last by far, even on a loaded machine
     tasks = [Task(argv=["sleep", str(d)], id=f"t{i}") for i, d in enumerate(delays)]
@@ -135,6 +136,7 @@ def test_tree_sampling_sees_a_hog() -> None:
         p.wait()
 
 
+@pytest.mark.slow
 def test_hogs_are_held_below_kill_at() -> None:
     # 8 hogs of ~40 MiB (30 touched + the interpreter) against a fake 200 MiB total: all at once
     # would be ~320 MiB, past kill_at (180 MiB). Admission must keep them below it.
@@ -206,6 +208,7 @@ def test_watchdog_caps_a_task_without_a_cgroup() -> None:
     assert outs["under"].ok and outs["under"].enforcement == "watchdog"
 
 
+@pytest.mark.slow
 def test_soft_timeout_signals_and_hard_timeout_kills_an_ignoring_grandchild() -> None:
     token, env = marker()
     # Deadlines leave a loaded machine time to start Python and install the handlers (a signal that arrives
@@ -498,6 +501,7 @@ def test_a_timeout_fires_on_time_behind_another_tasks_large_backlog(tmp_path: Pa
     assert got["slow"].wall_s < 2.5  # generous for a loaded machine; it fired at ~1.07 s unloaded
 
 
+@pytest.mark.slow
 def test_a_slow_reader_does_not_hold_back_supervision() -> None:
     """The loop runs in its own thread: a timeout fires on time while the reader dwells on an outcome."""
     tasks = [Task(["true"], id="quick"), Task(["sleep", "30"], id="stuck", timeout=0.5)]
@@ -511,6 +515,7 @@ def test_a_slow_reader_does_not_hold_back_supervision() -> None:
     assert second.wall_s < 2.0, second.wall_s
 
 
+@pytest.mark.slow
 def test_quiet_children_cost_a_look_at_their_spools_not_a_read_or_a_proc_walk_each_tick(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -713,6 +718,44 @@ def test_an_input_that_fails_fails_the_batch_after_the_tasks_it_gave() -> None:
         for o in run_many(tasks(), max_concurrent=1):
             got.append(o.id)
     assert got == ["0", "1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ordered", [False, True])
+def test_keeping_a_transcript_holds_up_no_timeout_and_its_outcome_comes_once_it_is_kept(
+    ordered: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keeping a transcript (``results=``) may copy it (the results folder on another filesystem): that work
+    happens off the supervising thread. Here the keep of the first task to fail waits until the other task's
+    timeout has killed it — on the loop's thread it would wait out its 20 s, and the timeout with it. Its
+    outcome reaches the reader only once its transcript is in place."""
+    from spoolparse.runner import slot
+
+    from .runner_support import marked_pids, marker
+
+    token, env = marker()
+    released: list[bool] = []
+    real_keep = slot.keep
+
+    def slow_keep(results: str, task_id: str, spools: Any) -> str:
+        if task_id == "failing":
+            released.append(wait_gone(token, timeout=20.0) == [])
+        return real_keep(results, task_id, spools)
+
+    monkeypatch.setattr(slot, "keep", slow_keep)
+    tasks = [Task(["sh", "-c", "echo kept-text; exit 3"], id="failing"),
+             Task(["sleep", "30"], id="slow", timeout=0.5, env=env)]
+    got = []
+    batch = run_many(tasks, max_concurrent=2, results=str(tmp_path), ordered=ordered)
+    for o in batch:
+        got.append((o.id, o.verdict))
+        if o.id == "failing":
+            assert (tmp_path / "failing" / "stdout").read_bytes() == b"kept-text\n"
+        else:
+            assert o.wall_s < 10, o.wall_s
+    assert released == [True]
+    assert sorted(got) == [("failing", "failed"), ("slow", "timeout")]
+    assert not marked_pids(token)
 
 
 def test_a_batch_left_unfinished_ends_its_children_once_nobody_holds_it() -> None:

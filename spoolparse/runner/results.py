@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
+import threading
+from collections.abc import Callable
 from typing import IO, Literal
 from urllib.parse import quote
 
-__all__ = ["KEEP_MODES", "KeepTranscript", "folder_name", "keep"]
+__all__ = ["KEEP_MODES", "KeepTranscript", "Keeper", "folder_name", "keep"]
 
 #: ``failed``: keep the transcripts of tasks that are not ``ok`` (the default); ``all``: of every task.
 KeepTranscript = Literal["failed", "all"]
@@ -69,3 +72,47 @@ def _copy(src: int, dest: str) -> None:
             offset += sent
     finally:
         os.close(out)
+
+
+class Keeper:
+    """Keeps transcripts in a thread of its own, one at a time in the order given: a copy (or the removal of
+    a large attempt kept before) takes as long as the file is large, and a batch's supervising thread must
+    not wait for it. ``done`` is called (in that thread) after each job, whatever it raised.
+    """
+
+    def __init__(self, done: Callable[[], None]) -> None:
+        self._done = done
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self.pending = 0  # jobs given and not yet done (read by the batch's loop)
+        self._idle = threading.Condition()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._idle:
+            self.pending += 1
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="spoolparse-keep", daemon=True)
+            self._thread.start()
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            finally:
+                with self._idle:
+                    self.pending -= 1
+                    self._idle.notify_all()
+                self._done()
+
+    def wait(self) -> None:
+        """Block until every job given so far is done (the batch is ending: nothing else is supervised)."""
+        with self._idle:
+            while self.pending:
+                self._idle.wait()
+
+    def close(self) -> None:
+        """After :meth:`wait`: the thread ends."""
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None

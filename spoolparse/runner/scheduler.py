@@ -54,6 +54,7 @@ from .intake import Intake, InvalidTask
 from .joblog import JobLog, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .options import ENFORCE_MODES, BatchOptions
+from .results import Keeper
 from .slot import Slot, outcome_of
 from .spawning import Pending, Spawner, child_for, launched
 from .tasks import Outcome, Task, TaskLike
@@ -222,6 +223,10 @@ class Batch(HandsOut):
         self._retry: list[_Retry] = []
         self._poll = select.poll()
         self._spawner = Spawner(self.max_concurrent, self._waker.wake)
+        # transcripts kept (``results``) off the loop's thread; an outcome waits for its own (see _drain)
+        self._keeper = Keeper(self._waker.wake)
+        # the outcomes whose transcript is still being kept, by id() (held here, so no other takes that id)
+        self._keeping: dict[int, Outcome] = {}
         self._ready: set[int] = set()
         self._poll.register(self._waker.r, select.POLLIN)
         self._halted = False
@@ -363,7 +368,7 @@ class Batch(HandsOut):
             if self._stop.is_set():
                 raise _Stop
             self._admit()
-            if not self.running and not self._retry and (self.intake.exhausted or self._halted):
+            if not self.running and not self._retry and not self._keeping and (self.intake.exhausted or self._halted):
                 if self._halted:
                     self._skip_rest()
                 self._finish_supervision()
@@ -381,15 +386,35 @@ class Batch(HandsOut):
             raise
 
     def _drain(self) -> list[Outcome]:
-        out = list(self._out)
-        self._out.clear()
+        """The outcomes ready for the reader; one whose transcript is still being kept waits (and in order,
+        those after it), so that an outcome seen means its transcript is in place."""
+        ready = self._out
+        if not self._keeping:
+            every = list(ready)
+            ready.clear()
+            return every
+        keeping = self._keeping
+        out: list[Outcome] = []
+        held: list[Outcome] = []
+        for o in ready:
+            if id(o) in keeping or (held and self.options.ordered):
+                held.append(o)
+            else:
+                out.append(o)
+        ready.clear()
+        ready.extend(held)
         return out
 
     def _admit(self) -> None:
         if closing() >= _limits.CLOSING_MAX:
             return  # the background close is behind: no new spools until it catches up (the next turns look again)
         reserved: int | None = None  # what running and starting children reserved and do not use yet
-        while self.running < self.max_concurrent and self._driver.waiting < self.max_concurrent:
+        # transcripts still being kept hold their spools open: as many as -j at most
+        while (
+            self.running < self.max_concurrent
+            and self._driver.waiting < self.max_concurrent
+            and self._keeper.pending < self.max_concurrent
+        ):
             now = _now()
             cand = self._next_candidate(now)
             if cand is None:
@@ -792,10 +817,13 @@ class Batch(HandsOut):
         self._unwatch(s)  # before its spools close: a watch pins a spool's inode, and a spool may be reused
         # the rest of the backlog's events reach the listener too (the last text, the usage), a step at a time
         emit = functools.partial(self._emit_events, s.task) if self.on_event is not None else None
-        out = outcome_of(
+        out, later = outcome_of(
             s, cancelled=cancelled, soft_signal=self.options.soft_signal, results=self.options.results,
             keep_transcript=self.options.keep_transcript, emit=emit,
         )
+        if later is not None:
+            self._keeping[id(out)] = out
+            self._keeper.submit(functools.partial(_kept, later, self._keeping, id(out)))
         verdict = out.verdict
         failures = self._failures.get(s.seq, 0)
         requeue = s.forced == "requeue" and s.attempt - failures <= self.options.requeues
@@ -865,6 +893,8 @@ class Batch(HandsOut):
             if s.child.returncode is None:
                 s.child.returncode = s.child.proc.returncode = -signal.SIGKILL
             self.cancelled.append(self._finalize(s, cancelled=True))
+        self._keeper.wait()  # their transcripts, and those of the outcomes below, are in place first
+        self._keeping.clear()
         # finished but not yet handed out (or held back for order): never lost, reported with them
         undelivered = self._emission.take_undelivered()
         self.cancelled[:0] = undelivered
@@ -904,6 +934,16 @@ class Batch(HandsOut):
         self._running.clear()
         self._spawner.shutdown()
         self.intake.close()
+        self._keeper.wait()
+        self._keeper.close()
+
+
+def _kept(keep: Callable[[], None], keeping: dict[int, Outcome], key: int) -> None:
+    """A keeper's job: keep the transcript, then let its outcome go (holds the table, never the batch)."""
+    try:
+        keep()
+    finally:
+        keeping.pop(key, None)
 
 
 def run_many(

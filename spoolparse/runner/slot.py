@@ -9,6 +9,7 @@ and why the runner ended it, if it did; the verdict comes from
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -67,10 +68,13 @@ def outcome_of(
     results: str | os.PathLike[str] | None,
     keep_transcript: str,
     emit: Callable[[list[LiveEvent]], None] | None,
-) -> Outcome:
-    """Read the slot's result (its backlog's events go to ``emit``), close its child and cgroup: its outcome.
+) -> tuple[Outcome, Callable[[], None] | None]:
+    """Read the slot's result (its backlog's events go to ``emit``), close its child and cgroup: its outcome,
+    and what is left to do for it.
 
-    ``results`` keeps the transcript (all of them with ``keep_transcript="all"``, else those not ``ok``).
+    ``results`` keeps the transcript (all of them with ``keep_transcript="all"``, else those not ``ok``): that
+    is left to do (then the child's spools are closed after it), for the caller to run where a copy of any
+    size may take its time.
     """
     child = s.child
     life = child.life
@@ -85,17 +89,19 @@ def outcome_of(
     summary: Summary | None = None
     error: str | None = None
     res_ok = False
+    later: Callable[[], None] | None = None
     try:
         res, _ = child.result(keep_output=results is not None, timeout=s.timeout, emit=emit)
         summary = res.summary()
         res_ok = res.ok
         error = res.error
         if results is not None and (keep_transcript == "all" or not res_ok or s.forced is not None):
-            _keep(results, s.task, res)
+            later = functools.partial(_keep_and_close, results, s.task, res, child)
     except Exception as e:
         error = f"cannot read the result: {type(e).__name__}: {e}"
     finally:
-        child.close()
+        if later is None:
+            child.close()
     peak: int | None = s.peak if s.sampled else None
     source = "sampled" if s.sampled else None
     oom = False
@@ -118,7 +124,7 @@ def outcome_of(
     if cg_notes is not None and cg_notes[1] is not None and verdict != "ok":
         error = f"{error}; {cg_notes[1]}" if error else cg_notes[1]
     rc = s.rc
-    return Outcome(
+    outcome = Outcome(
         id=str(s.task.id),
         verdict=verdict,
         attempts=s.attempt,
@@ -132,6 +138,16 @@ def outcome_of(
         error=error,
         summary=summary,
     )
+    return outcome, later
+
+
+def _keep_and_close(results: str | os.PathLike[str], task: Task, res: Result, child: Child) -> None:
+    try:
+        _keep(results, task, res)
+    except Exception as e:  # in the keeper's thread: said, never raised there
+        log.warning("cannot keep the transcript of %s in %s: %s", task.id, os.fspath(results), e)
+    finally:
+        child.close()
 
 
 def _keep(results: str | os.PathLike[str], task: Task, res: Result) -> None:
