@@ -31,6 +31,12 @@ READ_CHUNK = 1 * MiB
 #: Window ``parse`` maps of a file on disk, unmapped before the next: mapped pages
 #: count in RSS as they are touched. A multiple of any mmap granularity.
 MAP_WINDOW = 8 * MiB
+#: Bytes parsed between two looks at the clock by a pump with a deadline (a few milliseconds of the smallest
+#: events): a backlog of small events can take seconds to parse, and a timeout must not wait for it.
+PARSE_SLICE = 64 * 1024
+#: Seconds of parsing a batch's loop turn, or an asyncio run's step, spends on spools at most before it looks
+#: at its deadlines again (and lets other runs on the event loop go on); the rest waits for the next one.
+PARSE_BUDGET = 0.02
 #: Bytes parsed per step while following a child, between checks of its exit,
 #: its timeout and its spool size: a fast writer overshoots a limit by at most this.
 FOLLOW_STEP = 8 * MiB

@@ -286,7 +286,7 @@ class AsyncRun:
         try:
             while True:
                 self._woken = False  # this pump covers every wake so far
-                n, live = child.pump(_STEP)
+                n, live, _ = child.pump_within(_STEP, time.monotonic() + _limits.PARSE_BUDGET)
                 await self._emit(live)
                 # the checks run after every read, so a child that never pauses still meets them
                 now = time.monotonic()
@@ -295,13 +295,17 @@ class AsyncRun:
                 action = child.advance(now)
                 if not n and child.life.leader_exited:
                     return live + await self._finish()
+                if n:
+                    self._interval = None
+                    # let the event loop's other work go on (other runs' reads and deadlines): a step's parse is
+                    # bounded in time, and one that returns events must not loop back here without a pause
+                    await asyncio.sleep(0)
+                    if live:
+                        return live
+                    continue
                 if live:
                     self._interval = None
                     return live
-                if n:
-                    self._interval = None
-                    await asyncio.sleep(0)  # let other runs read too
-                    continue
                 if self._unwatched and self._exit_reader:
                     self._interval = _limits.UNWATCHED_READ_INTERVAL  # the pidfd still wakes us on the exit
                 else:
@@ -329,6 +333,14 @@ class AsyncRun:
         child = self.child
         await self._settle()
         self._unwatch()  # watches and the pidfd reader go before the spools can
+        # the rest of the output a budget at a time, the event loop's other work between: a backlog of small
+        # events can take seconds to parse
+        while True:
+            _, live, caught_up = child.pump_within(1 << 62, time.monotonic() + _limits.PARSE_BUDGET)
+            await self._emit(live)
+            if caught_up:
+                break
+            await asyncio.sleep(0)
         res, more = child.result(keep_output=self.keep_output, timeout=self.timeout)
         try:
             await self._emit(more)

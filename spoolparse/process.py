@@ -441,6 +441,21 @@ class Child:
                 break
         return got, live
 
+    def pump_within(self, limit: int, until: float) -> tuple[int, list[LiveEvent], bool]:
+        """:meth:`pump` a ``PARSE_SLICE`` at a time until ``limit`` bytes, caught up, or the clock
+        (``time.monotonic``) passed ``until``: (bytes, events, caught up). However small the events, the
+        caller gets the hand back within a slice's parse of ``until``."""
+        got = 0
+        live: list[LiveEvent] = []
+        while True:
+            n, more = self.pump(min(_limits.PARSE_SLICE, limit - got))
+            live.extend(more)
+            got += n
+            if n == 0:
+                return got, live, True
+            if got >= limit or time.monotonic() >= until:
+                return got, live, False
+
     # -- the process -------------------------------------------------------
 
     @property

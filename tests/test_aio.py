@@ -354,3 +354,34 @@ def test_a_run_nobody_listens_to_reads_its_spool_on_an_interval_not_on_every_wri
     finally:
         res_quiet.close()
         res_busy.close()
+
+
+@pytest.mark.slow
+def test_a_run_parsing_a_large_backlog_leaves_the_event_loop_to_the_others() -> None:
+    """A child that writes tens of MB of small events at once leaves seconds of parsing: it is done a
+    ``PARSE_BUDGET`` at a time, with the event loop's other work between, so another run's timeout ends it on
+    time meanwhile. The flooding run's result is whole."""
+    import time
+
+    line = b'{"type":"item.completed","item":{"type":"agent_message","text":"hello world"}}\n'
+    count = 40 * (1 << 20) // len(line)
+    writer = [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({line!r} * {count})"]
+
+    async def main() -> tuple[float, float, Any]:
+        t0 = time.monotonic()
+
+        async def other() -> float:
+            r = await spoolparse.arun(["sleep", "30"], timeout=0.5)
+            assert r.timed_out
+            return time.monotonic() - t0
+
+        async def flood() -> tuple[float, Any]:
+            r = await spoolparse.arun(writer, keep_output=False)
+            return time.monotonic() - t0, r
+
+        (flood_s, res), other_s = await asyncio.gather(flood(), other())
+        return flood_s, other_s, res
+
+    flood_s, other_s, res = asyncio.run(main())
+    assert other_s < 3.0 and other_s < flood_s, (other_s, flood_s)
+    assert res.lines == count and res.stdout_bytes == count * len(line) and res.text == "hello world"

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -756,6 +757,26 @@ def test_keeping_a_transcript_holds_up_no_timeout_and_its_outcome_comes_once_it_
     assert released == [True]
     assert sorted(got) == [("failing", "failed"), ("slow", "timeout")]
     assert not marked_pids(token)
+
+
+@pytest.mark.slow
+def test_a_large_backlog_left_at_exit_is_parsed_in_slices_and_holds_up_no_timeout() -> None:
+    """A child that writes tens of MB of small events and exits at once leaves all of it unparsed: parsing it
+    takes seconds, and it is done a slice per turn of the loop, so another task's timeout fires on time
+    meanwhile. Its outcome is whole: every line counted, the last message its answer."""
+    line = b'{"type":"item.completed","item":{"type":"agent_message","text":"hello world"}}\n'
+    count = 40 * MiB // len(line)
+    writer = [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({line!r} * {count})"]
+    tasks = [Task(writer, id="flood"), Task(["sleep", "30"], id="slow", timeout=0.5)]
+    got = {}
+    for o in run_many(tasks, max_concurrent=2):
+        got[o.id] = o
+    assert got["slow"].verdict == "timeout"
+    assert got["slow"].wall_s < 3.0, got["slow"].wall_s  # unsliced, it waited for the whole parse
+    flood = got["flood"].summary
+    assert flood is not None
+    assert flood["stdout_bytes"] == count * len(line) and flood["lines"] == count
+    assert flood["text"] == "hello world"
 
 
 def test_a_batch_left_unfinished_ends_its_children_once_nobody_holds_it() -> None:

@@ -249,6 +249,9 @@ class Batch(HandsOut):
         self._watched: dict[int, Slot] = {}  # by watch descriptor
         self._looked: dict[int, Slot] = {}  # running slots whose spools are not watched: looked at every sample
         self._behind: dict[int, Slot] = {}  # slots whose spool holds bytes not parsed yet (read on read_all)
+        # done (exited, reaped, swept) with a backlog still to parse: a PARSE_BUDGET of it each turn, then finalized
+        self._draining: dict[int, Slot] = {}
+        self._parse_until = 0.0  # this turn's PARSE_BUDGET ends here
         self._far: dict[int, Slot] = {}  # of those, the ones found UNWATCHED_BACKLOG behind (read every sample)
         self._watchdogs: dict[int, Slot] = {}  # slots whose memory limit is checked every sample (by key)
         self._stop = threading.Event()
@@ -566,8 +569,8 @@ class Batch(HandsOut):
     def _wait(self) -> None:
         now = _now()
         timeout = TICK
-        if self._due_now:
-            timeout = 0.0
+        if self._due_now or self._draining or self._far:
+            timeout = 0.0  # a backlog to parse: the next budget of it right after this poll
         due = self._next_due()
         if due is not None:
             timeout = min(timeout, due - now)
@@ -589,10 +592,20 @@ class Batch(HandsOut):
         if self._spawner.starting:
             self._collect_started()
         now = _now()
+        self._parse_until = now + _limits.PARSE_BUDGET
+        for s in list(self._draining.values()):
+            if self._drained(s):
+                del self._draining[s.key]
+                self._finalize(s)
         everyone = now >= self._next_sample
         if everyone:
             self._next_sample = now + self.options.sample_interval
             self._sample(now)
+        elif self._far:
+            # far behind: read on every turn (the loop does not sleep meanwhile), a budget at a time
+            for s in list(self._far.values()):
+                with contextlib.suppress(OSError):
+                    self._look_at_spools(s, every=False, read_all=False, facts=None)
         # The child's lifecycle (spoolparse._lifecycle, the one written for run and arun too) decides when
         # to signal, reap and sweep. It is advanced when its pidfd turned readable (an exit), when one of its
         # deadlines is due (the timer heap), when the loop ended it, and once a second in any case; a tick
@@ -613,8 +626,19 @@ class Batch(HandsOut):
             if id(s) in seen or self._running.get(s.key) is not s:
                 continue  # twice in the list, or finalized meanwhile (a halt ends the others from a finalize)
             seen.add(id(s))
+            if s.key in self._draining:
+                continue
             if isinstance(s.child.advance(now), Done):
-                self._finalize(s)
+                # its last output is parsed a budget at a time before its outcome is made (see _drained)
+                if self._drained(s, first=True):
+                    self._finalize(s)
+                else:
+                    self._draining[s.key] = s
+                    self._unsample(s)
+                    if s.polled:  # a pidfd stays readable after the exit: polled, it would end every wait
+                        s.polled = False
+                        with contextlib.suppress(KeyError):
+                            self._poll.unregister(s.key)
                 continue
             if s.child.life.leader_exited:
                 self._unsample(s)  # sampling skips it from now on: its spools are read once, at the end
@@ -694,10 +718,7 @@ class Batch(HandsOut):
             self._far.pop(s.key, None)
             return
         if every or read_all or child.unread >= _limits.UNWATCHED_BACKLOG:
-            _, live = child.pump(PUMP_PER_TICK)
-            if live and self.on_event is not None:
-                for ev in live:
-                    self.on_event(s.task, ev)
+            self._pump(s, PUMP_PER_TICK)
         # what is left to read is read at the next read_all sample, or at the next sample when far behind
         if child.unread:
             self._behind[s.key] = s
@@ -710,6 +731,26 @@ class Batch(HandsOut):
         # the disk and the file size limit once a second, in the pass that looks at every child (``facts``)
         if s.forced is None and child.check_spool(thorough=facts is not None, facts=facts) is not None:
             self._end(s, "failed")
+
+    def _pump(self, s: Slot, limit: int) -> bool:
+        """Parse up to ``limit`` bytes of the slot's spool within this turn's budget; whether it caught up."""
+        _, live, caught_up = s.child.pump_within(limit, self._parse_until)
+        if live and self.on_event is not None:
+            for ev in live:
+                self.on_event(s.task, ev)
+        return caught_up
+
+    def _drained(self, s: Slot, *, first: bool = False) -> bool:
+        """Whether what is left of a done child's output is small enough to parse with its outcome; else
+        some more of it is parsed, within this turn's budget (``first``: one ``fstat`` tells, no read)."""
+        try:
+            if first:
+                s.child.has_news()  # the sizes now: the child is gone, they no longer change
+                if s.child.unread <= _limits.PARSE_SLICE:
+                    return True
+            return self._pump(s, 1 << 62)
+        except OSError:
+            return True  # result() meets the same error and says so in the outcome
 
     def _changed(self, read_all: bool) -> list[Slot]:
         """The slots a sample between two looks at all looks at (see :meth:`_sample`): those whose spools
@@ -880,6 +921,9 @@ class Batch(HandsOut):
 
     def _cancel_running(self) -> None:
         self._collect_started(block=True)
+        for s in list(self._draining.values()):  # they ended before the cancel: their own outcome, parsed whole
+            del self._draining[s.key]
+            self._finalize(s)
         slots = list(self._running.values())
         now = _now()
         for s in slots:
