@@ -37,6 +37,9 @@ PARSE_SLICE = 64 * 1024
 #: Seconds of parsing a batch's loop turn, or an asyncio run's step, spends on spools at most before it looks
 #: at its deadlines again (and lets other runs on the event loop go on); the rest waits for the next one.
 PARSE_BUDGET = 0.02
+#: Live events a batch keeps waiting for a slow listener (``on_event``) before it parses no more output
+#: until the listener catches up (the spools hold what is not parsed yet).
+EVENT_BACKLOG = 1000
 #: Bytes parsed per step while following a child, between checks of its exit,
 #: its timeout and its spool size: a fast writer overshoots a limit by at most this.
 FOLLOW_STEP = 8 * MiB

@@ -779,6 +779,42 @@ def test_a_large_backlog_left_at_exit_is_parsed_in_slices_and_holds_up_no_timeou
     assert flood["text"] == "hello world"
 
 
+@pytest.mark.slow
+def test_a_slow_event_listener_holds_up_no_timeout_and_each_outcome_follows_its_events() -> None:
+    """``on_event`` is called from a thread of its own: a listener that takes its time (or blocks on a full
+    pipe) delays only the events, never a timeout — the loop parses no more output while EVENT_BACKLOG
+    events wait. A task's outcome still reaches the reader after all of its events."""
+    code = (
+        "import time\n"
+        "for i in range(20):\n"
+        "    print('{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"m%d\"}}' % i,"
+        " flush=True)\n"
+        "    time.sleep(0.02)\n"
+        "print('{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}')\n"
+    )
+    seen: list[tuple[str, str]] = []
+    outcomes_at: dict[str, int] = {}
+
+    def slow(task: Task, ev: Any) -> None:
+        time.sleep(0.2)
+        seen.append((str(task.id), ev.kind))
+
+    batch = run_many([Task([sys.executable, "-c", code], id="talker"),
+                      Task(["sleep", "30"], id="slow", timeout=0.5)], max_concurrent=2)
+    assert isinstance(batch, Batch)
+    batch.on_event = slow
+    for o in batch:
+        outcomes_at[o.id] = len(seen)
+        if o.id == "slow":
+            assert o.verdict == "timeout" and o.wall_s < 2.0, o  # while the listener is still at it
+        else:
+            assert o.ok and o.summary is not None and o.summary["text"] == "m19"
+    talker = [kind for tid, kind in seen if tid == "talker"]
+    assert len(talker) >= 21 and talker[-1] == "turn_end", talker  # 20 messages, the usage, the turn's end
+    # every event of the talker was delivered before its outcome was handed out
+    assert outcomes_at["talker"] >= len([x for x in seen if x[0] == "talker"])
+
+
 def test_a_batch_left_unfinished_ends_its_children_once_nobody_holds_it() -> None:
     """``for o in run_many(...): break`` keeping no reference to the batch: it is ended as by ``close()`` —
     every child it had started killed — and its loop thread ends."""

@@ -54,6 +54,7 @@ from .intake import Intake, InvalidTask
 from .joblog import JobLog, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .options import ENFORCE_MODES, BatchOptions
+from .relay import EventRelay
 from .results import Keeper
 from .slot import Slot, outcome_of
 from .spawning import Pending, Spawner, child_for, launched
@@ -225,8 +226,12 @@ class Batch(HandsOut):
         self._spawner = Spawner(self.max_concurrent, self._waker.wake)
         # transcripts kept (``results``) off the loop's thread; an outcome waits for its own (see _drain)
         self._keeper = Keeper(self._waker.wake)
-        # the outcomes whose transcript is still being kept, by id() (held here, so no other takes that id)
-        self._keeping: dict[int, Outcome] = {}
+        # live events go to on_event from a thread of their own (a slow listener holds up no timeout)
+        self._relay = EventRelay(self._waker.wake)
+        # outcomes that wait for their transcript to be kept or their last events to be delivered, by id()
+        # (held here, so no other object takes that id): [outcome, what it still waits for]
+        self._held: dict[int, list[Any]] = {}
+        self._held_lock = threading.Lock()
         self._ready: set[int] = set()
         self._poll.register(self._waker.r, select.POLLIN)
         self._halted = False
@@ -370,8 +375,10 @@ class Batch(HandsOut):
         try:
             if self._stop.is_set():
                 raise _Stop
+            if self._relay.failed is not None:
+                raise self._relay.failed  # the listener's: as when the loop called it (the batch is cancelled)
             self._admit()
-            if not self.running and not self._retry and not self._keeping and (self.intake.exhausted or self._halted):
+            if not self.running and not self._retry and not self._held and (self.intake.exhausted or self._halted):
                 if self._halted:
                     self._skip_rest()
                 self._finish_supervision()
@@ -392,11 +399,11 @@ class Batch(HandsOut):
         """The outcomes ready for the reader; one whose transcript is still being kept waits (and in order,
         those after it), so that an outcome seen means its transcript is in place."""
         ready = self._out
-        if not self._keeping:
+        if not self._held:
             every = list(ready)
             ready.clear()
             return every
-        keeping = self._keeping
+        keeping = self._held
         out: list[Outcome] = []
         held: list[Outcome] = []
         for o in ready:
@@ -569,8 +576,8 @@ class Batch(HandsOut):
     def _wait(self) -> None:
         now = _now()
         timeout = TICK
-        if self._due_now or self._draining or self._far:
-            timeout = 0.0  # a backlog to parse: the next budget of it right after this poll
+        if self._due_now or ((self._draining or self._far) and not (self.on_event is not None and self._relay.full)):
+            timeout = 0.0  # a backlog to parse: the next budget of it right after this poll (a full relay wakes us)
         due = self._next_due()
         if due is not None:
             timeout = min(timeout, due - now)
@@ -733,11 +740,14 @@ class Batch(HandsOut):
             self._end(s, "failed")
 
     def _pump(self, s: Slot, limit: int) -> bool:
-        """Parse up to ``limit`` bytes of the slot's spool within this turn's budget; whether it caught up."""
+        """Parse up to ``limit`` bytes of the slot's spool within this turn's budget; whether it caught up.
+
+        Nothing while a slow listener has ``EVENT_BACKLOG`` events waiting: the spool keeps the rest."""
+        if self.on_event is not None and self._relay.full:
+            return False
         _, live, caught_up = s.child.pump_within(limit, self._parse_until)
         if live and self.on_event is not None:
-            for ev in live:
-                self.on_event(s.task, ev)
+            self._relay.put(self.on_event, s.task, live)
         return caught_up
 
     def _drained(self, s: Slot, *, first: bool = False) -> bool:
@@ -850,8 +860,17 @@ class Batch(HandsOut):
 
     def _emit_events(self, task: Task, events: list[LiveEvent]) -> None:
         if self.on_event is not None:
-            for ev in events:
-                self.on_event(task, ev)
+            self._relay.put(self.on_event, task, events)
+
+    def _hold(self, out: Outcome) -> None:
+        """``out`` waits for one more thing before it goes to the reader (see :meth:`_drain`)."""
+        with self._held_lock:
+            self._held.setdefault(id(out), [out, 0])[1] += 1
+
+    def _release_fn(self, out: Outcome) -> Callable[[], None]:
+        """What a keeper or the event relay calls, in its own thread, once it is done with ``out``'s task
+        (holds the table, never the batch)."""
+        return functools.partial(_release, self._held, self._held_lock, id(out))
 
     def _finalize(self, s: Slot, *, cancelled: bool = False) -> Outcome:
         """The slot's outcome; it leaves the running set only at the end, so an interrupt cannot lose it."""
@@ -863,8 +882,11 @@ class Batch(HandsOut):
             keep_transcript=self.options.keep_transcript, emit=emit,
         )
         if later is not None:
-            self._keeping[id(out)] = out
-            self._keeper.submit(functools.partial(_kept, later, self._keeping, id(out)))
+            self._hold(out)
+            self._keeper.submit(functools.partial(_kept, later, self._release_fn(out)))
+        if emit is not None:
+            self._hold(out)
+            self._relay.mark(self._release_fn(out))
         verdict = out.verdict
         failures = self._failures.get(s.seq, 0)
         requeue = s.forced == "requeue" and s.attempt - failures <= self.options.requeues
@@ -938,7 +960,7 @@ class Batch(HandsOut):
                 s.child.returncode = s.child.proc.returncode = -signal.SIGKILL
             self.cancelled.append(self._finalize(s, cancelled=True))
         self._keeper.wait()  # their transcripts, and those of the outcomes below, are in place first
-        self._keeping.clear()
+        self._held.clear()
         # finished but not yet handed out (or held back for order): never lost, reported with them
         undelivered = self._emission.take_undelivered()
         self.cancelled[:0] = undelivered
@@ -980,14 +1002,24 @@ class Batch(HandsOut):
         self.intake.close()
         self._keeper.wait()
         self._keeper.close()
+        self._relay.close()
 
 
-def _kept(keep: Callable[[], None], keeping: dict[int, Outcome], key: int) -> None:
-    """A keeper's job: keep the transcript, then let its outcome go (holds the table, never the batch)."""
+def _kept(keep: Callable[[], None], release: Callable[[], None]) -> None:
+    """A keeper's job: keep the transcript, then let its outcome go."""
     try:
         keep()
     finally:
-        keeping.pop(key, None)
+        release()
+
+
+def _release(held: dict[int, list[Any]], lock: threading.Lock, key: int) -> None:
+    with lock:
+        entry = held.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del held[key]
 
 
 def run_many(

@@ -1,0 +1,100 @@
+"""Live events handed to a batch's listener by a thread of their own.
+
+The listener (``Batch.on_event``: the CLI's ``--events`` writer, a progress
+display, the caller's own function) may be slow, or block on a full pipe;
+called from the supervising loop it would hold up every timeout and kill.
+The loop puts the events here instead. While :data:`EVENT_BACKLOG` of them
+wait, the loop parses no more output (the spools hold it) until the listener
+catches up: memory stays bounded and supervision goes on. A mark put after a
+task's last events is reached once the listener has had them all, so that
+task's outcome can wait for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .. import _limits
+
+__all__ = ["EventRelay"]
+
+
+class _Mark:
+    __slots__ = ("done",)
+
+    def __init__(self, done: Callable[[], None]) -> None:
+        self.done = done
+
+
+class EventRelay:
+    """A queue of ``(listener, task, event)`` and the thread that calls each listener in turn.
+
+    ``wake`` is called (in that thread) after a mark is reached and when the queue falls below its bound.
+    What a listener raises stops the deliveries and is kept in :attr:`failed` for the loop to raise.
+    """
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+        self._q: deque[Any] = deque()
+        self._cv = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.failed: BaseException | None = None
+
+    @property
+    def full(self) -> bool:
+        """Whether as many events wait as the bound allows: parse no more until the listener takes some."""
+        return len(self._q) >= _limits.EVENT_BACKLOG
+
+    def put(self, listener: Callable[[Any, Any], None], task: Any, events: list[Any]) -> None:
+        if events:
+            self._add([(listener, task, ev) for ev in events])
+
+    def mark(self, done: Callable[[], None]) -> None:
+        """Call ``done`` once every event put before this is delivered (at once when none waits)."""
+        if not self._q and self._thread is None:
+            done()
+            self._wake()
+            return
+        self._add([_Mark(done)])
+
+    def _add(self, items: list[Any]) -> None:
+        with self._cv:
+            self._q.extend(items)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._deliver, name="spoolparse-events", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def _deliver(self) -> None:
+        q = self._q
+        while True:
+            with self._cv:
+                while not q and not self._closed:
+                    self._cv.wait()
+                if not q:
+                    return
+                item = q.popleft()
+                below = len(q) == _limits.EVENT_BACKLOG - 1
+            if isinstance(item, _Mark):
+                item.done()
+                self._wake()
+                continue
+            if self.failed is None:
+                listener, task, ev = item
+                try:
+                    listener(task, ev)
+                except BaseException as e:  # raised by the batch's loop, as it was when the loop called it
+                    self.failed = e
+                    self._wake()
+            if below:
+                self._wake()
+
+    def close(self) -> None:
+        """Deliver what waits, then end the thread (a listener that never returns keeps it: it is a daemon)."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
