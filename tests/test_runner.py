@@ -815,6 +815,31 @@ def test_a_slow_event_listener_holds_up_no_timeout_and_each_outcome_follows_its_
     assert outcomes_at["talker"] >= len([x for x in seen if x[0] == "talker"])
 
 
+@pytest.mark.slow
+def test_a_cancel_ends_the_running_agents_before_it_parses_a_done_ones_backlog() -> None:
+    """A cancel while one task is done with seconds of output left to parse, and another still runs: the
+    running agent gets its TERM at once; the done task's backlog is parsed after, for its own outcome."""
+    token, env = marker()
+    line = b'{"type":"item.completed","item":{"type":"agent_message","text":"hello world"}}\n'
+    count = 40 * MiB // len(line)
+    writer = [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({line!r} * {count})"]
+    batch = run_many([Task(writer, id="flood"), Task(["sleep", "300"], id="running", env=env)], max_concurrent=2)
+    assert isinstance(batch, Batch)
+    reader = threading.Thread(target=lambda: list(batch), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 20
+    while not batch._draining and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert batch._draining, "the flood's backlog was parsed before it could be seen draining"
+    closer = threading.Thread(target=batch.close, daemon=True)
+    closer.start()
+    assert wait_gone(token, timeout=3.0) == []  # not after the flood's whole parse
+    closer.join(120)
+    outs = {o.id: o for o in batch.cancelled}
+    assert outs["running"].verdict == "cancelled"
+    assert outs["flood"].summary is not None and outs["flood"].summary["lines"] == count
+
+
 def test_a_batch_left_unfinished_ends_its_children_once_nobody_holds_it() -> None:
     """``for o in run_many(...): break`` keeping no reference to the batch: it is ended as by ``close()`` —
     every child it had started killed — and its loop thread ends."""

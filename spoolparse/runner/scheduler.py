@@ -576,7 +576,7 @@ class Batch(HandsOut):
     def _wait(self) -> None:
         now = _now()
         timeout = TICK
-        if self._due_now or ((self._draining or self._far) and not (self.on_event is not None and self._relay.full)):
+        if self._due_now or ((self._draining or self._far) and not self._listener_behind):
             timeout = 0.0  # a backlog to parse: the next budget of it right after this poll (a full relay wakes us)
         due = self._next_due()
         if due is not None:
@@ -739,11 +739,15 @@ class Batch(HandsOut):
         if s.forced is None and child.check_spool(thorough=facts is not None, facts=facts) is not None:
             self._end(s, "failed")
 
-    def _pump(self, s: Slot, limit: int) -> bool:
-        """Parse up to ``limit`` bytes of the slot's spool within this turn's budget; whether it caught up.
+    @property
+    def _listener_behind(self) -> bool:
+        """A slow listener has ``EVENT_BACKLOG`` events waiting: parse no more until it takes some."""
+        return self.on_event is not None and self._relay.full
 
-        Nothing while a slow listener has ``EVENT_BACKLOG`` events waiting: the spool keeps the rest."""
-        if self.on_event is not None and self._relay.full:
+    def _pump(self, s: Slot, limit: int) -> bool:
+        """Parse up to ``limit`` bytes of the slot's spool within this turn's budget; whether it caught up
+        (nothing while the listener is behind: the spool keeps the rest)."""
+        if self._listener_behind:
             return False
         _, live, caught_up = s.child.pump_within(limit, self._parse_until)
         if live and self.on_event is not None:
@@ -943,16 +947,16 @@ class Batch(HandsOut):
 
     def _cancel_running(self) -> None:
         self._collect_started(block=True)
-        for s in list(self._draining.values()):  # they ended before the cancel: their own outcome, parsed whole
-            del self._draining[s.key]
-            self._finalize(s)
-        slots = list(self._running.values())
+        done, self._draining = list(self._draining.values()), {}
+        slots = [s for s in self._running.values() if all(s is not d for d in done)]
         now = _now()
         for s in slots:
             if s.forced is None:
                 s.forced = "cancelled"
             s.child.life.stop(now, "cancelled", grace=_limits.INTERRUPT_GRACE)
             s.child.advance(now)  # every TERM out first: the graces run side by side
+        for s in done:  # ended before the cancel: their own outcome, their backlog parsed whole (after the TERMs)
+            self._finalize(s)
         for s in slots:
             with contextlib.suppress(OSError):
                 s.child.settle()  # KILL at the end of the grace, reap, sweep what is left
