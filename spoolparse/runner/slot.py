@@ -142,18 +142,12 @@ def outcome_of(
 
 
 def _keep_and_close(results: str | os.PathLike[str], task: Task, res: Result, child: Child) -> None:
-    try:
-        _keep(results, task, res)
-    except Exception as e:  # in the keeper's thread: said, never raised there
-        log.warning("cannot keep the transcript of %s in %s: %s", task.id, os.fspath(results), e)
-    finally:
-        child.close()
-
-
-def _keep(results: str | os.PathLike[str], task: Task, res: Result) -> None:
-    """The task's transcript into ``results``: a link, not a copy (a problem is logged, not fatal)."""
+    """The task's transcript into ``results`` (a link where the kernel allows one, else a copy), then its
+    spools closed; run in the keeper's thread, where a problem is logged, never raised."""
     assert res.stdout is not None and res.stderr is not None
     try:
         keep(results, str(task.id), {"stdout": res.stdout, "stderr": res.stderr})
-    except OSError as e:
+    except Exception as e:
         log.warning("cannot keep the transcript of %s in %s: %s", task.id, os.fspath(results), e)
+    finally:
+        child.close()
