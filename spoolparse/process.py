@@ -441,10 +441,13 @@ class Child:
                 break
         return got, live
 
-    def pump_within(self, limit: int, until: float) -> tuple[int, list[LiveEvent], bool]:
-        """:meth:`pump` a ``PARSE_SLICE`` at a time until ``limit`` bytes, caught up, or the clock
-        (``time.monotonic``) passed ``until``: (bytes, events, caught up). However small the events, the
-        caller gets the hand back within a slice's parse of ``until``."""
+    def pump_within(
+        self, limit: int, until: float, max_events: int | None = None
+    ) -> tuple[int, list[LiveEvent], bool]:
+        """:meth:`pump` a ``PARSE_SLICE`` at a time until ``limit`` bytes, caught up, the clock
+        (``time.monotonic``) passed ``until``, or ``max_events`` events are in hand: (bytes, events, caught
+        up). However small the events, the caller gets the hand back within a slice's parse of ``until``, with
+        at most a slice's events past ``max_events``."""
         got = 0
         live: list[LiveEvent] = []
         while True:
@@ -453,7 +456,7 @@ class Child:
             got += n
             if n == 0:
                 return got, live, True
-            if got >= limit or time.monotonic() >= until:
+            if got >= limit or time.monotonic() >= until or (max_events is not None and len(live) >= max_events):
                 return got, live, False
 
     # -- the process -------------------------------------------------------

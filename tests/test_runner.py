@@ -840,6 +840,39 @@ def test_a_cancel_ends_the_running_agents_before_it_parses_a_done_ones_backlog()
     assert outs["flood"].summary is not None and outs["flood"].summary["lines"] == count
 
 
+@pytest.mark.slow
+def test_events_waiting_for_a_stalled_listener_stay_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the listener is stalled, at most ``EVENT_BACKLOG`` events wait, plus what one parse slice gave
+    and the last slice parsed with the outcome; the rest stays in the spool until the listener takes some.
+    (A parse budget of 5 s makes a pump that ignored the bound take the whole output at once.) Every event
+    still arrives, in order."""
+    monkeypatch.setattr(_limits, "PARSE_BUDGET", 5.0)
+    line = b'{"type":"item.completed","item":{"type":"agent_message","text":"hello world"}}\n'
+    count = 40_000
+    end = b'{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}\n'
+    writer = [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({line!r} * {count} + {end!r})"]
+    gate = threading.Event()
+    waiting: list[int] = []
+    texts = 0
+
+    batch = run_many([Task(writer, id="flood")], max_concurrent=1)
+    assert isinstance(batch, Batch)
+
+    def listener(task: Task, ev: Any) -> None:
+        nonlocal texts
+        gate.wait(20)
+        waiting.append(len(batch._relay._q))
+        texts += ev.kind == "text"
+
+    batch.on_event = listener
+    threading.Timer(1.5, gate.set).start()  # stalled while the child writes and exits
+    (o,) = list(batch)
+    assert o.ok and o.summary is not None and o.summary["lines"] == count + 1
+    per_slice = _limits.PARSE_SLICE // len(line) + 1
+    assert max(waiting) <= _limits.EVENT_BACKLOG + 2 * per_slice, max(waiting)
+    assert texts == count
+
+
 def test_a_batch_left_unfinished_ends_its_children_once_nobody_holds_it() -> None:
     """``for o in run_many(...): break`` keeping no reference to the batch: it is ended as by ``close()`` —
     every child it had started killed — and its loop thread ends."""

@@ -45,9 +45,14 @@ class EventRelay:
         self.failed: BaseException | None = None
 
     @property
+    def room(self) -> int:
+        """Events that may still be put before the bound (parse no more than that until the listener takes
+        some; at 0, nothing)."""
+        return max(0, _limits.EVENT_BACKLOG - len(self._q))
+
+    @property
     def full(self) -> bool:
-        """Whether as many events wait as the bound allows: parse no more until the listener takes some."""
-        return len(self._q) >= _limits.EVENT_BACKLOG
+        return self.room == 0
 
     def put(self, listener: Callable[[Any, Any], None], task: Any, events: list[Any]) -> None:
         if events:

@@ -749,7 +749,8 @@ class Batch(HandsOut):
         (nothing while the listener is behind: the spool keeps the rest)."""
         if self._listener_behind:
             return False
-        _, live, caught_up = s.child.pump_within(limit, self._parse_until)
+        room = self._relay.room if self.on_event is not None else None
+        _, live, caught_up = s.child.pump_within(limit, self._parse_until, room)
         if live and self.on_event is not None:
             self._relay.put(self.on_event, s.task, live)
         return caught_up
