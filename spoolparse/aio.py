@@ -14,6 +14,7 @@ as it grows, and the :class:`~spoolparse.Result` is built from that pass.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import time
@@ -23,7 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from . import _limits
-from ._lifecycle import Deadlines, Done
+from ._lifecycle import Deadlines, Done, Wait
 from ._wait import Inotify, next_interval, open_inotify
 from .errors import SpoolFullError, UsageError
 from .lines import Loads
@@ -165,6 +166,8 @@ class AsyncRun:
         self._result: Result | None = None
         self._closed = False
         self._busy = False
+        self._deadline: asyncio.TimerHandle | None = None  # the lifecycle's next deadline, a timer of the loop
+        self._deadline_at: float | None = None
         self._unwatched = False  # followed by wait() with nobody listening: read on an interval
         self._watching = False  # the spools' watches were asked for (at the first step)
         #: Times the run woke from an idle sleep (for measuring idle cost).
@@ -195,6 +198,7 @@ class AsyncRun:
             if child.pidfd >= 0:
                 loop.add_reader(child.pidfd, self._on_exit)
                 self._exit_reader = True
+            self._supervise()
         except BaseException:
             self._teardown()
             raise
@@ -293,6 +297,7 @@ class AsyncRun:
                 if child.check_spool() is not None:
                     child.life.stop(now, "spool full", grace=0)
                 action = child.advance(now)
+                self._arm(action)
                 if not n and child.life.leader_exited:
                     return live + await self._finish()
                 if n:
@@ -357,6 +362,7 @@ class AsyncRun:
         while True:
             now = time.monotonic()
             action = child.advance(now)
+            self._arm(action)
             if isinstance(action, Done):
                 return
             left = _limits.POLL_MAX if action.until is None else action.until - now
@@ -383,6 +389,7 @@ class AsyncRun:
         if self._closed or self._child is None:
             return
         self._closed = True
+        self._arm(None)
         child = self._child
         if self._result is None:
             child.kill_now()
@@ -390,6 +397,31 @@ class AsyncRun:
         if self._result is None:
             child.close()
         self._resolve_waiter()
+
+    # -- the deadlines -----------------------------------------------------------
+
+    def _supervise(self) -> None:
+        """Do what the lifecycle asks now (signals, the reap, the leftovers' checks), and again at its next
+        deadline: the deadlines are the loop's timers, so a consumer slow to take the events (or a listener
+        that awaits) holds up no timeout. The steps do the same on their way."""
+        self._deadline = None
+        self._deadline_at = None
+        if self._closed or self._child is None:
+            return
+        with contextlib.suppress(OSError):  # nothing to do for a group already gone; the next step sees it
+            self._arm(self._child.advance(time.monotonic()))
+
+    def _arm(self, action: Wait | Done | None) -> None:
+        """Have :meth:`_supervise` called at ``action``'s deadline (none for ``Done`` or ``None``)."""
+        until = action.until if isinstance(action, Wait) and not self._closed else None
+        if until == self._deadline_at:
+            return
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self._deadline_at = until
+        if until is not None and self._loop is not None:
+            self._deadline = self._loop.call_later(max(0.0, until - time.monotonic()), self._supervise)
 
     # -- waking ----------------------------------------------------------------
 
@@ -432,6 +464,7 @@ class AsyncRun:
             self._exit_reader = False
             assert self._loop is not None
             self._loop.remove_reader(self.child.pidfd)
+        self._supervise()  # reaped, and what it left behind ended, whoever is (or is not) following the run
         self._wake()
 
     def _wake(self) -> None:

@@ -24,6 +24,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from . import _limits
 from ._guardian import Registration, guardian
 from ._lifecycle import Check, Deadlines, Done, Lifecycle, Reap, Send, Wait
 from ._proc import proc_stats
+from ._relay import EventRelay
 from ._signals import Interrupted, deferred
 from ._spawn import Gate, check_program, deathsig_preexec, gated_argv, spawn
 from ._wait import SpoolWaiter
@@ -754,10 +756,44 @@ def _summarize_interrupted(child: Child, exc: Interrupted, *, running: bool, tim
         exc.result = res
 
 
-def _emit(on_event: OnEvent | None, live: list[LiveEvent]) -> None:
-    if on_event is not None:
-        for ev in live:
-            on_event(ev)
+def _deliver_rest(
+    child: Child,
+    relay: EventRelay,
+    deliver: Callable[[object, LiveEvent], None],
+    bell: threading.Event,
+    *,
+    keep_output: bool,
+    timeout: float | None,
+) -> Result:
+    """The rest of a reaped child's output to the relay (never more than its room at a time), its result once
+    the listener has had every event. What the listener raised is raised here."""
+
+    def room() -> int:
+        while True:
+            bell.clear()
+            if relay.failed is not None:
+                raise relay.failed
+            if relay.room:
+                return relay.room
+            bell.wait()
+
+    while True:
+        _, live, caught_up = child.pump_within(1 << 62, math.inf, max_events=room())
+        relay.put(deliver, None, live)
+        if caught_up:
+            break
+    res, _ = child.result(keep_output=keep_output, timeout=timeout, emit=lambda live: relay.put(deliver, None, live))
+    try:
+        delivered = threading.Event()
+        relay.mark(delivered.set)
+        delivered.wait()
+        relay.close()
+        if relay.failed is not None:
+            raise relay.failed
+    except BaseException:
+        res.close()  # nobody will get this result: its spools go with it
+        raise
+    return res
 
 
 def run(
@@ -801,7 +837,9 @@ def run(
     :class:`~spoolparse.CalledProcessError`.
 
     ``on_event`` gets each :class:`~spoolparse.LiveEvent` while the child
-    runs, in stream order; ``on_start`` gets the started :class:`Child` once
+    runs, in stream order, from a thread of its own: a slow listener delays
+    the events, never the timeout (no more is parsed while ``EVENT_BACKLOG``
+    wait); ``run`` returns once it has had them all. ``on_start`` gets the started :class:`Child` once
     (its ``pid``, and counters such as ``offset`` for a progress display).
     The follower sleeps until the child writes or exits (inotify and a pidfd
     on Linux; bounded polling elsewhere).
@@ -831,14 +869,34 @@ def run(
     )
     assert child.stderr is not None
     waiter: SpoolWaiter | None = None
+    # the listener is called from a thread of its own: one that is slow, or blocks on a full pipe, holds up no
+    # timeout; while EVENT_BACKLOG events wait for it, no more output is parsed (the spool holds it)
+    relay: EventRelay | None = None
+    bell = threading.Event()  # the relay has room again, or the listener failed
+    if on_event is not None:
+        relay = EventRelay(bell.set)
+        listener = on_event
+
+        def deliver(_: object, ev: LiveEvent) -> None:
+            listener(ev)
+
     try:
         waiter = SpoolWaiter((child.stdout.fileno(), child.stderr.fileno()), child.pidfd)
         if on_start is not None:
             on_start(child)
         interval = waiter.next_interval(None)
         while True:
-            n, live = child.pump()
-            _emit(on_event, live)
+            if relay is None:
+                n, _ = child.pump()
+            else:
+                bell.clear()  # before the look at the room: a wake after it is not lost
+                if relay.failed is not None:
+                    raise relay.failed
+                n = 0
+                if relay.room:
+                    until = time.monotonic() + _limits.PARSE_BUDGET
+                    n, live, _ = child.pump_within(_limits.FOLLOW_STEP, until, max_events=relay.room)
+                    relay.put(deliver, None, live)
             now = time.monotonic()
             if child.check_spool() is not None:
                 child.life.stop(now, "spool full", grace=0)
@@ -850,12 +908,22 @@ def run(
                 continue
             assert isinstance(action, Wait)
             wait = interval if action.until is None else min(interval, max(0.0, action.until - now))
+            if relay is not None and relay.full:
+                # the spool's writes must not wake us (nothing is parsed until the listener catches up); the
+                # exit is looked at every POLL_MAX meanwhile, the deadlines on time
+                bell.wait(min(wait, _limits.POLL_MAX))
+                continue
             waiter.wait(wait)
             interval = waiter.next_interval(interval)
         waiter.close()  # the watches pin the spools' inodes: gone before the spools may close
         child.settle()  # reaped, and what it left behind ended
-        res, _ = child.result(keep_output=keep_output, timeout=timeout, emit=lambda live: _emit(on_event, live))
+        if relay is None:
+            res, _ = child.result(keep_output=keep_output, timeout=timeout)
+        else:
+            res = _deliver_rest(child, relay, deliver, bell, keep_output=keep_output, timeout=timeout)
     except BaseException as exc:
+        if relay is not None:
+            relay.abandon()
         if waiter is not None:
             waiter.close()
         running = not child.life.leader_exited

@@ -385,3 +385,42 @@ def test_a_run_parsing_a_large_backlog_leaves_the_event_loop_to_the_others() -> 
     flood_s, other_s, res = asyncio.run(main())
     assert other_s < 3.0 and other_s < flood_s, (other_s, flood_s)
     assert res.lines == count and res.stdout_bytes == count * len(line) and res.text == "hello world"
+
+
+def _gone_within(pgid: int, within: float = 20.0) -> Any:
+    async def wait() -> bool:
+        deadline = asyncio.get_running_loop().time() + within
+        while not group_gone(pgid) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        return group_gone(pgid)
+
+    return wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["on_event", "events"])
+def test_a_slow_consumer_holds_up_no_timeout(tmp_path: Path, how: str) -> None:
+    """An async listener that awaits a long time, or a consumer of ``events()`` slow between events, does not
+    hold up the run's timeout: the deadlines are the event loop's timers, not the consumer's pace."""
+    argv = [sys.executable, str(FIXTURES / "live_agent.py"), "--wait-for", str(tmp_path / "never")]
+
+    async def main() -> tuple[list[bool], spoolparse.Result]:
+        gone_in_time: list[bool] = []
+        pgid: list[int] = []
+
+        async def on_event(ev: Any) -> None:
+            if not gone_in_time:
+                gone_in_time.append(await _gone_within(pgid[0]))
+
+        async with aio.open_run(argv, timeout=1.0, grace=0.5, on_event=on_event if how == "on_event" else None) as run:
+            pgid.append(run.pgid)
+            if how == "events":
+                async for ev in run.events():
+                    await on_event(ev)
+            res = await run.wait()
+        return gone_in_time, res
+
+    gone_in_time, res = asyncio.run(main())
+    assert gone_in_time == [True], "the timeout waited for the consumer"
+    assert res.timed_out and not res.ok
+    res.close()

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import spoolparse
 
 from .helpers import FAKE_CODEX, FIXTURES
@@ -134,3 +136,31 @@ def test_help_lists_the_options() -> None:
     p = _cli("run", "--help")
     for opt in (b"--events", b"--events-file", b"--progress", b"--no-progress"):
         assert opt in p.stdout
+
+
+@pytest.mark.slow
+def test_events_into_a_pipe_nobody_reads_hold_up_no_timeout() -> None:
+    """``run --events`` with stderr a pipe that nobody drains: the writes block, the timeout does not. The
+    agent is gone on time (looked for in /proc by its mark); once stderr is read, every event comes out."""
+    from .runner_support import marked_pids, marker, wait_for, wait_gone
+
+    token, mark = marker()
+    code = (
+        "import sys, time\n"
+        "line = b'{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"hello\"}}\\n'\n"
+        "sys.stdout.buffer.write(line * 100000); sys.stdout.flush(); time.sleep(60)\n"
+    )
+    agent = ["env", *(f"{k}={v}" for k, v in mark.items()), sys.executable, "-c", code]  # the agent alone marked
+    proc = subprocess.Popen([*CLI, "run", "--events", "--timeout", "1", "--", *agent],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_for(lambda: marked_pids(token)), "the agent never started"
+        assert wait_gone(token, timeout=15.0) == [], "the agent outlived its timeout behind a full stderr"
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 124, err[-2000:]
+    events = [json.loads(line) for line in err.splitlines() if line.startswith(b"{")]
+    assert sum(ev.get("kind") == "text" for ev in events) == 100000
+    assert json.loads(out)["timed_out"] is True

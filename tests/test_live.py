@@ -6,6 +6,7 @@ import errno
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +275,66 @@ def test_no_inotify_instance_to_be_had_falls_back_to_polling(monkeypatch: pytest
     with spoolparse.run([*LIVE_AGENT, "--ticks", "3", "--interval", "0.02"]) as r:
         assert r.ok, r.error
     assert waiters and not waiters[0].event_driven
+
+
+def _until_gone(pgid: int, within: float = 20.0) -> bool:
+    """Wait (a listener holding up its caller) until the group is gone; whether it went in time."""
+    deadline = time.monotonic() + within
+    while not group_gone(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return group_gone(pgid)
+
+
+@pytest.mark.slow
+def test_a_slow_listener_holds_up_no_timeout(tmp_path: Path) -> None:
+    """A listener that blocks (a display that hangs, ``--events`` into a full pipe) delays the events, never
+    the run's timeout: the child is killed on time while the listener is still in its first event. Every event
+    still reaches it, in order, before ``run`` returns."""
+    started: list[Child] = []
+    seen: list[dict[str, Any]] = []
+    gone_in_time: list[bool] = []
+
+    def on_event(ev: spoolparse.LiveEvent) -> None:
+        if not gone_in_time:
+            gone_in_time.append(_until_gone(started[0].pgid))
+        seen.append(event_dict(ev))
+
+    with spoolparse.run([*LIVE_AGENT, "--wait-for", str(tmp_path / "never")], timeout=1.0, grace=0.5,
+                        on_event=on_event, on_start=started.append) as r:
+        assert gone_in_time == [True], "the timeout waited for the listener"
+        assert r.timed_out and not r.ok
+        assert seen and seen == _posthoc(r)
+
+
+@pytest.mark.slow
+def test_events_to_a_stalled_listener_stay_within_their_bound() -> None:
+    """While the listener is stalled, output is not parsed into events beyond EVENT_BACKLOG: memory stays
+    bounded (the spool holds the rest), and the events all come once it takes them again."""
+    from spoolparse import _limits
+
+    line = b'{"type":"item.completed","item":{"type":"agent_message","text":"hi"}}\n'
+    count = 60_000
+    release = threading.Event()
+    peak: list[int] = []
+    started: list[Child] = []
+    kinds: list[str] = []
+
+    def on_event(ev: spoolparse.LiveEvent) -> None:
+        if not release.is_set():
+            # stalled until the child has exited (its whole output is then on disk, most of it unparsed)
+            child = started[0]
+            while not child.exited():
+                time.sleep(0.02)
+            time.sleep(0.3)  # the run's loop has had time to parse all it would
+            peak.append(child.offset)
+            release.set()
+        kinds.append(ev.kind)
+
+    end = b'{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}\n'
+    writer = [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({line!r} * {count} + {end!r})"]
+    r = spoolparse.run(writer, on_event=on_event, on_start=started.append, keep_output=False)
+    assert r.ok and r.text == "hi"
+    assert kinds.count("text") == count
+    # what was parsed while the listener stalled: at most the bound and a slice's worth of lines
+    per_slice = _limits.PARSE_SLICE // len(line) + 1
+    assert peak[0] <= (_limits.EVENT_BACKLOG + per_slice + 1) * len(line) + _limits.PARSE_SLICE, peak

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _limits
 from .._lifecycle import Done
 from .._proc import raise_open_files_limit
+from .._relay import EventRelay
 from .._signals import uninterruptible
 from .._wait import Inotify, open_inotify
 from ..errors import Error, UsageError
@@ -54,7 +55,6 @@ from .intake import Intake, InvalidTask
 from .joblog import JobLog, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .options import ENFORCE_MODES, BatchOptions
-from .relay import EventRelay
 from .results import Keeper
 from .slot import Slot, outcome_of
 from .spawning import Pending, Spawner, child_for, launched

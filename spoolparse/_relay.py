@@ -1,13 +1,14 @@
-"""Live events handed to a batch's listener by a thread of their own.
+"""Live events handed to a listener by a thread of their own.
 
-The listener (``Batch.on_event``: the CLI's ``--events`` writer, a progress
-display, the caller's own function) may be slow, or block on a full pipe;
-called from the supervising loop it would hold up every timeout and kill.
-The loop puts the events here instead. While :data:`EVENT_BACKLOG` of them
-wait, the loop parses no more output (the spools hold it) until the listener
-catches up: memory stays bounded and supervision goes on. A mark put after a
-task's last events is reached once the listener has had them all, so that
-task's outcome can wait for it.
+The listener (``on_event`` of :func:`spoolparse.run` or a batch: the CLI's
+``--events`` writer, a progress display, the caller's own function) may be
+slow, or block on a full pipe; called from the supervising loop it would hold
+up every timeout and kill. The loop (:func:`spoolparse.run`'s, a batch's)
+puts the events here instead. While :data:`EVENT_BACKLOG` of them wait, the
+loop parses no more output (the spools hold it) until the listener catches
+up: memory stays bounded and supervision goes on. A mark put after a task's
+last events is reached once the listener has had them all, so that task's
+outcome can wait for it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .. import _limits
+from . import _limits
 
 __all__ = ["EventRelay"]
 
@@ -42,6 +43,7 @@ class EventRelay:
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._abandoned = False
         self.failed: BaseException | None = None
 
     @property
@@ -88,15 +90,26 @@ class EventRelay:
                 item.done()
                 self._wake()
                 continue
-            if self.failed is None:
+            if self.failed is None and not self._abandoned:
                 listener, task, ev = item
                 try:
                     listener(task, ev)
-                except BaseException as e:  # raised by the batch's loop, as it was when the loop called it
+                except BaseException as e:  # raised by the loop, as it was when the loop called it
                     self.failed = e
                     self._wake()
             if below:
                 self._wake()
+
+    def abandon(self) -> None:
+        """Deliver nothing more (an interrupted run: its listener hears no more once the call has raised);
+        what waits is dropped, its marks reached."""
+        with self._cv:
+            marks = [item for item in self._q if isinstance(item, _Mark)]
+            self._q.clear()
+            self._q.extend(marks)
+            self._abandoned = True
+            self._closed = True
+            self._cv.notify()
 
     def close(self) -> None:
         """Deliver what waits, then end the thread (a listener that never returns keeps it: it is a daemon)."""
