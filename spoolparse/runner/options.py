@@ -92,6 +92,10 @@ class BatchOptions:
     max_spool_bytes: int | None = None
     #: Seconds between memory samples, spool pumps and watchdog checks.
     sample_interval: float = _limits.SAMPLE_INTERVAL
+    #: Seconds between memory readings of a task with no memory limit of its own (its peak and admission;
+    #: every ``sample_interval`` near ``stop_at``). Shorter: the peaks of short tasks are seen, at the cost of
+    #: reading ``/proc`` more often.
+    memory_sample_interval: float = _limits.MEMORY_SAMPLE_INTERVAL
     #: Folder for kept transcripts (``DIR/<id>/stdout``, ``stderr``).
     results: str | os.PathLike[str] | None = None
     #: ``"failed"``: keep the transcripts of tasks not ok; ``"all"``: of every task.
@@ -118,9 +122,9 @@ class BatchOptions:
                 raise UsageError(f"{name} must be at least 1, not {value}")
         check_fractions(self.stop_at, self.kill_at)
         check_times(self.timeout, self.grace, self.soft_timeout)  # the one rule for times
-        for name in ("retry_backoff", "sample_interval"):
+        for name in ("retry_backoff", "sample_interval", "memory_sample_interval"):
             value = getattr(self, name)
-            if not math.isfinite(value) or value < 0 or (value == 0 and name == "sample_interval"):
+            if not math.isfinite(value) or value < 0 or (value == 0 and name != "retry_backoff"):
                 raise UsageError(f"{name} must be a finite number of seconds above 0, not {value}")
         if self.resume and self.joblog is None:
             raise UsageError("resume needs a joblog to read")

@@ -661,7 +661,7 @@ class Batch(HandsOut):
         # second (every interval near stop_at); a watchdog's limit is checked every interval.
         every = now >= self._next_memory_sample or self.admission.near_limits()
         if every:
-            self._next_memory_sample = now + _limits.MEMORY_SAMPLE_INTERVAL
+            self._next_memory_sample = now + self.options.memory_sample_interval
         read_all = self.on_event is not None or now >= self._next_read
         if read_all:
             self._next_read = now + _limits.UNWATCHED_READ_INTERVAL
