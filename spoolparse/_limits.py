@@ -37,9 +37,12 @@ PARSE_SLICE = 64 * 1024
 #: Seconds of parsing a batch's loop turn, or an asyncio run's step, spends on spools at most before it looks
 #: at its deadlines again (and lets other runs on the event loop go on); the rest waits for the next one.
 PARSE_BUDGET = 0.02
-#: Live events a batch keeps waiting for a slow listener (``on_event``) before it parses no more output
-#: until the listener catches up (the spools hold what is not parsed yet).
+#: Live events a batch or a run keeps waiting for a slow listener (``on_event``) before it parses no more
+#: output until the listener catches up (the spools hold what is not parsed yet).
 EVENT_BACKLOG = 1000
+#: Seconds a batch or a run that ends waits for its listener to finish the event it is in (a write cut short
+#: at exit would leave the events' stream with half a line).
+EVENT_JOIN = 5.0
 #: Bytes parsed per step while following a child, between checks of its exit,
 #: its timeout and its spool size: a fast writer overshoots a limit by at most this.
 FOLLOW_STEP = 8 * MiB

@@ -57,12 +57,12 @@ class EventRelay:
         return self.room == 0
 
     def put(self, listener: Callable[[Any, Any], None], task: Any, events: list[Any]) -> None:
-        if events:
+        if events and not self._abandoned:
             self._add([(listener, task, ev) for ev in events])
 
     def mark(self, done: Callable[[], None]) -> None:
         """Call ``done`` once every event put before this is delivered (at once when none waits)."""
-        if not self._q and self._thread is None:
+        if self._abandoned or (not self._q and self._thread is None):
             done()
             self._wake()
             return
@@ -101,8 +101,8 @@ class EventRelay:
                 self._wake()
 
     def abandon(self) -> None:
-        """Deliver nothing more (an interrupted run: its listener hears no more once the call has raised);
-        what waits is dropped, its marks reached."""
+        """Deliver nothing more (a cancelled batch, an interrupted run: the listener hears no more once the
+        call has raised); what waits is dropped, its marks reached, and a later mark is reached at once."""
         with self._cv:
             marks = [item for item in self._q if isinstance(item, _Mark)]
             self._q.clear()
@@ -111,8 +111,14 @@ class EventRelay:
             self._closed = True
             self._cv.notify()
 
-    def close(self) -> None:
-        """Deliver what waits, then end the thread (a listener that never returns keeps it: it is a daemon)."""
+    def close(self, wait: float = 0.0) -> None:
+        """Deliver what waits, then end the thread (a listener that never returns keeps it: it is a daemon).
+
+        ``wait``: seconds to wait for that, so that a caller about to exit does not leave the listener in the
+        middle of a write (its stream would end in a cut line). Never from the listener's own thread."""
         with self._cv:
             self._closed = True
             self._cv.notify()
+        thread = self._thread
+        if wait > 0 and thread is not None and thread is not threading.current_thread():
+            thread.join(wait)

@@ -942,6 +942,8 @@ def run(
         if isinstance(exc, Interrupted):
             _summarize_interrupted(child, exc, running=running, timeout=timeout)
         child.close()
+        if relay is not None:
+            relay.close(wait=_limits.EVENT_JOIN)  # the listener done with the event it is in
         raise
     if res.spool_full:
         raise SpoolFullError(child.spool_dir, res.stdout_bytes + res.stderr_bytes, child.spool_full or "", res)

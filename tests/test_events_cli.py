@@ -15,6 +15,7 @@ import pytest
 import spoolparse
 
 from .helpers import FAKE_CODEX, FIXTURES
+from .runner_support import wait_for
 
 CLI = [sys.executable, "-m", "spoolparse"]
 LIVE_AGENT = [sys.executable, str(FIXTURES / "live_agent.py")]
@@ -164,3 +165,51 @@ def test_events_into_a_pipe_nobody_reads_hold_up_no_timeout() -> None:
     events = [json.loads(line) for line in err.splitlines() if line.startswith(b"{")]
     assert sum(ev.get("kind") == "text" for ev in events) == 100000
     assert json.loads(out)["timed_out"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["run", "batch"])
+def test_an_interrupt_while_events_stream_to_a_slow_reader_leaves_whole_lines(command: str) -> None:
+    """Ctrl-C while the events are written to a slow reader of stderr: the stream stays NDJSON to its end —
+    no line cut short, none written after the error line that says why the run ended."""
+    import signal
+    import threading
+    import time
+
+    code = (
+        "import sys, time\n"
+        "line = b'{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"hello\"}}\\n'\n"
+        "sys.stdout.buffer.write(line * 100000); sys.stdout.flush(); time.sleep(60)\n"
+    )
+    agent = [sys.executable, "-c", code]
+    if command == "run":
+        argv, task = [*CLI, "run", "--events", "--", *agent], b""
+    else:
+        argv, task = [*CLI, "batch", "--events", "-"], json.dumps({"id": "a", "cmd": agent}).encode() + b"\n"
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.write(task)
+    proc.stdin.close()
+    got: list[bytes] = []
+
+    def slow_reader() -> None:
+        assert proc.stderr is not None
+        while chunk := proc.stderr.read1(4096):
+            got.append(chunk)
+            time.sleep(0.01)
+
+    reader = threading.Thread(target=slow_reader)
+    reader.start()
+    try:
+        assert wait_for(lambda: len(got) > 20), "no events came"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 128 + signal.SIGINT
+    finally:
+        proc.kill()
+        proc.wait()
+        reader.join(60)
+    err = b"".join(got)
+    assert err.endswith(b"\n"), err[-300:]
+    lines = [json.loads(line) for line in err.splitlines()]
+    assert lines[-1]["kind"] == "error" and "SIGINT" in lines[-1]["message"], lines[-3:]
+    assert sum(1 for ev in lines if ev["kind"] == "error") == 1

@@ -947,6 +947,7 @@ class Batch(HandsOut):
             self._cancel_running()
 
     def _cancel_running(self) -> None:
+        self._relay.abandon()  # a cancelled batch's listener hears no more (its events would follow the cancel)
         self._collect_started(block=True)
         done, self._draining = list(self._draining.values()), {}
         slots = [s for s in self._running.values() if all(s is not d for d in done)]
@@ -1007,7 +1008,7 @@ class Batch(HandsOut):
         self.intake.close()
         self._keeper.wait()
         self._keeper.close()
-        self._relay.close()
+        self._relay.close(wait=_limits.EVENT_JOIN)
 
 
 def _kept(keep: Callable[[], None], release: Callable[[], None]) -> None:
