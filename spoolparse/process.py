@@ -754,6 +754,10 @@ def _poll_ms(seconds: float) -> int:
     return max(0, math.ceil(seconds * 1000))
 
 
+def _nobody(live: list[LiveEvent]) -> None:
+    """Events nobody will hear (dropped a step at a time, never gathered)."""
+
+
 def _summarize_interrupted(child: Child, exc: Interrupted, *, running: bool, timeout: float | None) -> None:
     """Hand the command line what an interrupted run had come to: its result, on ``exc.result``.
 
@@ -761,7 +765,7 @@ def _summarize_interrupted(child: Child, exc: Interrupted, *, running: bool, tim
     One that had exited keeps the verdict it earned. A second signal meanwhile leaves ``exc.result`` unset.
     """
     with contextlib.suppress(Interrupted, OSError), deferred():
-        res, _ = child.result(keep_output=False, timeout=timeout)
+        res, _ = child.result(keep_output=False, timeout=timeout, emit=_nobody)  # its events: nobody listens now
         if running:
             res.error = str(exc) if res.error is None else f"{exc}; {res.error}"
         exc.result = res
@@ -801,8 +805,10 @@ def _deliver_rest(
         relay.close()
         if relay.failed is not None:
             raise relay.failed
-    except BaseException:
+    except BaseException as exc:
         res.close()  # nobody will get this result: its spools go with it
+        if isinstance(exc, Interrupted) and exc.result is None:
+            exc.result = res  # the verdict the run had earned (its spools are gone: never read them again)
         raise
     return res
 
@@ -939,7 +945,7 @@ def run(
             waiter.close()
         running = not child.life.leader_exited
         child.kill_now()
-        if isinstance(exc, Interrupted):
+        if isinstance(exc, Interrupted) and exc.result is None:
             _summarize_interrupted(child, exc, running=running, timeout=timeout)
         child.close()
         if relay is not None:

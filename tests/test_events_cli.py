@@ -213,3 +213,50 @@ def test_an_interrupt_while_events_stream_to_a_slow_reader_leaves_whole_lines(co
     lines = [json.loads(line) for line in err.splitlines()]
     assert lines[-1]["kind"] == "error" and "SIGINT" in lines[-1]["message"], lines[-3:]
     assert sum(1 for ev in lines if ev["kind"] == "error") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("events", [100_000, 900], ids=["backlog-unparsed", "all-parsed-and-queued"])
+def test_an_interrupt_after_the_agent_exited_while_its_events_are_still_written(events: int) -> None:
+    """The agent is done; its events are still going out to a slow reader when Ctrl-C comes (its backlog not
+    yet parsed, or parsed and waiting for the listener). The run keeps the verdict it earned: its summary is
+    printed, ok, the exit status is the signal's, and stderr is whole lines."""
+    import signal
+    import threading
+    import time
+
+    code = (
+        "import sys\n"
+        "line = b'{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"hello\"}}\\n'\n"
+        f"sys.stdout.buffer.write(line * {events})\n"
+        "sys.stdout.buffer.write(b'{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}\\n')\n"
+    )
+    proc = subprocess.Popen([*CLI, "run", "--events", "--", sys.executable, "-c", code],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    got: list[bytes] = []
+
+    def slow_reader() -> None:
+        assert proc.stderr is not None
+        while chunk := proc.stderr.read1(1024):
+            got.append(chunk)
+            time.sleep(0.05)
+
+    reader = threading.Thread(target=slow_reader)
+    reader.start()
+    try:
+        time.sleep(1.5)  # the agent has exited; a pipe's 64 KiB and 20 KiB/s read: seconds of events to go
+        assert proc.poll() is None, "the events were all written already"
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        assert proc.wait(60) == 128 + signal.SIGINT
+    finally:
+        proc.kill()
+        proc.wait()
+        reader.join(60)
+    err = b"".join(got)
+    assert err.endswith(b"\n"), err[-300:]
+    lines = [json.loads(line) for line in err.splitlines()]
+    assert lines[-1]["kind"] == "error" and "SIGINT" in lines[-1]["message"], lines[-3:]
+    summary = json.loads(out)
+    assert summary["ok"] is True and summary["text"] == "hello", (summary["error"], summary["warnings"])
