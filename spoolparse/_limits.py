@@ -98,6 +98,13 @@ MEMORY_SAMPLE_INTERVAL = 1.0
 SPOOL_CHECK_INTERVAL = 1.0
 #: Seconds between SIGTERM and SIGKILL after Ctrl-C in the parent.
 INTERRUPT_GRACE = 0.5
+#: Seconds a wait of the main thread (for an outcome, for a listener) lasts at most before it looks again:
+#: the kernel may hand a process's SIGINT or SIGTERM to another thread, whose handler only sets a flag the
+#: main thread sees when it next runs Python (a lock's wait is interrupted only by a signal to its own thread).
+SIGNAL_SLICE = 0.2
+#: Seconds a halted batch waits for the input's next task to give it its ``skipped`` outcome; an input that
+#: pauses longer (an endless producer) is read no further.
+HALT_INPUT_WAIT = 1.0
 #: Polling interval bounds (seconds): the back-off during a kill's grace and, where
 #: inotify is missing, while following a silent child (capped at POLL_IDLE then).
 POLL_MIN = 0.001

@@ -790,7 +790,7 @@ def _deliver_rest(
                 raise relay.failed
             if relay.room:
                 return relay.room
-            bell.wait()
+            bell.wait(_limits.SIGNAL_SLICE)  # a signal another thread took is seen here within this
 
     while True:
         _, live, caught_up = child.pump_within(1 << 62, math.inf, max_events=room())
@@ -801,7 +801,8 @@ def _deliver_rest(
     try:
         delivered = threading.Event()
         relay.mark(delivered.set)
-        delivered.wait()
+        while not delivered.wait(_limits.SIGNAL_SLICE):
+            pass
         relay.close()
         if relay.failed is not None:
             raise relay.failed

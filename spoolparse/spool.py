@@ -43,6 +43,7 @@ from typing import IO
 
 from . import _limits
 from ._proc import pid_gone
+from ._signals import helper_thread
 from .errors import SpoolDirError, SpoolDirWarning, SpoolFullError
 
 __all__ = [
@@ -536,6 +537,7 @@ _closer_lock = threading.Lock()
 
 
 def _close_queued() -> None:
+    helper_thread()
     while True:
         f = _closing.get()
         try:

@@ -150,3 +150,24 @@ def test_a_spool_dir_that_cannot_hold_spools(tmp_path: Path) -> None:
     p = _batch("-", "--spool-dir", "/proc", input=f'{{"cmd":["touch","{flag}"]}}\n'.encode())
     assert p.returncode == 2 and p.stdout == b"" and not flag.exists()
     assert p.stderr.decode().strip().startswith("spoolparse: error: spool directory '/proc' cannot hold a spool")
+
+
+@pytest.mark.slow
+def test_a_halt_does_not_wait_for_the_end_of_an_endless_input() -> None:
+    """``producer | spoolparse batch --halt now -``: the producer writes a failing task and then nothing for a
+    minute without closing the pipe. The batch halts, gives what it read its outcomes, and exits — it does not
+    wait for an end of input that may never come."""
+    import signal
+
+    producer = subprocess.Popen(
+        ["sh", "-c", 'echo \'{"id":"f","cmd":["false"]}\'; echo \'{"id":"n","cmd":["true"]}\'; exec sleep 60'],
+        stdout=subprocess.PIPE, start_new_session=True,
+    )
+    try:
+        p = subprocess.run([*CLI, "batch", "-j", "1", "--halt", "now", "--ordered", "-"], stdin=producer.stdout,
+                           capture_output=True, timeout=40)
+    finally:
+        os.killpg(producer.pid, signal.SIGKILL)
+        producer.wait()
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert [(o["id"], o["verdict"]) for o in _outcomes(p.stdout)] == [("f", "failed"), ("n", "skipped")]

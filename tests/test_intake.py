@@ -158,3 +158,31 @@ def test_after_a_halt_a_threaded_input_is_read_to_its_end_for_the_skipped_outcom
     rest = list(intake.skip_rest())
     assert [(seq, o.id) for seq, o in rest] == [(1, "b"), (2, "c"), (3, "d")]
     assert intake.exhausted
+
+
+def test_after_a_halt_an_input_that_pauses_is_not_waited_for() -> None:
+    """What the input gives without a pause gets its skipped outcomes; an input that then waits (an endless
+    producer, a pipe whose writer has nothing more for now) is read no further: the batch is not held until
+    it ends, which it may never do."""
+    from spoolparse import _limits
+
+    stop = threading.Event()
+
+    def tasks() -> Iterator[Task]:
+        for i in "abc":
+            yield Task(id=i, argv=["x"])
+        stop.wait(60)  # a producer with nothing more for a long while
+        yield Task(id="late", argv=["x"])
+
+    intake = Intake(tasks(), skip=set(), depth=1)
+    while intake.hold_next() is None:
+        time.sleep(0.001)
+    intake.release()  # "a" started
+    began = time.monotonic()
+    rest = list(intake.skip_rest())
+    waited = time.monotonic() - began
+    stop.set()
+    intake.close()
+    assert [(seq, o.id) for seq, o in rest] == [(1, "b"), (2, "c")]
+    assert not intake.exhausted
+    assert waited < 30, f"waited {waited:.1f} s for a paused input (HALT_INPUT_WAIT {_limits.HALT_INPUT_WAIT} s)"

@@ -1005,3 +1005,42 @@ def test_a_large_parent_does_not_lend_its_size_to_its_tasks_peaks() -> None:
     true_peak, hog_peak = outs["true"][1], outs["hog"][1]
     assert true_peak is None or true_peak < 64 * MiB, outs  # `true` is a few MiB; the parent 300
     assert hog_peak is not None and 20 * MiB <= hog_peak < 150 * MiB, outs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", ["run_many", "run"])
+def test_ctrl_c_delivered_to_another_thread_still_interrupts_the_caller(api: str) -> None:
+    """The kernel hands a process's SIGINT to any thread that does not block it, not always the main one; the
+    handler then only sets a flag the main thread sees when it next runs. A caller waiting for an outcome (or
+    for its listener to take the last events) must still see it soon, and the agent must end — not sleep on
+    until the agent's own end (here a minute away)."""
+    token, env = marker()
+    agent_code = """print('{"type":"thread.started","thread_id":"t"}')"""
+    code = (
+        "import os, signal, sys, threading, time\n"
+        "import spoolparse\n"
+        f"env = {env!r}\n"
+        "def poke():\n"
+        "    time.sleep(1.0)\n"
+        "    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # lands in this thread, not the main one\n"
+        "threading.Thread(target=poke, daemon=True).start()\n"
+        "try:\n"
+        f"    if {api!r} == 'run_many':\n"
+        "        for o in spoolparse.run_many([spoolparse.Task(['sleep', '60'], env=env)]):\n"
+        "            print('outcome', o.verdict, flush=True)\n"
+        "    else:\n"
+        f"        agent = [sys.executable, '-c', {agent_code!r}]\n"
+        "        # the agent is done at once; the run waits for its listener, busy with the first event for a minute\n"
+        "        def slow(ev): time.sleep(60)\n"
+        "        spoolparse.run(agent, env={**os.environ, **env}, on_event=slow)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+        p.wait()
+    assert b"interrupted" in out, (out, err[-2000:])
+    assert wait_gone(token) == []

@@ -41,7 +41,7 @@ from .._cli_common import (
     positive_size,
     warn,
 )
-from .._signals import Interrupted, interrupts
+from .._signals import Interrupted, helper_thread, interrupts
 from ..errors import Error, UsageError
 from .admission import cpu_cap
 from .calibrate import calibrate
@@ -416,6 +416,7 @@ def _count_in_background(progress: _Progress, path: str) -> None:
     """Fill in the progress line's total without delaying the first task (a large file takes a moment)."""
 
     def count() -> None:
+        helper_thread()
         progress.total = _count_lines(path)
 
     threading.Thread(target=count, name="spoolparse-count-tasks", daemon=True).start()

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import Generic, TypeVar
 
+from .. import _limits
 from .._signals import uninterruptible
 
 __all__ = ["Driver"]
@@ -60,7 +61,7 @@ class Driver(Generic[T]):
             self._thread.start()
         with self._cv:
             while not self._handoff and not self._ended:
-                self._cv.wait()
+                self._cv.wait(_limits.SIGNAL_SLICE)  # a signal another thread took is seen here within this
             item = self._handoff.popleft() if self._handoff else None
             room = len(self._handoff) == self._room_at
         if item is not None:

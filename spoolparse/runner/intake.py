@@ -19,13 +19,16 @@ duplicate.
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _limits
 from ..errors import Error
 from .tasks import Outcome, Task, TaskLike, as_task
 
@@ -55,7 +58,8 @@ class _Failed:
 
 
 class _Pull:
-    """A non-blocking pull over the input: an item, :data:`LATER` or :data:`END` (``block``: wait for an item).
+    """A pull over the input: an item, :data:`LATER` or :data:`END`; ``wait``: seconds to wait for an item
+    when none is there (0: none, ``math.inf``: until one comes or the input ends).
 
     A source that may be empty for a while wakes the loop (``wake``) when the next item arrives after a pull
     found it empty: the puller sets ``starving`` and then looks again, a producer adds its item and then looks
@@ -68,7 +72,7 @@ class _Pull:
         self.starving = False
         self.arrived = threading.Event()  # for a pull that waits
 
-    def __call__(self, block: bool = False) -> Any:
+    def __call__(self, wait: float = 0.0) -> Any:
         raise NotImplementedError
 
     def _arrival(self) -> None:
@@ -77,6 +81,15 @@ class _Pull:
             self.arrived.set()
             if self.wake is not None:
                 self.wake()
+
+    def _await(self, until: float) -> bool:
+        """Wait for an arrival until ``until`` (``time.monotonic``); whether to look again."""
+        left = until - time.monotonic()
+        if left <= 0:
+            return False
+        self.arrived.wait(None if math.isinf(left) else left)
+        self.arrived.clear()  # then look again: an item that came meanwhile is there
+        return True
 
     def close(self) -> None:
         """Nothing more will be pulled."""
@@ -89,7 +102,7 @@ class _Listed(_Pull):
         super().__init__()
         self._it = iter(items)
 
-    def __call__(self, block: bool = False) -> Any:
+    def __call__(self, wait: float = 0.0) -> Any:
         return next(self._it, END)
 
 
@@ -100,7 +113,7 @@ class _Called(_Pull):
         super().__init__()
         self._pull = pull
 
-    def __call__(self, block: bool = False) -> Any:
+    def __call__(self, wait: float = 0.0) -> Any:
         return self._pull()
 
 
@@ -117,12 +130,13 @@ class _Reader(_Pull):
         self._closed = False
         self._thread: threading.Thread | None = None
 
-    def __call__(self, block: bool = False) -> Any:
+    def __call__(self, wait: float = 0.0) -> Any:
         if self._thread is None:
             self._refill.set()
             self._thread = threading.Thread(target=self._read, name="spoolparse-input", daemon=True)
             self._thread.start()
         items = self._items
+        until = time.monotonic() + wait
         while True:
             if items:
                 item = items.popleft()
@@ -135,10 +149,8 @@ class _Reader(_Pull):
             self._refill.set()
             if items:
                 continue
-            if not block:
+            if not self._await(until):
                 return LATER
-            self.arrived.wait()
-            self.arrived.clear()  # then look again: an item that came meanwhile is in ``items``
 
     def _read(self) -> None:
         items = self._items
@@ -192,8 +204,8 @@ class AsyncSource(_Pull):
             self._finished.set()
             self._arrival()
 
-    def __call__(self, block: bool = False) -> Any:
-        """Never waits, even with ``block``: an async source that is slow to produce is not waited for."""
+    def __call__(self, wait: float = 0.0) -> Any:
+        until = time.monotonic() + wait
         while True:
             try:
                 return self._q.get_nowait()
@@ -207,7 +219,9 @@ class AsyncSource(_Pull):
                         raise self._failed[0] from None
                     return END
             if self.starving:
-                return LATER
+                if not self._await(until):
+                    return LATER
+                continue
             self.starving = True  # then look again (see _Pull)
 
 
@@ -251,12 +265,12 @@ class Intake:
         self._pulled = 0  # items read: the id of a bare argv list is its input position, stable across resumes
         self._ids: set[str] = set()
 
-    def _read(self, *, block: bool = False) -> Task | InvalidTask | None:
-        """The next item as a task (or an invalid one); ``None`` when nothing is there now (``block``: when
-        the input ended, or an async source has nothing now)."""
+    def _read(self, *, wait: float = 0.0) -> Task | InvalidTask | None:
+        """The next item as a task (or an invalid one); ``None`` when nothing is there now (``wait``: nor
+        came within that many seconds) or the input ended."""
         if self.exhausted:
             return None
-        item = self._pull(block)
+        item = self._pull(wait)
         if item is END or item is LATER:
             self.exhausted = self.exhausted or item is END
             return None
@@ -294,14 +308,16 @@ class Intake:
         """After a halt: a ``skipped`` outcome for the held task, then for every one still to read, each with
         its place in the order (so every task read gets exactly one outcome; ``resume`` runs them later).
 
-        Reads the input to its end (nothing runs any more: the loop has nothing else to do), but stops at
-        :data:`LATER` from an async source (one that is slow to produce is not waited for).
+        Reads the input on while it gives a task within :data:`~spoolparse._limits.HALT_INPUT_WAIT` of the
+        last (nothing runs any more: the loop has nothing else to do); an input that pauses longer — an endless
+        producer, a pipe whose writer has nothing more for now — is read no further, and what it gives later
+        gets no outcome (it was never read; ``resume`` runs it).
         """
         why = "not started: the batch halted (--halt)"
         if self.held is not None:
             held, self.held = self.held, None
             yield self.held_seq, Outcome(id=str(held.id), verdict="skipped", attempts=0, error=why)
-        while (task := self._read(block=True)) is not None:
+        while (task := self._read(wait=_limits.HALT_INPUT_WAIT)) is not None:
             yield self.seq, Outcome(id=str(task.id), verdict="skipped", attempts=0, error=why)
             self.seq += 1
 

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import IO, Literal
 from urllib.parse import quote
 
+from .._signals import helper_thread
+
 __all__ = ["KEEP_MODES", "KeepTranscript", "Keeper", "folder_name", "keep"]
 
 #: ``failed``: keep the transcripts of tasks that are not ``ok`` (the default); ``all``: of every task.
@@ -96,6 +98,7 @@ class Keeper:
         self._jobs.put(job)
 
     def _run(self) -> None:
+        helper_thread()
         while (job := self._jobs.get()) is not None:
             try:
                 job()
