@@ -160,6 +160,7 @@ def test_after_a_halt_a_threaded_input_is_read_to_its_end_for_the_skipped_outcom
     assert intake.exhausted
 
 
+@pytest.mark.slow  # it waits HALT_INPUT_WAIT
 def test_after_a_halt_an_input_that_pauses_is_not_waited_for() -> None:
     """What the input gives without a pause gets its skipped outcomes; an input that then waits (an endless
     producer, a pipe whose writer has nothing more for now) is read no further: the batch is not held until
