@@ -40,6 +40,9 @@ PARSE_BUDGET = 0.02
 #: Live events a batch or a run keeps waiting for a slow listener (``on_event``) before it parses no more
 #: output until the listener catches up (the spools hold what is not parsed yet).
 EVENT_BACKLOG = 1000
+#: Bytes of output the live events waiting for a slow listener may have come from (large events, an agent's
+#: long messages, add up by size, not by count).
+EVENT_BACKLOG_BYTES = 16 * MiB
 #: Seconds a batch or a run that ends waits for its listener to finish the event it is in (a write cut short
 #: at exit would leave the events' stream with half a line).
 EVENT_JOIN = 5.0

@@ -6,7 +6,9 @@ slow, or block on a full pipe; called from the supervising loop it would hold
 up every timeout and kill. The loop (:func:`spoolparse.run`'s, a batch's)
 puts the events here instead. While :data:`EVENT_BACKLOG` of them wait, the
 loop parses no more output (the spools hold it) until the listener catches
-up: memory stays bounded and supervision goes on. A mark put after a task's
+up: memory stays bounded and supervision goes on. Events are counted, and so
+are the bytes of output they came from (:data:`EVENT_BACKLOG_BYTES`): large
+ones (an agent's long messages) stay bounded too. A mark put after a task's
 last events is reached once the listener has had them all, so that task's
 outcome can wait for it.
 """
@@ -40,6 +42,7 @@ class EventRelay:
     def __init__(self, wake: Callable[[], None]) -> None:
         self._wake = wake
         self._q: deque[Any] = deque()
+        self._bytes = 0  # of output the waiting events came from
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -50,15 +53,25 @@ class EventRelay:
     def room(self) -> int:
         """Events that may still be put before the bound (parse no more than that until the listener takes
         some; at 0, nothing)."""
-        return max(0, _limits.EVENT_BACKLOG - len(self._q))
+        return 0 if self._bytes >= _limits.EVENT_BACKLOG_BYTES else max(0, _limits.EVENT_BACKLOG - len(self._q))
+
+    @property
+    def byte_room(self) -> int:
+        """Bytes of output that may still be parsed into events before the bound."""
+        return max(0, _limits.EVENT_BACKLOG_BYTES - self._bytes)
 
     @property
     def full(self) -> bool:
         return self.room == 0
 
-    def put(self, listener: Callable[[Any, Any], None], task: Any, events: list[Any]) -> None:
+    def put(self, listener: Callable[[Any, Any], None], task: Any, events: list[Any], nbytes: int = 0) -> None:
+        """Queue ``events`` for ``listener(task, event)``; ``nbytes``: the bytes of output they came from."""
         if events and not self._abandoned:
-            self._add([(listener, task, ev) for ev in events])
+            items: list[Any] = [(listener, task, ev, 0) for ev in events]
+            items[-1] = (listener, task, events[-1], nbytes)  # the bytes go when the last of them is delivered
+            with self._cv:
+                self._bytes += nbytes
+            self._add(items)
 
     def mark(self, done: Callable[[], None]) -> None:
         """Call ``done`` once every event put before this is delivered (at once when none waits)."""
@@ -84,14 +97,17 @@ class EventRelay:
                     self._cv.wait()
                 if not q:
                     return
+                was_full = self.full
                 item = q.popleft()
-                below = len(q) == _limits.EVENT_BACKLOG - 1
+                if not isinstance(item, _Mark):
+                    self._bytes -= item[3]
+                below = was_full and not self.full
             if isinstance(item, _Mark):
                 item.done()
                 self._wake()
                 continue
             if self.failed is None and not self._abandoned:
-                listener, task, ev = item
+                listener, task, ev, _ = item
                 try:
                     listener(task, ev)
                 except BaseException as e:  # raised by the loop, as it was when the loop called it
@@ -107,6 +123,7 @@ class EventRelay:
             marks = [item for item in self._q if isinstance(item, _Mark)]
             self._q.clear()
             self._q.extend(marks)
+            self._bytes = 0
             self._abandoned = True
             self._closed = True
             self._cv.notify()

@@ -793,8 +793,9 @@ def _deliver_rest(
             bell.wait(_limits.SIGNAL_SLICE)  # a signal another thread took is seen here within this
 
     while True:
-        _, live, caught_up = child.pump_within(1 << 62, math.inf, max_events=room())
-        relay.put(deliver, None, live)
+        events = room()
+        got, live, caught_up = child.pump_within(relay.byte_room, math.inf, max_events=events)
+        relay.put(deliver, None, live, got)
         if caught_up:
             break
     res, _ = child.result(keep_output=keep_output, timeout=timeout, emit=lambda live: relay.put(deliver, None, live))
@@ -913,8 +914,9 @@ def run(
                 n = 0
                 if relay.room:
                     until = time.monotonic() + _limits.PARSE_BUDGET
-                    n, live, _ = child.pump_within(_limits.FOLLOW_STEP, until, max_events=relay.room)
-                    relay.put(deliver, None, live)
+                    step = min(_limits.FOLLOW_STEP, relay.byte_room)
+                    n, live, _ = child.pump_within(step, until, max_events=relay.room)
+                    relay.put(deliver, None, live, n)
             now = time.monotonic()
             if child.check_spool() is not None:
                 child.life.stop(now, "spool full", grace=0)

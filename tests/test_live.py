@@ -338,3 +338,46 @@ def test_events_to_a_stalled_listener_stay_within_their_bound() -> None:
     # what was parsed while the listener stalled: at most the bound and a slice's worth of lines
     per_slice = _limits.PARSE_SLICE // len(line) + 1
     assert peak[0] <= (_limits.EVENT_BACKLOG + per_slice + 1) * len(line) + _limits.PARSE_SLICE, peak
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", ["run", "run_many"])
+def test_large_events_waiting_for_a_stalled_listener_stay_within_a_byte_bound(api: str) -> None:
+    """EVENT_BACKLOG counts events; large ones (an agent's 4 MiB messages) must not add up to GBs while the
+    listener stalls: the waiting events are bounded by the bytes they came from too (EVENT_BACKLOG_BYTES).
+    Peak RSS, in a process of its own: 150 messages of 4 MiB (600 MiB of them) while the listener stalls."""
+    import json
+    import subprocess
+
+    code = r'''
+import json, resource, sys, threading, time
+import spoolparse
+api = sys.argv[1]
+agent = """
+import sys, json
+line = json.dumps({"type":"item.completed","item":{"type":"agent_message","text":"x" * (4 << 20)}}).encode() + b"\\n"
+for _ in range(150): sys.stdout.buffer.write(line)
+sys.stdout.buffer.write(b'{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}\\n')
+"""
+seen = []
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def stall(*_):
+    if not seen:
+        time.sleep(4)  # the agent is done in well under that: all its output is there to parse
+        seen.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+if api == "run":
+    r = spoolparse.run([sys.executable, "-c", agent], on_event=lambda ev: stall(), keep_output=False)
+    ok, text = r.ok, r.text
+else:
+    batch = spoolparse.run_many([[sys.executable, "-c", agent]])
+    batch.on_event = stall
+    (o,) = list(batch)
+    ok, text = o.ok, o.summary["text"]
+print(json.dumps({"ok": ok, "text_mib": len(text) >> 20, "base_mib": base >> 10, "stalled_mib": seen[0] >> 10}))
+'''
+    p = subprocess.run([sys.executable, "-c", code, api], capture_output=True, timeout=120, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout)
+    assert got["ok"] and got["text_mib"] == 4, got
+    # the bound (16 MiB of lines), one message in flight, a slice: far below the 600 MiB it would be
+    assert got["stalled_mib"] - got["base_mib"] < 128, got

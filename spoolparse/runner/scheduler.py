@@ -749,10 +749,12 @@ class Batch(HandsOut):
         (nothing while the listener is behind: the spool keeps the rest)."""
         if self._listener_behind:
             return False
-        room = self._relay.room if self.on_event is not None else None
-        _, live, caught_up = s.child.pump_within(limit, self._parse_until, room)
+        room = None
+        if self.on_event is not None:
+            room, limit = self._relay.room, min(limit, self._relay.byte_room)
+        got, live, caught_up = s.child.pump_within(limit, self._parse_until, room)
         if live and self.on_event is not None:
-            self._relay.put(self.on_event, s.task, live)
+            self._relay.put(self.on_event, s.task, live, got)
         return caught_up
 
     def _drained(self, s: Slot, *, first: bool = False) -> bool:
