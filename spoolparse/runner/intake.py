@@ -136,7 +136,7 @@ class _Reader(_Pull):
             self._thread = threading.Thread(target=self._read, name="spoolparse-input", daemon=True)
             self._thread.start()
         items = self._items
-        until = time.monotonic() + wait
+        until = time.monotonic() + wait if wait else 0.0  # 0: a pull that never waits (the loop's)
         while True:
             if items:
                 item = items.popleft()
@@ -205,7 +205,7 @@ class AsyncSource(_Pull):
             self._arrival()
 
     def __call__(self, wait: float = 0.0) -> Any:
-        until = time.monotonic() + wait
+        until = time.monotonic() + wait if wait else 0.0  # 0: a pull that never waits (the loop's)
         while True:
             try:
                 return self._q.get_nowait()
