@@ -33,7 +33,7 @@ class _Mark:
 
 
 class EventRelay:
-    """A queue of ``(listener, task, event)`` and the thread that calls each listener in turn.
+    """A queue of ``(listener, task, event, bytes)`` and the thread that calls each listener in turn.
 
     ``wake`` is called (in that thread) after a mark is reached and when the queue falls below its bound.
     What a listener raises stops the deliveries and is kept in :attr:`failed` for the loop to raise.
