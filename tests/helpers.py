@@ -19,13 +19,16 @@ def jl(*objs: Any) -> bytes:
 
 
 def open_fds() -> set[str]:
-    """Our open descriptors, the guardian's pipes included (the first spawn of a process starts the
-    guardian, which lives as long as the process, so a count taken before it must see them too), spools
-    kept for reuse not (they are closed first)."""
+    """Our open descriptors, the guardian's pipes and the inotify instance included (the first spawn of a
+    process starts the guardian, the first follower the one inotify instance every follower shares; both
+    live as long as the process, so a count taken before them must see them too), spools kept for reuse
+    not (they are closed first)."""
     from spoolparse._guardian import guardian
+    from spoolparse._wait import _shared_dispatcher
     from spoolparse.spool import empty_pool
 
     guardian.start()
+    _shared_dispatcher()
     empty_pool()  # spools kept for reuse are closed first: what is left open is a leak
     return set(os.listdir("/proc/self/fd"))
 
