@@ -172,6 +172,7 @@ def test_leaving_the_block_early_kills_the_child(tmp_path: Path) -> None:
     assert group_gone(asyncio.run(main()))
 
 
+@pytest.mark.slow
 def test_timeout_sets_timed_out(tmp_path: Path) -> None:
     async def main() -> tuple[spoolparse.Result, list[str]]:
         kinds: list[str] = []

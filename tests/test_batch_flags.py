@@ -324,6 +324,7 @@ def test_batch_events_file_leaves_stderr_quiet_and_refuses_a_drawn_progress_on_s
 # -- exit statuses -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_batch_exit_statuses_follow_the_one_table(tmp_path: Path) -> None:
     from spoolparse._cli_common import EXIT_FAILURE, EXIT_NOT_OK, EXIT_OK, EXIT_USAGE
 

@@ -56,6 +56,7 @@ def test_an_endless_line_is_one_error_outcome_in_bounded_memory() -> None:
     assert int(peak_kib) < 150 * 1024  # the line is never held: far below its 200 MB
 
 
+@pytest.mark.slow
 def test_a_halt_gives_every_task_read_an_outcome(tmp_path: Path) -> None:
     rows = [{"id": "f", "cmd": ["false"]}, {"id": "s", "cmd": ["sleep", "1"]},
             {"id": "n1", "cmd": ["true"]}, {"id": "n2", "cmd": ["true"]}]

@@ -309,6 +309,7 @@ def test_bad_spool_dir_env_warns_once_and_falls_back(kind: str, tmp_path: Path,
 # -- Ctrl-C -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_while_waiting(tag: str) -> None:
     before = open_fds()
     timer = threading.Timer(0.7, _thread.interrupt_main)

@@ -40,6 +40,7 @@ def mark_of(token: str) -> list[int]:
     return marked(token)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGKILL, "closed"])
 def test_the_guardian_kills_every_marked_process_once_the_runner_is_gone(how: object, tmp_path: Path) -> None:
     token = os.urandom(8).hex()

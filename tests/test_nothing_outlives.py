@@ -168,6 +168,7 @@ def _ids(out: bytes) -> list[str]:
     return [json.loads(line)["id"] for line in out.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_kill_9_of_an_ordered_batch_then_resume_loses_no_outcome(tmp_path: Path) -> None:
     """Tasks that finished while waiting for an earlier one were not printed: resume must run them."""
     token, env = marker()

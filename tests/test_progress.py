@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import spoolparse
 from spoolparse.progress import MAX_TASK_LINES, Activity, RunningTasks
 
@@ -66,6 +68,7 @@ def test_task_lines_are_bounded() -> None:
     assert lines.lines()[0].startswith("  task-1 ")
 
 
+@pytest.mark.slow
 def test_batch_progress_shows_each_running_tasks_tool(tmp_path: Path) -> None:
     never = tmp_path / "never"
     tasks = tmp_path / "tasks.jsonl"

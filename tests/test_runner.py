@@ -162,6 +162,7 @@ def test_hogs_are_held_below_kill_at() -> None:
     assert all(p is not None and 30 * MiB <= p < 100 * MiB for p in peaks.values()), peaks
 
 
+@pytest.mark.slow
 def test_memory_pressure_kills_the_youngest_and_requeues_it(tmp_path: Path) -> None:
     once = tmp_path / "once"
     log = tmp_path / "jobs.ndjson"
@@ -632,6 +633,7 @@ def test_a_large_spool_closing_does_not_hold_up_the_other_tasks(monkeypatch: pyt
     assert seen == [("big", False), ("later", False)]
 
 
+@pytest.mark.slow
 def test_a_wake_with_nothing_starting_does_not_make_the_loop_spin() -> None:
     """The reader making room wakes the loop (its wake pipe) when no child is starting: the pipe must be
     drained all the same, or every wait after it returns at once and the loop spins until the batch ends."""
