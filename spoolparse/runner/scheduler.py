@@ -642,18 +642,11 @@ class Batch(HandsOut):
                 else:
                     self._draining[s.key] = s
                     self._unsample(s)
-                    if s.polled:  # a pidfd stays readable after the exit: polled, it would end every wait
-                        s.polled = False
-                        with contextlib.suppress(KeyError):
-                            self._poll.unregister(s.key)
+                    self._unpoll(s)
                 continue
             if s.child.life.leader_exited:
                 self._unsample(s)  # sampling skips it from now on: its spools are read once, at the end
-                if s.polled:
-                    # its pidfd stays readable from now on: polling it would spin through the sweep
-                    s.polled = False
-                    with contextlib.suppress(KeyError):
-                        self._poll.unregister(s.key)
+                self._unpoll(s)
             self._arm(s)
 
     def _sample(self, now: float) -> None:
@@ -860,10 +853,15 @@ class Batch(HandsOut):
             del self._running[s.key]
             self._unpolled.discard(s.key)
             self._disarm(s)
-            if s.polled:
-                s.polled = False
-                with contextlib.suppress(KeyError):
-                    self._poll.unregister(s.key)
+            self._unpoll(s)
+
+    def _unpoll(self, s: Slot) -> None:
+        """Poll the slot's pidfd no more: once the child has exited it stays readable, and polled it would end
+        every wait (the loop would spin through the sweep and the backlog's parse)."""
+        if s.polled:
+            s.polled = False
+            with contextlib.suppress(KeyError):
+                self._poll.unregister(s.key)
 
     def _emit_events(self, task: Task, events: list[LiveEvent]) -> None:
         if self.on_event is not None:
@@ -951,8 +949,9 @@ class Batch(HandsOut):
     def _cancel_running(self) -> None:
         self._relay.abandon()  # a cancelled batch's listener hears no more (its events would follow the cancel)
         self._collect_started(block=True)
-        done, self._draining = list(self._draining.values()), {}
-        slots = [s for s in self._running.values() if all(s is not d for d in done)]
+        draining, self._draining = self._draining, {}
+        done = list(draining.values())
+        slots = [s for s in self._running.values() if draining.get(s.key) is not s]
         now = _now()
         for s in slots:
             if s.forced is None:
