@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -29,6 +32,55 @@ def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
 def _ndjson(data: bytes) -> list[dict[str, Any]]:
     assert data.endswith(b"\n")
     return [json.loads(line) for line in data.splitlines()]
+
+
+#: An agent's line for a codex message "hello", as Python source (the agents below write many of them)
+HELLO_LINE = "line = b'{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"hello\"}}\\n'\n"
+
+#: An agent that writes 100,000 such lines at once, then sleeps a minute
+FLOOD_THEN_SLEEP = (
+    "import sys, time\n" + HELLO_LINE + "sys.stdout.buffer.write(line * 100000); sys.stdout.flush(); time.sleep(60)\n"
+)
+
+
+def _read_slowly(stream: IO[bytes], chunk: int, pause: float) -> tuple[threading.Thread, list[bytes]]:
+    """A reader of ``stream`` slower than its writer (``chunk`` bytes every ``pause`` seconds), started; what
+    it read so far."""
+    got: list[bytes] = []
+
+    def read() -> None:
+        while data := stream.read1(chunk):  # type: ignore[attr-defined]
+            got.append(data)
+            time.sleep(pause)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    return reader, got
+
+
+def _interrupt(proc: subprocess.Popen[bytes], reader: threading.Thread, got: list[bytes]) -> tuple[bytes, bytes]:
+    """Ctrl-C to ``proc`` (stderr read by ``reader`` into ``got``): its stdout and stderr once it ended with the
+    signal's exit status."""
+    try:
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        assert proc.wait(60) == 128 + signal.SIGINT
+    finally:
+        proc.kill()
+        proc.wait()
+        reader.join(60)
+    return out, b"".join(got)
+
+
+def _ends_with_the_interrupt(err: bytes) -> list[dict[str, Any]]:
+    """The events of an interrupted run's stderr, checked to be whole NDJSON lines, the last the one error
+    that says why it ended."""
+    assert err.endswith(b"\n"), err[-300:]
+    lines = [json.loads(line) for line in err.splitlines()]
+    assert lines[-1]["kind"] == "error" and "SIGINT" in lines[-1]["message"], lines[-3:]
+    assert sum(1 for ev in lines if ev["kind"] == "error") == 1
+    return lines
 
 
 def _expected_events(tmp_path: Path) -> list[dict[str, Any]]:
@@ -146,12 +198,8 @@ def test_events_into_a_pipe_nobody_reads_hold_up_no_timeout() -> None:
     from .runner_support import marked_pids, marker, wait_for, wait_gone
 
     token, mark = marker()
-    code = (
-        "import sys, time\n"
-        "line = b'{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"hello\"}}\\n'\n"
-        "sys.stdout.buffer.write(line * 100000); sys.stdout.flush(); time.sleep(60)\n"
-    )
-    agent = ["env", *(f"{k}={v}" for k, v in mark.items()), sys.executable, "-c", code]  # the agent alone marked
+    # the agent alone marked (not the CLI, which lives on while stderr is full)
+    agent = ["env", *(f"{k}={v}" for k, v in mark.items()), sys.executable, "-c", FLOOD_THEN_SLEEP]
     proc = subprocess.Popen([*CLI, "run", "--events", "--timeout", "1", "--", *agent],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -172,16 +220,7 @@ def test_events_into_a_pipe_nobody_reads_hold_up_no_timeout() -> None:
 def test_an_interrupt_while_events_stream_to_a_slow_reader_leaves_whole_lines(command: str) -> None:
     """Ctrl-C while the events are written to a slow reader of stderr: the stream stays NDJSON to its end —
     no line cut short, none written after the error line that says why the run ended."""
-    import signal
-    import threading
-    import time
-
-    code = (
-        "import sys, time\n"
-        "line = b'{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"hello\"}}\\n'\n"
-        "sys.stdout.buffer.write(line * 100000); sys.stdout.flush(); time.sleep(60)\n"
-    )
-    agent = [sys.executable, "-c", code]
+    agent = [sys.executable, "-c", FLOOD_THEN_SLEEP]
     if command == "run":
         argv, task = [*CLI, "run", "--events", "--", *agent], b""
     else:
@@ -190,29 +229,11 @@ def test_an_interrupt_while_events_stream_to_a_slow_reader_leaves_whole_lines(co
     assert proc.stdin is not None and proc.stderr is not None
     proc.stdin.write(task)
     proc.stdin.close()
-    got: list[bytes] = []
-
-    def slow_reader() -> None:
-        assert proc.stderr is not None
-        while chunk := proc.stderr.read1(4096):
-            got.append(chunk)
-            time.sleep(0.01)
-
-    reader = threading.Thread(target=slow_reader)
-    reader.start()
-    try:
-        assert wait_for(lambda: len(got) > 20), "no events came"
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 128 + signal.SIGINT
-    finally:
-        proc.kill()
-        proc.wait()
-        reader.join(60)
-    err = b"".join(got)
-    assert err.endswith(b"\n"), err[-300:]
-    lines = [json.loads(line) for line in err.splitlines()]
-    assert lines[-1]["kind"] == "error" and "SIGINT" in lines[-1]["message"], lines[-3:]
-    assert sum(1 for ev in lines if ev["kind"] == "error") == 1
+    reader, got = _read_slowly(proc.stderr, 4096, 0.01)
+    ready = wait_for(lambda: len(got) > 20)
+    _, err = _interrupt(proc, reader, got)
+    assert ready, "no events came"
+    _ends_with_the_interrupt(err)
 
 
 @pytest.mark.slow
@@ -221,42 +242,18 @@ def test_an_interrupt_after_the_agent_exited_while_its_events_are_still_written(
     """The agent is done; its events are still going out to a slow reader when Ctrl-C comes (its backlog not
     yet parsed, or parsed and waiting for the listener). The run keeps the verdict it earned: its summary is
     printed, ok, the exit status is the signal's, and stderr is whole lines."""
-    import signal
-    import threading
-    import time
-
     code = (
-        "import sys\n"
-        "line = b'{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"hello\"}}\\n'\n"
-        f"sys.stdout.buffer.write(line * {events})\n"
+        "import sys\n" + HELLO_LINE + f"sys.stdout.buffer.write(line * {events})\n"
         "sys.stdout.buffer.write(b'{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}\\n')\n"
     )
     proc = subprocess.Popen([*CLI, "run", "--events", "--", sys.executable, "-c", code],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    got: list[bytes] = []
-
-    def slow_reader() -> None:
-        assert proc.stderr is not None
-        while chunk := proc.stderr.read1(1024):
-            got.append(chunk)
-            time.sleep(0.05)
-
-    reader = threading.Thread(target=slow_reader)
-    reader.start()
-    try:
-        time.sleep(1.5)  # the agent has exited; a pipe's 64 KiB and 20 KiB/s read: seconds of events to go
-        assert proc.poll() is None, "the events were all written already"
-        proc.send_signal(signal.SIGINT)
-        assert proc.stdout is not None
-        out = proc.stdout.read()
-        assert proc.wait(60) == 128 + signal.SIGINT
-    finally:
-        proc.kill()
-        proc.wait()
-        reader.join(60)
-    err = b"".join(got)
-    assert err.endswith(b"\n"), err[-300:]
-    lines = [json.loads(line) for line in err.splitlines()]
-    assert lines[-1]["kind"] == "error" and "SIGINT" in lines[-1]["message"], lines[-3:]
+    assert proc.stderr is not None
+    reader, got = _read_slowly(proc.stderr, 1024, 0.05)
+    time.sleep(1.5)  # the agent has exited; a pipe's 64 KiB and 20 KiB/s read: seconds of events to go
+    still_writing = proc.poll() is None
+    out, err = _interrupt(proc, reader, got)
+    assert still_writing, "the events were all written already"
+    _ends_with_the_interrupt(err)
     summary = json.loads(out)
     assert summary["ok"] is True and summary["text"] == "hello", (summary["error"], summary["warnings"])
