@@ -14,7 +14,6 @@ as it grows, and the :class:`~spoolparse.Result` is built from that pass.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import os
 import time
@@ -406,10 +405,14 @@ class AsyncRun:
         that awaits) holds up no timeout. The steps do the same on their way."""
         self._deadline = None
         self._deadline_at = None
-        if self._closed or self._child is None:
+        if self._closed or self._child is None or self._loop is None:
             return
-        with contextlib.suppress(OSError):  # nothing to do for a group already gone; the next step sees it
-            self._arm(self._child.advance(time.monotonic()))
+        try:
+            action = self._child.advance(time.monotonic())
+        except OSError:  # a signal or a look at the group that failed: looked at again soon, whoever follows
+            self._deadline = self._loop.call_later(_limits.POLL_MAX, self._supervise)
+            return
+        self._arm(action)
 
     def _arm(self, action: Wait | Done | None) -> None:
         """Have :meth:`_supervise` called at ``action``'s deadline (none for ``Done`` or ``None``)."""

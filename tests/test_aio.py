@@ -425,3 +425,35 @@ def test_a_slow_consumer_holds_up_no_timeout(tmp_path: Path, how: str) -> None:
     assert gone_in_time == [True], "the timeout waited for the consumer"
     assert res.timed_out and not res.ok
     res.close()
+
+
+@pytest.mark.slow
+def test_a_deadline_whose_first_look_fails_is_looked_at_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop's timer for a deadline meets an OSError (a signal or a look at the group that failed once): it
+    looks again soon, and the timeout still fires while the consumer is busy elsewhere."""
+    from spoolparse.process import Child
+
+    real = Child.advance
+    failed: list[bool] = []
+
+    def advance(self: Child, now: float) -> Any:
+        if not failed and now >= self.started + 1.0:
+            failed.append(True)
+            raise OSError(5, "once")
+        return real(self, now)
+
+    monkeypatch.setattr(Child, "advance", advance)
+    argv = [sys.executable, str(FIXTURES / "live_agent.py"), "--wait-for", str(tmp_path / "never")]
+
+    async def main() -> tuple[bool, spoolparse.Result]:
+        async with aio.open_run(argv, timeout=1.0, grace=0.5) as run:
+            async for _ in run.events():
+                gone = await _gone_within(run.pgid)
+                break
+            return gone, await run.wait()
+
+    gone, res = asyncio.run(main())
+    assert failed == [True]
+    assert gone, "the timeout waited for the consumer after a failed look"
+    assert res.timed_out and not res.ok
+    res.close()
