@@ -1010,6 +1010,32 @@ def test_a_large_parent_does_not_lend_its_size_to_its_tasks_peaks() -> None:
 
 
 @pytest.mark.slow
+def test_a_runner_started_by_a_large_parent_still_knows_its_tasks_peaks() -> None:
+    """Our own ``ru_maxrss`` begins at *our* parent's high-water mark too: a runner started by a process of
+    300 MiB (a service, a Ray worker) took every task under that size for one whose figure was ours, and
+    reported no peak. Our own high-water mark (``VmHWM``) is what a child's figure must be compared with."""
+    runner = (
+        "import json\n"
+        "from spoolparse.runner import Task, run_many\n"
+        f"hog = {HOG!r} + ['--mib', '60', '--hold', '0.3']\n"
+        # no sample lands while the hog is large: its peak can only be the kernel's figure at its reaping
+        "outs = run_many([Task(hog, id='hog')], memory_sample_interval=60)\n"
+        "print(json.dumps({o.id: [o.verdict, o.peak_memory, o.peak_source] for o in outs}))\n"
+    )
+    code = (
+        "import subprocess, sys\n"
+        "big = bytearray(300 << 20)\n"
+        "for i in range(0, len(big), 4096): big[i] = 1\n"
+        f"sys.exit(subprocess.run([sys.executable, '-c', {runner!r}]).returncode)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    outs = json.loads(p.stdout)
+    assert outs["hog"][0] == "ok", outs
+    assert outs["hog"][1] is not None and 60 * MiB <= outs["hog"][1] < 200 * MiB, outs
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["run_many", "run"])
 def test_ctrl_c_delivered_to_another_thread_still_interrupts_the_caller(api: str) -> None:
     """The kernel hands a process's SIGINT to any thread that does not block it, not always the main one; the
