@@ -485,9 +485,8 @@ class Batch(HandsOut):
         """Move children whose spawn finished into the running set (or give them a ``spawn_error``)."""
         finished = self._spawner.finished(block=block)
         for p in finished:
-            assert p.future is not None
             try:
-                child = p.future.result()
+                child = p.result()
             except (Error, OSError, subprocess.SubprocessError) as e:
                 self._spawner.forget(p)
                 if p.cg is not None:
