@@ -193,6 +193,64 @@ def test_opencode_text_over_max_retained() -> None:
     assert s["provider"] == "opencode" and s["ok"] is False and "exceeded max_retained" in s["error"]
 
 
+# -- 2b. an answer line whose text is not text -------------------------------------------------------
+
+NOT_TEXT = {"number": 123, "null": None, "list": ["a"], "object": {"text": "a"}, "missing": KeyError}
+
+
+def _without_text(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    obj = json.loads(json.dumps(obj))
+    inner = obj
+    for key in path[:-1]:
+        inner = inner[key]
+    if value is KeyError:
+        del inner[path[-1]]
+    else:
+        inner[path[-1]] = value
+    return obj
+
+
+def _oc(t: str, **part: Any) -> dict[str, Any]:
+    return {"type": t, "timestamp": 1, "sessionID": "ses_1", "part": part}
+
+
+OC_FINISH = _oc("step_finish", reason="stop", tokens={"input": 1, "output": 1})
+#: provider -> (lines before the answer, the answer line, the path to its text, lines after it). The lines
+#: before hold an earlier message: it must never stand in for the answer that could not be read.
+TEXTLESS = {
+    "codex": ([THREAD, agent("earlier note", 0)], agent("the answer", 1), ("item", "text"), [TURN_DONE]),
+    "codex-legacy": ([{"id": "0", "msg": {"type": "session_configured", "session_id": "s", "model": "m"}},
+                      {"id": "1", "msg": {"type": "agent_message", "message": "earlier note"}}],
+                     {"id": "1", "msg": {"type": "agent_message", "message": "the answer"}}, ("msg", "message"),
+                     [{"id": "1", "msg": {"type": "task_complete", "last_agent_message": "the answer"}}]),
+    "gemini": ([GEMINI_INIT, gemini_delta("part one ")], gemini_delta("part two"), ("content",), [GEMINI_RESULT]),
+    "opencode": ([_oc("step_start", id="p0"), _oc("text", messageID="m1", text="earlier note"),
+                  _oc("step_finish", reason="tool-calls"), _oc("step_start", id="p1")],
+                 _oc("text", messageID="m2", text="the answer"), ("part", "text"), [OC_FINISH]),
+}
+
+
+@pytest.mark.parametrize("what", sorted(NOT_TEXT))
+@pytest.mark.parametrize("case", sorted(TEXTLESS))
+def test_an_answer_line_without_text_is_a_lost_answer(case: str, what: str) -> None:
+    """An answer event whose text is missing or not a string: the answer is not in hand. It was ``ok`` with
+    ``text: null`` and no word of why, or with an earlier message (opencode) or a part (gemini) as the answer."""
+    before, answer, path, after = TEXTLESS[case]
+    fine = summary(jl(*before, answer, *after))
+    assert fine["ok"] is True and fine["text"] in ("the answer", "part one part two"), fine
+    s = summary(jl(*before, _without_text(answer, path, NOT_TEXT[what]), *after))
+    assert s["ok"] is False and s["text"] is None, s
+    assert f"at line {len(before) + 1}) carries no text" in s["error"], s["error"]
+    assert any("carries no text" in w for w in s["warnings"]), s["warnings"]
+
+
+def test_a_later_answer_replaces_one_without_text() -> None:
+    data = jl(THREAD, _without_text(agent("x", 0), ("item", "text"), None), agent("the answer", 1), TURN_DONE)
+    s = summary(data)
+    assert s["ok"] is True and s["text"] == "the answer", s
+    assert any("carries no text" in w for w in s["warnings"]), s["warnings"]
+
+
 # -- 3. unfinished runs -----------------------------------------------------------------------------
 
 OC_START = {"type": "step_start", "timestamp": 1, "sessionID": "ses_1", "part": {"id": "p"}}

@@ -40,7 +40,10 @@ from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from ..types import EVENT_FIELDS, EVENT_KINDS, EventDict, EventKind
 from ._peek import short
 
-__all__ = ["Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip", "size_text", "sum_usage"]
+__all__ = [
+    "Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip", "size_text", "sum_usage", "MISSING",
+    "TEXTLESS",
+]
 
 #: Kinds of :class:`LiveEvent` (:data:`spoolparse.types.EventKind`).
 KINDS = EVENT_KINDS
@@ -121,6 +124,27 @@ class Answer:
     lost: str | None = None
     #: Kept and dropped JSON events the provider saw (noted ones are not counted: parse skips them unread).
     events: int = 0
+
+
+#: The reason of a lost answer line that was decoded but carries no text (see :meth:`Provider.textless`).
+TEXTLESS = "textless"
+#: What :meth:`Provider.textless` is given for a field that is absent: ``d.get(key, MISSING)``.
+MISSING: Any = object()
+
+
+def _json_kind(value: Any) -> str:
+    """A JSON value's kind, as a message names it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
 
 
 def clip(text: str, limit: int = _limits.MAX_MESSAGE_CHARS) -> str:
@@ -261,6 +285,7 @@ class Provider:
             why = {
                 "unreadable": "could not be read back from its spill file and was lost",
                 "invalid": "could not be decoded (not a JSON object, or nested too deep) and was lost",
+                TEXTLESS: "carries no text (a missing or non-string field) and was lost",
             }.get(r.reason, f"exceeded max_retained ({size_text(self.max_text)}) and was dropped")
             ans.lost = f"final answer ({size_text(r.bytes)} at line {r.line}) {why}"
         else:
@@ -298,6 +323,17 @@ class Provider:
             )
             live.append(LiveEvent("warning", rec.line, rec.type, {"message": text}))
         return live
+
+    def textless(self, ev: Event, field: str, value: Any) -> LiveEvent:
+        """An answer line whose text (``field``: ``value``) is missing or not a string: its answer is not in hand.
+
+        It counts as a lost answer line (see :meth:`lost_answer`): unless a later answer replaces it, the run
+        is not ok and ``text`` is ``null`` — never an earlier message, nor the parts around it, in its place.
+        """
+        self._lost[ev.type] = Dropped(ev.lineno, ev.size, ev.type, TEXTLESS)
+        what = "missing" if value is MISSING else f"{_json_kind(value)}, not a string"
+        msg = self.warn(f"answer event {ev.type!r} at line {ev.lineno} carries no text ({field} is {what})")
+        return LiveEvent("warning", ev.lineno, ev.type, {"message": msg})
 
     def tool_start(self, n: int, t: str, call_id: str | None, name: str | None, title: Any) -> LiveEvent:
         """A ``tool_start`` event, remembered until its ``tool_end``.

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from ..lines import Event, Noted
 from . import _peek
-from .base import Answer, LiveEvent, Provider, as_int, message_of
+from .base import MISSING, Answer, LiveEvent, Provider, as_int, message_of
 
 __all__ = ["CodexProvider", "normalize_codex_usage"]
 
@@ -156,11 +156,13 @@ class CodexProvider(Provider):
             item = item if isinstance(item, dict) else {}
             kind = t.partition("/")[2]
             if kind in ("agent_message", "assistant_message"):
-                text = item.get("text")
+                text = item.get("text", MISSING)
                 if isinstance(text, str):
                     self.text = text
                     self.answer_from = n
                     live.append(LiveEvent("text", n, t, {"text": text}))
+                else:
+                    live.append(self.textless(ev, "item.text", text))
             elif kind == "plan":
                 text = item.get("text")
                 if isinstance(text, str):
@@ -201,21 +203,24 @@ class CodexProvider(Provider):
         elif t == "session.end":
             self._usage(d.get("usage"), n, t, live)
         elif t.startswith("msg/"):
-            self._legacy(t[4:], d, n, t, live)
+            self._legacy(t[4:], ev, live)
         return live
 
-    def _legacy(self, kind: str, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
+    def _legacy(self, kind: str, ev: Event, live: list[LiveEvent]) -> None:
+        d, t, n = ev.data, ev.type, ev.lineno
         msg = d.get("msg")
         msg = msg if isinstance(msg, dict) else {}
         model = msg.get("model")
         if isinstance(model, str) and model:
             self.model = model
         if kind == "agent_message":
-            text = msg.get("message")
+            text = msg.get("message", MISSING)
             if isinstance(text, str):
                 self.text = text
                 self.answer_from = n
                 live.append(LiveEvent("text", n, t, {"text": text}))
+            else:
+                live.append(self.textless(ev, "msg.message", text))
         elif kind == "task_complete":
             text = msg.get("last_agent_message")
             if isinstance(text, str) and self.text is None:

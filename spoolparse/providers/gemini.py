@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from ..lines import Event, Noted
 from . import _peek
 from ._text import BoundedText
-from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, size_text, sum_usage
+from .base import MISSING, Answer, LiveEvent, Provider, as_int, clip, message_of, size_text, sum_usage
 
 __all__ = ["GeminiProvider", "normalize_gemini_stats", "gemini_counts"]
 
@@ -148,8 +148,10 @@ class GeminiProvider(Provider):
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []
         if t == "message":
-            content = d.get("content")
-            if d.get("role") == "assistant" and isinstance(content, str):
+            content = d.get("content", MISSING)
+            if d.get("role") == "assistant" and not isinstance(content, str):
+                live.append(self.textless(ev, "content", content))  # a part of the joined answer is not in hand
+            elif d.get("role") == "assistant" and isinstance(content, str):
                 self.text.limit = self.max_text
                 self.text.add(content)
                 if self.text.cut and not self.truncation_noted:

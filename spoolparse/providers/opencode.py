@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from ..lines import Event, Noted
 from . import _peek
 from ._text import BoundedText
-from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, size_text
+from .base import MISSING, Answer, LiveEvent, Provider, as_int, clip, message_of, size_text
 
 __all__ = ["OpencodeProvider", "normalize_opencode_tokens"]
 
@@ -99,7 +99,7 @@ class OpencodeProvider(Provider):
         part = d.get("part")
         part = part if isinstance(part, dict) else {}
         if t == "text":
-            self._text(part, n, t, live)
+            self._text(ev, part, live)
         elif t == "step_start":
             mid = part.get("messageID")
             if self.in_step and mid is not None and mid == self.step_message:
@@ -135,10 +135,9 @@ class OpencodeProvider(Provider):
                                                    "status": reason if isinstance(reason, str) else None}))
         return live
 
-    def _text(self, part: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
-        text = part.get("text")
-        if not isinstance(text, str):
-            return
+    def _text(self, ev: Event, part: dict[str, Any], live: list[LiveEvent]) -> None:
+        n, t = ev.lineno, ev.type
+        text = part.get("text", MISSING)
         # The answer is the last message's text: parts of one message join, a new message starts over.
         mid = part.get("messageID")
         if mid is None or mid != self.message_id:
@@ -146,6 +145,9 @@ class OpencodeProvider(Provider):
             self.truncation_noted = False
             self.message_id = mid
             self.answer_from = n
+        if not isinstance(text, str):
+            live.append(self.textless(ev, "part.text", text))  # this message's answer is not in hand
+            return
         self.text.limit = self.max_text
         self.text.add(text)
         if self.text.cut and not self.truncation_noted:
