@@ -282,6 +282,47 @@ def test_opencode_finished_runs() -> None:
     assert summary(jl(OC_START, text, old))["ok"] is True  # versions without a reason
 
 
+@pytest.mark.parametrize(
+    ("reason", "error"),
+    [("length", "stopped at its output limit"), ("content-filter", "stopped by a content filter"),
+     ("error", "stopped by an error")],
+)
+def test_an_opencode_answer_the_model_did_not_finish_is_not_ok(reason: str, error: str) -> None:
+    """The last step's finish reason (the AI SDK's) says whether the model ended its answer: ``length`` cut it
+    at the output limit, ``content-filter`` and ``error`` stopped it. Each was ``ok`` with the partial text."""
+    text = {"type": "text", "timestamp": 1, "sessionID": "ses_1", "part": {"messageID": "m", "text": "half an"}}
+    step = {"type": "step_finish", "timestamp": 1, "sessionID": "ses_1", "part": {"reason": reason}}
+    s = summary(jl(OC_START, text, step))
+    assert s["ok"] is False and error in s["error"] and f"finish reason {reason}" in s["error"], s
+    assert s["text"] == "half an"  # what there is, for the reader; the verdict says it is not whole
+    later = {"type": "step_finish", "timestamp": 1, "sessionID": "ses_1", "part": {"reason": "stop"}}
+    assert summary(jl(OC_START, text, step, OC_START, text, later))["ok"] is True  # a later step finished it
+
+
+@pytest.mark.parametrize("case", ["codex", "opencode"])
+def test_a_turn_begun_after_the_end_must_end_too(case: str) -> None:
+    """A new turn (codex ``turn.started``) or step (opencode ``step_start``) after the terminal event means the
+    agent went on: a stream cut there did not finish, whatever the earlier end said. It was ``ok`` with the
+    unfinished turn's message as the answer."""
+    if case == "codex":
+        head = [THREAD, {"type": "turn.started"}, agent("first", 0), TURN_DONE, {"type": "turn.started"}]
+        tail, more, end = [agent("second, half", 1)], [agent("second", 2)], TURN_DONE
+        awaited = "stream ended before turn.completed"
+    else:
+        def text(mid: str, t: str) -> dict[str, Any]:
+            return {"type": "text", "timestamp": 1, "sessionID": "ses_1", "part": {"messageID": mid, "text": t}}
+
+        stop = {"type": "step_finish", "timestamp": 1, "sessionID": "ses_1", "part": {"reason": "stop"}}
+        head = [OC_START, text("m1", "first"), stop, OC_START]
+        tail, more, end = [text("m2", "second, half")], [text("m3", "second")], stop
+        awaited = "stream ended before step_finish"
+    for cut in (head, head + tail):
+        s = summary(jl(*cut))
+        assert s["ok"] is False and awaited in s["error"], s
+    s = summary(jl(*head, *tail, *more, end))
+    assert s["ok"] is True and s["text"] == "second", s
+
+
 NOT_TRANSCRIPTS = {
     "empty": (b"", "no JSON event: the transcript is empty"),
     "gzip": (gzip.compress(jl(THREAD, agent("x"), TURN_DONE)), "no JSON event: not a recognised format"),

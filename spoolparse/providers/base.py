@@ -219,6 +219,8 @@ class Provider:
     terminal: ClassVar[tuple[str, ...]] = ()
     #: Type keys whose lines carry the answer (a subset of ``keep``).
     answer_types: ClassVar[frozenset[str]] = frozenset()
+    #: Type keys that begin a turn: one after the terminal event means the agent went on, and must end again.
+    begins: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self) -> None:
         self.notes = Notes()
@@ -246,6 +248,8 @@ class Provider:
         """Fold one record: the one entry point (it keeps the verdict facts)."""
         if type(rec) is Event:
             self.events += 1
+            if self.ended_at is not None and rec.type in self.begins:
+                self.ended_at = None  # a new turn after the end: the run is finished only when it ends too
             live = self.event(rec)
             if rec.type in self.terminal and self.is_terminal(rec):
                 self.ended_at = rec.lineno

@@ -93,6 +93,7 @@ class CodexProvider(Provider):
     )
     #: ``turn.completed``/``turn.failed`` end a ``codex exec`` turn; the older shapes end with
     #: ``result``/``session.end``, the pre-2025-10 envelope with ``task_complete`` (when printed).
+    begins: ClassVar[frozenset[str]] = frozenset({"turn.started"})
     terminal: ClassVar[tuple[str, ...]] = (
         "turn.completed", "turn.failed", "result", "session.end", "msg/task_complete",
     )

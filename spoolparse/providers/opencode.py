@@ -59,6 +59,15 @@ def normalize_opencode_tokens(raw: Any) -> dict[str, Any]:
     return out
 
 
+#: Finish reasons of a last step whose answer the model did not end (the AI SDK's ``finishReason``; ``stop`` ended
+#: it, ``tool-calls`` goes on, ``other`` and ``unknown`` say nothing either way).
+_UNFINISHED = {
+    "length": "stopped at its output limit",
+    "content-filter": "was stopped by a content filter",
+    "error": "was stopped by an error",
+}
+
+
 class OpencodeProvider(Provider):
     name: ClassVar[str] = "opencode"
     keep: ClassVar[frozenset[str]] = frozenset({"step_start", "text", "step_finish", "error", "done"})
@@ -69,6 +78,7 @@ class OpencodeProvider(Provider):
     #: A step that finished for any reason but ``tool-calls`` ends the run; so do ``done``
     #: (an idle session) and ``error`` (the run's failure).
     terminal: ClassVar[tuple[str, ...]] = ("step_finish", "done", "error")
+    begins: ClassVar[frozenset[str]] = frozenset({"step_start"})
     answer_types: ClassVar[frozenset[str]] = frozenset({"text"})
 
     def __init__(self) -> None:
@@ -79,6 +89,8 @@ class OpencodeProvider(Provider):
         self.sums: dict[str, Any] = {}
         self.steps = 0
         self.error: str | None = None
+        #: The last step's finish reason (the AI SDK's ``finishReason``), where the version gives one.
+        self.finish_reason: str | None = None
         self.truncation_noted = False
         self.step_message: Any = None  # the messageID of the step running now
         self.in_step = False
@@ -109,6 +121,8 @@ class OpencodeProvider(Provider):
                 live.append(LiveEvent("turn_start", n, t, {}))
             self.in_step, self.step_message = True, mid
         elif t == "step_finish":
+            reason = part.get("reason")
+            self.finish_reason = reason if isinstance(reason, str) else None
             self._step(part, n, t, live)
             if self.live and self.text:
                 live.append(LiveEvent("text", n, t, {"text": self.text.text()}))
@@ -131,7 +145,7 @@ class OpencodeProvider(Provider):
                 names = ", ".join(str(r) for r in rejected[:20])
                 live.append(LiveEvent("warning", n, t, {"message": self.warn(f"permissions rejected: {names}")}))
             reason = d.get("reason")
-            live.append(LiveEvent("result", n, t, {"ok": self.error is None,
+            live.append(LiveEvent("result", n, t, {"ok": self._failure() is None,
                                                    "status": reason if isinstance(reason, str) else None}))
         return live
 
@@ -222,9 +236,15 @@ class OpencodeProvider(Provider):
             size=rec.size, output=out if isinstance(out, str) else None,
         )
 
+    def _failure(self) -> str | None:
+        """The agent's error, or why the model did not end its answer (the text is then what there is)."""
+        if self.error is None and self.finish_reason in _UNFINISHED:
+            return f"the model {_UNFINISHED[self.finish_reason]} (finish reason {self.finish_reason})"
+        return self.error
+
     def answer(self) -> Answer:
         text = self.text.text() if self.text else None
-        error = self.error
+        error = self._failure()
         raw = {**self.sums, "cache": dict(self.sums["cache"])} if "cache" in self.sums else dict(self.sums)
         return Answer(
             text=text,
