@@ -323,6 +323,19 @@ def test_a_turn_begun_after_the_end_must_end_too(case: str) -> None:
     assert s["ok"] is True and s["text"] == "second", s
 
 
+@pytest.mark.parametrize(("status", "error"), [("cancelled", "status is 'cancelled', not success"),
+                                               (None, "the result event has no status")])
+def test_a_gemini_result_that_does_not_say_success_is_not_ok(status: str | None, error: str) -> None:
+    """Gemini's result says ``success`` or ``error``. Any other status (or none) was ``ok`` — with a warning,
+    when it had none, that the stream ended without a result event."""
+    result = {"type": "result", "timestamp": "t", "stats": {}}
+    if status is not None:
+        result["status"] = status
+    s = summary(jl(GEMINI_INIT, gemini_delta("x"), result), provider="gemini")
+    assert s["ok"] is False and error in s["error"], s
+    assert not any("without a result event" in w for w in s["warnings"]), s["warnings"]
+
+
 NOT_TRANSCRIPTS = {
     "empty": (b"", "no JSON event: the transcript is empty"),
     "gzip": (gzip.compress(jl(THREAD, agent("x"), TURN_DONE)), "no JSON event: not a recognised format"),

@@ -123,6 +123,7 @@ class GeminiProvider(Provider):
         self.usage_by_model: dict[str, dict[str, Any]] | None = None
         self.document_cut = False
         self.status: str | None = None
+        self.result_seen = False
         self.result_error: str | None = None
         self.last_error: str | None = None
         self.truncation_noted = False
@@ -189,7 +190,7 @@ class GeminiProvider(Provider):
             self._end_message(n, t, live)
             self._result(d, n, t, live)
             # the turn ends, then the run's result (the last event)
-            live.insert(len(live) - 1, LiveEvent("turn_end", n, t, {"ok": self.status != "error"}))
+            live.insert(len(live) - 1, LiveEvent("turn_end", n, t, {"ok": self.result_error is None}))
         elif t == "":
             self._document(d, n, t, live)
         return live
@@ -205,12 +206,19 @@ class GeminiProvider(Provider):
     def _result(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
         status = d.get("status")
         self.status = status if isinstance(status, str) else None
+        self.result_seen = True
         self._usage(d.get("stats"), n, t, live)
         self.result_error = None
         if status == "error":
             self.result_error = clip(message_of(d.get("error")) or self.last_error or "error")
+        elif status != "success":  # the CLI says success or error: anything else is no word that it finished
+            self.result_error = (
+                f"the result's status is {clip(status)!r}, not success" if isinstance(status, str)
+                else "the result event has no status"
+            )
+        if self.result_error is not None:
             live.append(LiveEvent("error", n, t, {"message": self.result_error}))
-        live.append(LiveEvent("result", n, t, {"ok": status != "error", "status": self.status}))
+        live.append(LiveEvent("result", n, t, {"ok": self.result_error is None, "status": self.status}))
 
     def _document(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
         sid = d.get("session_id")
@@ -238,6 +246,7 @@ class GeminiProvider(Provider):
                     self.warn(msg)
         err = d.get("error")
         self.status = "success"
+        self.result_seen = True
         if err is not None:
             self.status = "error"
             self.result_error = clip(message_of(err) or "error")
@@ -278,10 +287,10 @@ class GeminiProvider(Provider):
     def answer(self) -> Answer:
         text: str | None = self.text.text() if self.text else self.document_text
         extra: list[str] = []
-        if self.status is None:
+        if not self.result_seen:
             extra.append("the stream ended without a result event")
         error = self.result_error
-        if error is None and self.status is None:
+        if error is None and not self.result_seen:
             # No result: an error event was the last word.
             error = self.last_error
         warnings = self.notes.as_list()
