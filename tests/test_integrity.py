@@ -244,6 +244,33 @@ def test_an_answer_line_without_text_is_a_lost_answer(case: str, what: str) -> N
     assert any("carries no text" in w for w in s["warnings"]), s["warnings"]
 
 
+KIMI_CALL = {"role": "assistant", "content": [{"type": "text", "text": "Let me run it."}],
+             "tool_calls": [{"type": "function", "id": "Shell:0", "function": {"name": "Shell", "arguments": "{}"}}]}
+KIMI_TOOL = {"role": "tool", "content": [{"type": "text", "text": "hello"}], "tool_call_id": "Shell:0"}
+
+
+@pytest.mark.parametrize("content", [5, None, KeyError, {"text": "a"}, [{"type": "text", "text": 5}],
+                                     [{"type": "text", "text": "half "}, {"type": "text", "text": None}]])
+def test_a_kimi_final_message_without_text_is_a_lost_answer(content: Any) -> None:
+    """Kimi's answer is its last assistant message (the one without tool calls). When that message's content was
+    no text, the text of an earlier one — the message that called a tool — was given as the answer, ``ok``."""
+    final: dict[str, Any] = {"role": "assistant"}
+    if content is not KeyError:
+        final["content"] = content
+    s = summary(jl(KIMI_CALL, KIMI_TOOL, final), provider="kimi")
+    assert s["ok"] is False and s["text"] is None, s
+    assert "at line 3) carries no text" in s["error"], s["error"]
+
+
+def test_a_kimi_final_message_with_no_text_part_gives_no_earlier_message() -> None:
+    """A last message with no text part at all (only thinking): no answer text, and never an earlier message."""
+    final = {"role": "assistant", "content": [{"type": "think", "think": "done"}]}
+    s = summary(jl(KIMI_CALL, KIMI_TOOL, final), provider="kimi")
+    assert s["text"] is None, s
+    good = summary(jl(KIMI_CALL, KIMI_TOOL, {"role": "assistant", "content": "the answer"}), provider="kimi")
+    assert good["ok"] is True and good["text"] == "the answer", good
+
+
 def test_a_later_answer_replaces_one_without_text() -> None:
     data = jl(THREAD, _without_text(agent("x", 0), ("item", "text"), None), agent("the answer", 1), TURN_DONE)
     s = summary(data)

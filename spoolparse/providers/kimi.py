@@ -18,22 +18,27 @@ import orjson
 
 from ..lines import Dropped, Event, Noted
 from . import _peek
-from .base import Answer, LiveEvent, Provider
+from .base import MISSING, Answer, LiveEvent, Provider
 
 __all__ = ["KimiProvider"]
 
 _ROLES = ("assistant", "tool", "user")
 
 
-def _text(content: Any) -> str | None:
+def _text(content: Any) -> tuple[str | None, tuple[str, Any] | None]:
+    """A message's text (``None``: it has no text part), and what in it is no text (field, value), if anything."""
     if isinstance(content, str):
-        return content
+        return content, None
     if not isinstance(content, list):
-        return None
-    parts = [
-        p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-    ]
-    return "".join(parts) if parts else None
+        return None, ("content", content)
+    parts: list[str] = []
+    for i, p in enumerate(content):
+        if isinstance(p, dict) and p.get("type") == "text":
+            text = p.get("text", MISSING)
+            if not isinstance(text, str):
+                return None, (f"content[{i}].text", text)
+            parts.append(text)
+    return ("".join(parts) if parts else None), None
 
 
 def _arguments(args: Any) -> Any:
@@ -81,7 +86,7 @@ class KimiProvider(Provider):
         if role == "assistant":
             calls = d.get("tool_calls")
             calls = calls if isinstance(calls, list) else []
-            text = _text(d.get("content"))
+            text, bad = _text(d.get("content", MISSING))
             if text is not None:
                 if len(text) > self.max_text:
                     text = text[: self.max_text]
@@ -99,7 +104,10 @@ class KimiProvider(Provider):
                 self.ended_at = None  # the turn goes on
             else:
                 self.final_text = text
-                live.append(LiveEvent("result", n, t, {"ok": True}))
+                if bad is not None:  # the answer's line, decoded, with no text in it: lost, as a dropped one is
+                    live.append(self.textless(ev, *bad))
+                    self.answer_from = n
+                live.append(LiveEvent("result", n, t, {"ok": bad is None}))
         elif role == "tool":
             self.ended_at = None
             content = d.get("content")
@@ -121,7 +129,9 @@ class KimiProvider(Provider):
     def answer(self) -> Answer:
         text = self.final_text if self.ended_at is not None else None
         extra: list[str] = []
-        if text is None and self.last_text is not None:
+        # cut short before its last message: what it said last is all there is (the verdict says it is not done);
+        # a last message with no text has none, and no earlier message stands in for it
+        if text is None and self.ended_at is None and self.last_text is not None:
             text = self.last_text
             extra.append("the text is taken from the last assistant message")
         return Answer(
