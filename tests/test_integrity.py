@@ -271,6 +271,26 @@ def test_a_kimi_final_message_with_no_text_part_gives_no_earlier_message() -> No
     assert good["ok"] is True and good["text"] == "the answer", good
 
 
+@pytest.mark.parametrize("provider", ["claude", "qwen"])
+def test_a_claude_result_without_text_never_gives_the_text_before_a_tool_call(provider: str) -> None:
+    """With an empty ``result``, the text is taken from the last assistant message (Claude Code has printed an
+    empty result after a final text). But the text that came with a tool call was no answer: it was given as
+    the answer, ``ok``, when the agent's last turn said nothing."""
+    init = {**CLAUDE_INIT, "qwen_code_version": "0.1"} if provider == "qwen" else CLAUDE_INIT
+    call = {"type": "assistant", "session_id": "s", "parent_tool_use_id": None, "message": {"model": "m", "content": [
+        {"type": "text", "text": "Let me run it."}, {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]}}
+    result = {"type": "user", "session_id": "s", "parent_tool_use_id": None, "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "hello"}]}}
+    quiet = {"type": "assistant", "session_id": "s", "parent_tool_use_id": None, "message": {"model": "m", "content": [
+        {"type": "thinking", "thinking": "done"}]}}
+    s = summary(jl(init, call, result, quiet, claude_result("")), provider=provider)
+    assert s["text"] is None, s
+    said = {"type": "assistant", "session_id": "s", "parent_tool_use_id": None, "message": {"model": "m", "content": [
+        {"type": "text", "text": "the answer"}]}}
+    s = summary(jl(init, call, result, said, claude_result("")), provider=provider)
+    assert s["ok"] is True and s["text"] == "the answer", s  # the empty result's fallback still works
+
+
 def test_a_later_answer_replaces_one_without_text() -> None:
     data = jl(THREAD, _without_text(agent("x", 0), ("item", "text"), None), agent("the answer", 1), TURN_DONE)
     s = summary(data)

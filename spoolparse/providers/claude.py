@@ -220,11 +220,13 @@ class ClaudeProvider(Provider):
         if self.live:
             self._running_usage(msg.get("id"), msg.get("usage"), n, t, live)
         content = msg.get("content")
+        calls = False  # a client tool call: the message goes on after the tool, its text is no answer
         if isinstance(content, list):
             for block in content:
                 if not isinstance(block, dict):
                     continue
                 kind = block.get("type")
+                calls = calls or kind == "tool_use"
                 if kind in ("tool_use", "server_tool_use"):
                     name = block.get("name")
                     live.append(self.tool_start(n, t, block.get("id"), name if isinstance(name, str) else None,
@@ -232,11 +234,16 @@ class ClaudeProvider(Provider):
                 elif kind == "thinking" and isinstance(block.get("thinking"), str):
                     live.append(LiveEvent("thinking", n, t, {"text": clip(block["thinking"]), "delta": False}))
         # Subagent messages (parent_tool_use_id set) are not the answer.
-        if text is not None and d.get("parent_tool_use_id") is None:
+        if d.get("parent_tool_use_id") is not None:
+            return
+        if calls:
+            self.last_text = None  # what was said before a tool call never stands in for an empty result
+        if text is not None:
             if len(text) > self.max_text:
                 text = text[: self.max_text]
                 self.warn(f"assistant text at line {n} cut to {self.max_text} characters")
-            self.last_text = text
+            if not calls:
+                self.last_text = text
             live.append(LiveEvent("text", n, t, {"text": text}))
 
     def _result(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
