@@ -291,6 +291,23 @@ def test_a_claude_result_without_text_never_gives_the_text_before_a_tool_call(pr
     assert s["ok"] is True and s["text"] == "the answer", s  # the empty result's fallback still works
 
 
+def test_a_droid_completion_without_text_never_gives_the_text_before_a_tool_call() -> None:
+    """The same for Droid: a completion without ``finalText`` takes the last assistant message, but not the one
+    its tool call belonged to."""
+    def line(**d: Any) -> dict[str, Any]:
+        return {**d, "session_id": "s", "timestamp": 1}
+
+    head = [line(type="system", subtype="init", cwd="/w", tools=["Execute"], model="m"),
+            line(type="message", role="assistant", id="m-2", text="I'll run it."),
+            line(type="tool_call", id="c1", messageId="m-2", toolId="t1", toolName="Execute", parameters={}),
+            line(type="tool_result", id="c1", messageId="m-2", toolId="t1", isError=False, value="hello")]
+    s = summary(jl(*head, line(type="completion", numTurns=2)), provider="droid")
+    assert s["text"] is None, s
+    said = line(type="message", role="assistant", id="m-3", text="the answer")
+    s = summary(jl(*head, said, line(type="completion", numTurns=2)), provider="droid")
+    assert s["ok"] is True and s["text"] == "the answer", s
+
+
 def test_a_later_answer_replaces_one_without_text() -> None:
     data = jl(THREAD, _without_text(agent("x", 0), ("item", "text"), None), agent("the answer", 1), TURN_DONE)
     s = summary(data)

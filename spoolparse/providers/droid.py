@@ -80,6 +80,7 @@ class DroidProvider(Provider):
                 self.last_text = text
                 live.append(LiveEvent("text", n, t, {"text": text}))
         elif t == "tool_call":
+            self.last_text = None  # the message it belongs to goes on after the tool: its text is no answer
             name = d.get("toolName")
             live.append(self.tool_start(n, t, d.get("toolId"), name if isinstance(name, str) else None,
                                         _peek.title_of(d.get("parameters"))))
