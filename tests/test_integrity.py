@@ -308,6 +308,24 @@ def test_a_droid_completion_without_text_never_gives_the_text_before_a_tool_call
     assert s["ok"] is True and s["text"] == "the answer", s
 
 
+def test_copilot_never_gives_the_text_of_a_message_that_requested_tools() -> None:
+    """Copilot's answer is its last non-empty ``assistant.message``: one that requested tools goes on after
+    them, so its text was given as the answer when the last message said nothing."""
+    def ev(t: str, **data: Any) -> dict[str, Any]:
+        return {"type": t, "id": "e", "timestamp": "t", "data": data}
+
+    call = ev("assistant.message", messageId="m-1", content="Let me run it.",
+              toolRequests=[{"toolCallId": "c1", "name": "bash", "arguments": {}}])
+    done = {"type": "result", "timestamp": "t", "sessionId": "s", "exitCode": 0}
+    s = summary(jl(ev("session.start", sessionId="s"), call, ev("assistant.message", messageId="m-2", content="",
+                                                                  toolRequests=[]), done), provider="copilot")
+    assert s["text"] is None, s
+    s = summary(jl(ev("session.start", sessionId="s"), call, ev("assistant.message", messageId="m-2",
+                                                                  content="the answer", toolRequests=[]), done),
+                provider="copilot")
+    assert s["text"] == "the answer", s
+
+
 def test_a_later_answer_replaces_one_without_text() -> None:
     data = jl(THREAD, _without_text(agent("x", 0), ("item", "text"), None), agent("the answer", 1), TURN_DONE)
     s = summary(data)

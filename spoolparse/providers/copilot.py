@@ -86,12 +86,18 @@ class CopilotProvider(Provider):
         data = data if isinstance(data, dict) else {}
         if t == "assistant.message":
             content = data.get("content")
+            requests = data.get("toolRequests")
+            calls = isinstance(requests, list) and bool(requests)
+            if calls:
+                self.text = None  # it goes on after its tools: what it said is no answer
             if isinstance(content, str) and content:
-                self.answer_from = n
-                self.text = content[: self.max_text]
+                text = content[: self.max_text]
                 if len(content) > self.max_text:
                     self.warn(f"assistant text at line {n} cut to {self.max_text} characters")
-                live.append(LiveEvent("text", n, t, {"text": self.text}))
+                if not calls:
+                    self.answer_from = n
+                    self.text = text
+                live.append(LiveEvent("text", n, t, {"text": text}))
             tokens = as_int(data.get("outputTokens"))
             if tokens is not None:
                 self.output_tokens += tokens
