@@ -326,6 +326,23 @@ def test_copilot_never_gives_the_text_of_a_message_that_requested_tools() -> Non
     assert s["text"] == "the answer", s
 
 
+def test_antigravity_never_gives_the_text_before_a_tool_step() -> None:
+    """Antigravity's result without a response takes the answer step's text updates; an answer step followed by
+    a tool step was no answer, and was given as one when no answer step came after the tool."""
+    def step(i: int, kind: str, state: str = "DONE", **more: Any) -> dict[str, Any]:
+        return {"event": "step_update", "step_update": {"conversation_id": "c", "step_index": i, "state": state,
+                                                         "step_type": kind, **more}}
+
+    init = {"event": "init", "conversation_id": "c", "init": {"model": "m", "cwd": "/w", "tools": []}}
+    head = [init, step(0, "user_input", text_delta="go"), step(1, "agent_response", text_delta="I will run it."),
+            step(2, "tool", "ACTIVE", tool_name="run_command"), step(2, "tool", tool_name="run_command")]
+    done = {"event": "result", "result": {"conversation_id": "c", "status": "SUCCESS", "response": ""}}
+    s = summary(jl(*head, done), provider="antigravity")
+    assert s["text"] is None, s
+    s = summary(jl(*head, step(3, "agent_response", text_delta="the answer"), done), provider="antigravity")
+    assert s["ok"] is True and s["text"] == "the answer", s
+
+
 def test_a_later_answer_replaces_one_without_text() -> None:
     data = jl(THREAD, _without_text(agent("x", 0), ("item", "text"), None), agent("the answer", 1), TURN_DONE)
     s = summary(data)

@@ -177,6 +177,8 @@ class AntigravityProvider(Provider):
                     live.append(LiveEvent("text_delta", n, t, {"text": delta}))
         elif kind in ("tool", "user_input"):
             self._dropped_since_tool = None
+            # the agent goes on after it: the text of an answer step before it was no answer
+            self._step, self._text, self._chars, self._cut = None, [], 0, False
         if kind == "tool":
             call = None if index is None else f"step-{index}"
             name = s.get("tool_name")
