@@ -343,6 +343,18 @@ def test_antigravity_never_gives_the_text_before_a_tool_step() -> None:
     assert s["ok"] is True and s["text"] == "the answer", s
 
 
+def test_opencode_never_gives_the_text_of_a_step_that_ended_in_tool_calls() -> None:
+    """opencode's answer is the last message's text. A step that finished with ``tool-calls`` goes on after its
+    tools: when the next step said nothing, the text said before the tools was given as the answer."""
+    head = [_oc("step_start", messageID="m1"), _oc("text", messageID="m1", text="Let me run it."),
+            _oc("step_finish", messageID="m1", reason="tool-calls"), _oc("step_start", messageID="m2")]
+    s = summary(jl(*head, _oc("step_finish", messageID="m2", reason="stop")), provider="opencode")
+    assert s["text"] is None, s
+    s = summary(jl(*head, _oc("text", messageID="m2", text="the answer"),
+                   _oc("step_finish", messageID="m2", reason="stop")), provider="opencode")
+    assert s["ok"] is True and s["text"] == "the answer", s
+
+
 def test_a_later_answer_replaces_one_without_text() -> None:
     data = jl(THREAD, _without_text(agent("x", 0), ("item", "text"), None), agent("the answer", 1), TURN_DONE)
     s = summary(data)

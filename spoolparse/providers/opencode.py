@@ -123,6 +123,10 @@ class OpencodeProvider(Provider):
         elif t == "step_finish":
             reason = part.get("reason")
             self.finish_reason = reason if isinstance(reason, str) else None
+            if reason == "tool-calls":
+                # the agent goes on after the tools: what this step said is no answer (the next text starts one)
+                self.text.clear()
+                self.message_id = None
             self._step(part, n, t, live)
             if self.live and self.text:
                 live.append(LiveEvent("text", n, t, {"text": self.text.text()}))
