@@ -509,6 +509,18 @@ def test_nan_and_infinity_are_accepted(tmp_path: Path, capsysbinary: Any) -> Non
     assert rc == 0 and out["text"] == "ans" and out["raw_usage"]["z"] is None  # JSON has no Infinity
 
 
+@pytest.mark.parametrize("value", [b"NaN", b"Infinity", b"-Infinity"])
+def test_a_usage_count_that_is_not_a_number_is_named_in_a_warning(value: bytes) -> None:
+    """A count of NaN or Infinity is no count: it was left out of ``usage`` without a word."""
+    data = (b'{"type":"thread.started","thread_id":"t"}\n'
+            b'{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"ans"}}\n'
+            b'{"type":"turn.completed","usage":{"input_tokens":' + value + b',"output_tokens":2}}\n')
+    s = summary(data)
+    assert s["ok"] is True and s["text"] == "ans" and s["usage"] == {"output_tokens": 2}, s
+    name = value.decode().lstrip("-")
+    assert any("input_tokens" in w and name in w for w in s["warnings"]), s["warnings"]
+
+
 BIG = 2**64 + 7
 HUGE = 10**5000 - 1  # past str(int)'s 4300-digit limit
 HUGE_TEXT = b"9" * 5000

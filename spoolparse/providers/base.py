@@ -31,6 +31,7 @@ return :class:`LiveEvent` values for callers who follow a run as it happens.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
@@ -130,6 +131,19 @@ class Answer:
 TEXTLESS = "textless"
 #: What :meth:`Provider.textless` is given for a field that is absent: ``d.get(key, MISSING)``.
 MISSING: Any = object()
+
+
+def _not_numbers(value: Any, path: str, depth: int = 0) -> list[tuple[str, str]]:
+    """The places in a (small) usage object that hold NaN or an infinity: ``[(path, "NaN"), …]``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [(path or "usage", "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity"))]
+    if depth >= 4:
+        return []
+    items: Any = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    out: list[tuple[str, str]] = []
+    for key, inner in items:
+        out += _not_numbers(inner, f"{path}.{key}" if path else str(key), depth + 1)
+    return out
 
 
 def _json_kind(value: Any) -> str:
@@ -280,6 +294,10 @@ class Provider:
     def conclude(self) -> Answer:
         """The :class:`Answer` with the verdict facts filled in."""
         ans = self.answer()
+        odd = _not_numbers(ans.raw_usage, "")
+        if odd:  # left out of usage by every normalization (no count): said, not silently dropped
+            shown = ", ".join(f"{path} is {what}" for path, what in odd[:_limits.MAX_WARNINGS])
+            ans.warnings.append(clip(f"usage: {shown} — not a number, so not counted (written as null)"))
         ans.finished = not self.terminal or self.ended_at is not None
         ans.awaited = self.terminal[0] if self.terminal else ""
         ans.events = self.events
