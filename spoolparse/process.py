@@ -18,6 +18,7 @@ they are empty, and a child that joins a cgroup before it runs also gets
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import resource
@@ -294,8 +295,8 @@ class Child:
                     try:
                         if not check_program(program[0], env=env, cwd=cwd):
                             argv = None
-                    except OSError as e:
-                        raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
+                    except (OSError, ValueError) as e:
+                        raise self._spawn_error(e) from None
                 if argv is not None:
                     gate = Gate()
                     stdin, preexec, env = gate.r, None, marked
@@ -339,8 +340,8 @@ class Child:
                         start_new_session=True,
                         preexec_fn=plan.preexec,
                     )
-            except OSError as e:
-                raise SpawnError(self.args if isinstance(self.args, list) else [self.args], e) from None
+            except (OSError, ValueError) as e:
+                raise self._spawn_error(e) from None
 
         try:
             # From fork to the child being ours to end, a signal must not cut in (the child would be
@@ -379,6 +380,13 @@ class Child:
             self._pidfd = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
             self._pidfd = -1
+
+    def _spawn_error(self, e: OSError | ValueError) -> SpawnError:
+        """A start that failed, as :class:`~spoolparse.SpawnError`: the OS refused it, or what was to be passed
+        cannot be (``ValueError``: a NUL byte in the command, its environment or its directory; ``=`` in a
+        variable's name)."""
+        err = e if isinstance(e, OSError) else OSError(errno.EINVAL, str(e))
+        return SpawnError(self.args if isinstance(self.args, list) else [self.args], err)
 
     def _launched(self, ends: list[int]) -> None:
         """The child has its copies of our descriptors (or will never run): ours go."""

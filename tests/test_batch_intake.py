@@ -38,6 +38,31 @@ def test_a_duplicate_id_is_an_error_outcome_and_resume_does_not_hide_it(tmp_path
     assert [(o["id"], o["verdict"]) for o in outs] == [("a", "spawn_error")]
 
 
+ODD_TASKS = {  # a task that cannot be started, and what its outcome's error says
+    "nul-in-cmd": ({"cmd": ["tr\u0000ue"]}, "null byte"),
+    "nul-in-env": ({"cmd": ["true"], "env": {"A": "x\u0000y"}}, "null byte"),
+    "nul-in-env-name": ({"cmd": ["true"], "env": {"A\u0000B": "x"}}, "null byte"),
+    "nul-in-cwd": ({"cmd": ["true"], "cwd": "/tm\u0000p"}, "null byte"),
+    "equals-in-env-name": ({"cmd": ["true"], "env": {"A=B": "x"}}, "environment variable name"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ODD_TASKS))
+def test_a_task_that_cannot_start_is_its_own_outcome_not_the_batchs_end(case: str) -> None:
+    """A task whose command, environment or directory cannot be passed to a process (a NUL byte) raised a
+    ``ValueError`` in the start, which ended the whole batch (``internal error``, exit 125): every task after it
+    lost its outcome."""
+    task, why = ODD_TASKS[case]
+    lines = [{"id": "before", "cmd": ["true"]}, {"id": "odd", **task}, *({"id": f"after{i}", "cmd": ["true"]}
+                                                                       for i in range(6))]
+    p = _batch("-", "-j", "2", input=b"".join(json.dumps(t).encode() + b"\n" for t in lines))
+    outs = {o["id"]: o for o in _outcomes(p.stdout)}
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert sorted(outs) == sorted(t["id"] for t in lines), p.stderr[-2000:]
+    assert outs["odd"]["verdict"] == "spawn_error" and why in outs["odd"]["error"], outs["odd"]
+    assert all(o["verdict"] == "ok" for i, o in outs.items() if i != "odd"), outs
+
+
 def test_an_endless_line_is_one_error_outcome_in_bounded_memory() -> None:
     code = (
         "import resource, subprocess, sys;"

@@ -178,6 +178,11 @@ def test_spawn_errors_are_typed_and_name_the_command(tmp_path: Path) -> None:
         spoolparse.run("echo hi")  # a string needs shell=True
     with spoolparse.run('echo \'{"type":"result","result":"via sh"}\'', shell=True) as r:
         assert r.text == "via sh"
+    # what cannot be passed to a process at all (a NUL byte; "=" in a name) is a SpawnError too, not a ValueError
+    for argv, kw in ((["tr\0ue"], {}), (["true"], {"env": {"A": "x\0y"}}), (["true"], {"env": {"A=B": "x"}}),
+                     (["true"], {"cwd": "/tm\0p"})):
+        with pytest.raises(SpawnError, match="cannot start"):
+            spoolparse.run(argv, **kw)
 
 
 def test_max_spool_bytes_kills_and_reports() -> None:

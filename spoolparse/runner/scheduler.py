@@ -28,7 +28,6 @@ import math
 import os
 import select
 import signal
-import subprocess
 import threading
 import time
 import weakref
@@ -42,7 +41,7 @@ from .._proc import raise_open_files_limit
 from .._relay import EventRelay
 from .._signals import uninterruptible
 from .._wait import Inotify, open_inotify
-from ..errors import Error, UsageError
+from ..errors import UsageError
 from ..providers.base import LiveEvent
 from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
@@ -472,7 +471,7 @@ class Batch(HandsOut):
         # forks, waits for the exec and holds the group
         try:
             child = make(launch=False)
-        except (Error, OSError, subprocess.SubprocessError) as e:
+        except Exception as e:  # whatever keeps one task from starting is that task's outcome, not the batch's end
             self._spawner.failed(p, e)
             return
         try:
@@ -487,7 +486,7 @@ class Batch(HandsOut):
         for p in finished:
             try:
                 child = p.result()
-            except (Error, OSError, subprocess.SubprocessError) as e:
+            except Exception as e:  # a start that failed, however: that task's spawn_error (see _start)
                 self._spawner.forget(p)
                 if p.cg is not None:
                     p.cg.remove()
