@@ -1072,3 +1072,17 @@ def test_ctrl_c_delivered_to_another_thread_still_interrupts_the_caller(api: str
         p.wait()
     assert b"interrupted" in out, (out, err[-2000:])
     assert wait_gone(token) == []
+
+
+@pytest.mark.parametrize("odd", [{"memory": "2G"}, {"memory": -5}, {"memory": float("nan")}, {"memory_limit": "x"},
+                                 {"memory_limit": 0}])
+def test_a_task_whose_memory_is_not_a_byte_count_is_its_own_spawn_error(odd: dict[str, Any]) -> None:
+    """A ``Task`` given to ``run_many`` directly skips the batch file's checks: a ``memory`` of ``"2G"`` raised a
+    ``TypeError`` out of the loop (every other task lost its outcome), and a negative one reserved less than
+    nothing, so admission let more tasks start than memory allows."""
+    outs = {o.id: o for o in run_many([Task(["true"], id="odd", **odd), Task(["true"], id="fine")])}
+    assert sorted(outs) == ["fine", "odd"]
+    assert outs["odd"].verdict == "spawn_error" and "must be a positive number of bytes" in str(outs["odd"].error)
+    assert outs["fine"].ok
+    floats = list(run_many([Task(["true"], id="f", memory=1.5 * 2**30)]))  # a float of bytes is a byte count
+    assert floats[0].ok

@@ -281,7 +281,8 @@ class Intake:
         try:
             return as_task(item, index)
         except Error as e:
-            return InvalidTask(str(index), str(e))
+            tid = item.id if isinstance(item, Task) and item.id is not None else index
+            return InvalidTask(str(tid), str(e))
 
     def hold_next(self) -> Task | InvalidTask | None:
         """Hold the next task to run (the one held already, if any); ``None`` when there is none yet."""

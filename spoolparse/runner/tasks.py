@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -85,11 +86,18 @@ def _opt_num(obj: dict[str, Any], key: str) -> float | None:
 
 
 def _opt_int(obj: dict[str, Any], key: str) -> int | None:
-    v = obj.get(key)
+    return _bytes(key, obj.get(key))
+
+
+def _bytes(key: str, v: Any) -> int | None:
+    """A task's byte count (``memory``, ``memory_limit``): ``None`` or a positive integer. Anything else would
+    reserve nothing (a negative estimate admits more than memory allows), cap nothing, or stop the batch."""
     if v is None:
         return None
+    if isinstance(v, float) and math.isfinite(v) and v >= 1:
+        return int(v)  # 1.5 * 2**30
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise UsageError(f"a task's {key!r} must be a positive number of bytes")
+        raise UsageError(f"a task's {key!r} must be a positive number of bytes, not {v!r}"[:200])
     return v
 
 
@@ -101,6 +109,8 @@ def as_task(item: TaskLike, index: int) -> Task:
     if isinstance(item, Task):
         if item.id is None:
             item.id = str(index)
+        item.memory = _bytes("memory", item.memory)
+        item.memory_limit = _bytes("memory_limit", item.memory_limit)
         return item
     if isinstance(item, (str, bytes)):
         raise UsageError("a task is an argv list or a Task, not a string")
