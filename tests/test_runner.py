@@ -1086,3 +1086,13 @@ def test_a_task_whose_memory_is_not_a_byte_count_is_its_own_spawn_error(odd: dic
     assert outs["fine"].ok
     floats = list(run_many([Task(["true"], id="f", memory=1.5 * 2**30)]))  # a float of bytes is a byte count
     assert floats[0].ok
+
+
+def test_a_task_of_the_wrong_shape_is_its_own_outcome() -> None:
+    """An id that is no string was compared, as given, with a set of ids: a list raised ``TypeError`` out of
+    ``run_many``. An argv that is a string ran its first letter."""
+    outs = {o.id: o for o in run_many([Task(["true"], id=["x"]),  # type: ignore[arg-type]
+                                       Task("true", id="string-argv"), Task(["true"], id="fine")])}
+    assert sorted(outs) == ["['x']", "fine", "string-argv"], outs
+    assert outs["['x']"].ok and outs["fine"].ok
+    assert outs["string-argv"].verdict == "spawn_error" and "not a string" in str(outs["string-argv"].error)

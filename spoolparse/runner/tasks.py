@@ -109,6 +109,10 @@ def as_task(item: TaskLike, index: int) -> Task:
     if isinstance(item, Task):
         if item.id is None:
             item.id = str(index)
+        elif not isinstance(item.id, str):
+            item.id = str(item.id)  # compared, logged and resumed by as a string
+        if isinstance(item.argv, (str, bytes)):
+            raise UsageError("a task's argv is a list of strings, not a string (it would run its first letter)")
         item.memory = _bytes("memory", item.memory)
         item.memory_limit = _bytes("memory_limit", item.memory_limit)
         return item
