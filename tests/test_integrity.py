@@ -447,6 +447,19 @@ def test_a_gemini_result_that_does_not_say_success_is_not_ok(status: str | None,
     assert not any("without a result event" in w for w in s["warnings"]), s["warnings"]
 
 
+@pytest.mark.parametrize("last", [{"type": "result", "is_error": True, "result": "x"}, {"ok": False, "result": "r"},
+                                  {"success": False}, {"status": "error", "message": "x"},
+                                  {"type": "done", "status": "failed"}])
+def test_a_generic_stream_that_says_it_failed_is_not_ok(last: dict[str, Any]) -> None:
+    """Any NDJSON printer: an ``error`` key was its failure, but a line that says so by a flag (``is_error``,
+    ``ok: false``, ``success: false``, a failed ``status``) was ``ok``. A tool's result saying so is the tool's."""
+    s = summary(jl({"type": "start"}, {"text": "working"}, last), provider="generic")
+    assert s["ok"] is False and s["error"], s
+    tool = {"type": "tool_result", "is_error": True, "status": "error", "content": "no such file"}
+    s = summary(jl({"type": "start"}, tool, {"text": "the answer"}), provider="generic")
+    assert s["ok"] is True and s["text"] == "the answer", s
+
+
 NOT_TRANSCRIPTS = {
     "empty": (b"", "no JSON event: the transcript is empty"),
     "gzip": (gzip.compress(jl(THREAD, agent("x"), TURN_DONE)), "no JSON event: not a recognised format"),

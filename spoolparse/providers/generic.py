@@ -26,6 +26,21 @@ def _first(d: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     return None
 
 
+def _failed_flag(d: dict[str, Any]) -> str | None:
+    """How a line says the run failed, by a common flag (``is_error: true``, ``ok: false``, ``success: false``,
+    a failed ``status``), or ``None``."""
+    for key, failed in (("is_error", True), ("ok", False), ("success", False)):
+        if d.get(key) is failed:
+            return f"{key}: {str(failed).lower()}"
+    status = d.get("status")
+    if isinstance(status, str) and status.lower() in _FAILED_STATUSES:
+        return f"status: {status}"
+    return None
+
+
+_FAILED_STATUSES = frozenset({"error", "failed", "failure", "fail"})
+
+
 class GenericProvider(Provider):
     name: ClassVar[str] = "generic"
 
@@ -69,10 +84,16 @@ class GenericProvider(Provider):
                 self.session_id = value
                 break
         err = d.get("error")
+        flag = None if t in _TOOL_ENDS else _failed_flag(d)  # a tool's failure is the tool's, not the run's
         if t == "error" or (err is not None and err is not False):
             msg = message_of(err) or message_of(d) or "error"
-            self.error = msg
-            live.append(LiveEvent("error", n, t, {"message": msg}))
+        elif flag is not None:
+            said = message_of(d.get("message")) or message_of(d.get("detail"))
+            msg = f"the stream said {flag}" + (f" ({said})" if said else "")
+        else:
+            return live
+        self.error = msg
+        live.append(LiveEvent("error", n, t, {"message": msg}))
         return live
 
     def _tool(self, ev: Event, live: list[LiveEvent]) -> None:
