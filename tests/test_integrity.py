@@ -410,7 +410,7 @@ def test_an_opencode_answer_the_model_did_not_finish_is_not_ok(reason: str, erro
     assert summary(jl(OC_START, text, step, OC_START, text, later))["ok"] is True  # a later step finished it
 
 
-@pytest.mark.parametrize("case", ["codex", "opencode"])
+@pytest.mark.parametrize("case", ["codex", "opencode", "claude"])
 def test_a_turn_begun_after_the_end_must_end_too(case: str) -> None:
     """A new turn (codex ``turn.started``) or step (opencode ``step_start``) after the terminal event means the
     agent went on: a stream cut there did not finish, whatever the earlier end said. It was ``ok`` with the
@@ -419,6 +419,14 @@ def test_a_turn_begun_after_the_end_must_end_too(case: str) -> None:
         head = [THREAD, {"type": "turn.started"}, agent("first", 0), TURN_DONE, {"type": "turn.started"}]
         tail, more, end = [agent("second, half", 1)], [agent("second", 2)], TURN_DONE
         awaited = "stream ended before turn.completed"
+    elif case == "claude":  # with stream-json input: a result per turn, the next turn's messages after it
+        def said(t: str) -> dict[str, Any]:
+            return {"type": "assistant", "session_id": "s", "message": {"model": "m", "content": [
+                {"type": "text", "text": t}]}}
+
+        head, tail, more = [CLAUDE_INIT, said("first"), claude_result("first")], [said("second, half")], []
+        end = claude_result("second")
+        awaited = "stream ended before result"
     else:
         def text(mid: str, t: str) -> dict[str, Any]:
             return {"type": "text", "timestamp": 1, "sessionID": "ses_1", "part": {"messageID": mid, "text": t}}
@@ -427,7 +435,8 @@ def test_a_turn_begun_after_the_end_must_end_too(case: str) -> None:
         head = [OC_START, text("m1", "first"), stop, OC_START]
         tail, more, end = [text("m2", "second, half")], [text("m3", "second")], stop
         awaited = "stream ended before step_finish"
-    for cut in (head, head + tail):
+    # cut where the new turn began (claude's begins with its first message), and after its first words
+    for cut in ([head + tail] if case == "claude" else [head, head + tail]):
         s = summary(jl(*cut))
         assert s["ok"] is False and awaited in s["error"], s
     s = summary(jl(*head, *tail, *more, end))

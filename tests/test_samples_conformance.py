@@ -120,17 +120,19 @@ def test_claude_integration_dicts_budget_error() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "text", "session", "lines"),
+    ("name", "text", "session", "lines", "error"),
     [
-        ("claude/sdk_python_test_client_dicts.jsonl", "Done", "test", 3),
-        ("claude/sdk_python_test_query_dicts.jsonl", "Hello!", "s", 16),
-        ("claude/sdk_python_test_streaming_client_dicts.jsonl", "World", "test", 12),
+        ("claude/sdk_python_test_client_dicts.jsonl", "Done", "test", 3, None),
+        ("claude/sdk_python_test_query_dicts.jsonl", "Hello!", "s", 16, None),
+        # assistant messages after its last result: a turn that began and did not end
+        ("claude/sdk_python_test_streaming_client_dicts.jsonl", "World", "test", 12, "stream ended before result"),
     ],
 )
-def test_claude_results_without_text_fall_back(name: str, text: str, session: str, lines: int) -> None:
+def test_claude_results_without_text_fall_back(name: str, text: str, session: str, lines: int,
+                                               error: str | None) -> None:
     s = summary(name)
     assert s["provider"] == "claude" and s["lines"] == lines and s["invalid_lines"] == 0
-    assert s["text"] == text and s["session_id"] == session and s["error"] is None
+    assert s["text"] == text and s["session_id"] == session and s["error"] == error
     assert any("last assistant message" in w for w in s["warnings"])
 
 

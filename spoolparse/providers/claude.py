@@ -107,6 +107,8 @@ class ClaudeProvider(Provider):
     # and only when someone listens.
     note: ClassVar[frozenset[str]] = frozenset({"user", "stream_event"})
     terminal: ClassVar[tuple[str, ...]] = ("result",)
+    # with stream-json input a result ends one turn: an assistant message after it is the next one's
+    begins: ClassVar[frozenset[str]] = frozenset({"assistant"})
     answer_types: ClassVar[frozenset[str]] = frozenset({"result"})
     known: ClassVar[frozenset[str]] = (
         keep
