@@ -3,9 +3,11 @@
 orjson writes the summaries, events and job-log lines, fast; it refuses two
 things a transcript can legally hold once decoded: integers beyond 64 bits
 (kept exactly when read, so they must be written exactly) and nesting deeper
-than 254 levels. For those (rare) values the object is copied once with big
-integers as marker strings and over-deep parts cut, written by orjson, and the
-markers replaced by the digits. NaN and the infinities are written as
+than 254 levels; and one a caller can hand us: text with lone surrogates (an
+argument naming a file whose name is not UTF-8). For those (rare) values the
+object is copied once with big integers as marker strings, over-deep parts cut
+and surrogates spelled out, written by orjson, and the markers replaced by the
+digits. NaN and the infinities are written as
 ``null`` (JSON has no spelling for them).
 """
 
@@ -18,7 +20,7 @@ from typing import IO, Any
 
 import orjson
 
-__all__ = ["dumps", "write", "MAX_DEPTH"]
+__all__ = ["dumps", "write", "text", "MAX_DEPTH"]
 
 #: Deepest nesting written; deeper values become a short note (orjson's own limit is 254).
 MAX_DEPTH = 250
@@ -68,6 +70,21 @@ def write(stream: IO[bytes], obj: Any, *, pretty: bool = False) -> None:
         stream.write(b'"')
 
 
+def text(s: str) -> str:
+    """``s`` as JSON can hold it: a lone surrogate (how Python hands undecodable bytes of a file name, ``'\\udcff'``)
+    is spelled out (``\\udcff``, six characters), as no UTF-8 can carry it. The same text every time: an id read
+    back from a job log is compared with ``text(id)``."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
+    return s
+
+
+def _key(k: Any) -> str:
+    return text(k) if isinstance(k, str) else _int_text(k) if isinstance(k, int) else str(k)
+
+
 def _int_text(n: int) -> str:
     # str(n) refuses more than sys.get_int_max_str_digits() digits; Decimal has no such limit
     try:
@@ -77,15 +94,16 @@ def _int_text(n: int) -> str:
 
 
 def _safe(value: Any, tag: str, depth: int) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, bool) or value is None or isinstance(value, float):
         return value
     if isinstance(value, int):
         return value if _I64[0] <= value <= _I64[1] else tag + _int_text(value)
     if depth >= MAX_DEPTH:
         return f"[nested deeper than {MAX_DEPTH} levels, not written]"
     if isinstance(value, dict):
-        return {k if isinstance(k, str) else _int_text(k) if isinstance(k, int) else str(k): _safe(v, tag, depth + 1)
-                for k, v in value.items()}
+        return {_key(k): _safe(v, tag, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_safe(v, tag, depth + 1) for v in value]
     return str(value)

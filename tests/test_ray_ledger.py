@@ -118,6 +118,18 @@ def test_tasks_cross_the_wire_intact(data: str | bytes | None) -> None:
         assert getattr(back, field) == getattr(task, field), field
 
 
+def test_file_names_python_could_not_decode_cross_the_wire_intact() -> None:
+    """Lone surrogates (undecodable bytes of a file name, as ``os.listdir`` gives them) in a task's argv, input,
+    directory or environment: JSON cannot carry them, and the driver's encoding raised ``TypeError``."""
+    task = Task(argv=["cat", "name-\udcff.txt"], id="x", input="in-\udcfe", cwd="/tmp/dir-\udcfd",
+                env={"K": "v-\udcfc", "K-\udcfb": "v"})
+    from spoolparse.runner.ray_wire import dumps
+
+    back = decode_task(loads(dumps(encode_task(7, task))))
+    for field in ("argv", "input", "cwd", "env"):
+        assert getattr(back, field) == getattr(task, field), field
+
+
 def test_importing_spoolparse_and_its_ray_backend_does_not_import_ray() -> None:
     code = (
         "import sys, spoolparse, spoolparse.runner.ray_backend, spoolparse.runner.ray_node; "

@@ -1096,3 +1096,18 @@ def test_a_task_of_the_wrong_shape_is_its_own_outcome() -> None:
     assert sorted(outs) == ["['x']", "fine", "string-argv"], outs
     assert outs["['x']"].ok and outs["fine"].ok
     assert outs["string-argv"].verdict == "spawn_error" and "not a string" in str(outs["string-argv"].error)
+
+
+def test_text_that_is_not_unicode_is_written_not_a_crash(tmp_path: Path) -> None:
+    """Python hands undecodable bytes of a file name as lone surrogates (``os.listdir``: ``'\\udcff'``): such an
+    argument, or id, made the job log's writer raise ``TypeError`` out of ``run_many``, and every outcome after
+    it was lost. Written with the surrogates spelled out, and a resumed batch still knows those tasks done."""
+    log = tmp_path / "jobs.ndjson"
+    say = ["sh", "-c", "echo '{\"text\": \"read\"}'"]
+    tasks = [Task([*say, "name-\udcff.txt"], id="arg"), Task(["true"], id="id-\udcff"), Task(["true"], id="fine")]
+    outs = {o.id: o for o in run_many(tasks, joblog=str(log))}
+    assert sorted(outs) == sorted(t.id for t in tasks if t.id) and all(o.ok for o in outs.values()), outs
+    lines = [json.loads(line) for line in log.read_bytes().splitlines()]
+    assert len(lines) == 3 and any("\\udcff" in line["cmd"][-1] for line in lines), lines
+    again = list(run_many([Task(list(t.argv), id=t.id) for t in tasks], joblog=str(log), resume=True))
+    assert again == [], again

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _limits
+from .._json import text as json_text
 from ..errors import Error
 from .tasks import Outcome, Task, TaskLike, as_task
 
@@ -294,7 +295,7 @@ class Intake:
                 task = InvalidTask(str(task.id), f"duplicate task id {task.id!r}: ids must be unique")
             else:
                 self._ids.add(str(task.id))
-                if task.id in self.skip:
+                if task.id in self.skip or json_text(str(task.id)) in self.skip:  # as its job log line spells it
                     self.skipped += 1
                     continue
             self.held, self.held_seq = task, self.seq

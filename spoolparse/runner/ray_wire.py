@@ -28,16 +28,33 @@ def loads(data: bytes) -> Any:
     return orjson.loads(data)
 
 
+def _pack(s: str) -> str | dict[str, str]:
+    """A string for JSON: as it is, or (lone surrogates: undecodable bytes of a file name, as Python hands them)
+    its code units in base64, which :func:`_unpack` turns back into the very same string."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return {"sp": base64.b64encode(s.encode("utf-8", "surrogatepass")).decode("ascii")}
+    return s
+
+
+def _unpack(v: Any) -> Any:
+    if isinstance(v, dict) and "sp" in v:
+        return base64.b64decode(v["sp"]).decode("utf-8", "surrogatepass")
+    return v
+
+
 def encode_task(seq: int, task: Task) -> dict[str, Any]:
     """A task as the node needs it: only the fields that are set."""
-    d: dict[str, Any] = {"s": seq, "a": list(task.argv)}
+    d: dict[str, Any] = {"s": seq, "a": [_pack(a) for a in task.argv]}
     if isinstance(task.input, bytes):
         d["ib"] = base64.b64encode(task.input).decode("ascii")
     elif task.input is not None:
-        d["i"] = task.input
+        d["i"] = _pack(task.input)
     for key, value in (
-        ("c", task.cwd),
-        ("e", dict(task.env) if task.env is not None else None),
+        ("c", None if task.cwd is None else _pack(task.cwd)),
+        # pairs, not an object: a name may need packing too, and an object's keys are plain strings
+        ("e", None if task.env is None else [[_pack(k), _pack(v)] for k, v in task.env.items()]),
         ("t", task.timeout),
         ("st", task.soft_timeout),
         ("m", task.memory),
@@ -52,15 +69,16 @@ def encode_task(seq: int, task: Task) -> dict[str, Any]:
 
 def decode_task(d: dict[str, Any]) -> Task:
     """The node's copy of a task; its id is the driver's sequence number."""
-    data: bytes | str | None = d.get("i")
+    data: bytes | str | None = _unpack(d.get("i"))
     if "ib" in d:
         data = base64.b64decode(d["ib"])
+    env = d.get("e")
     return Task(
-        argv=d["a"],
+        argv=[_unpack(a) for a in d["a"]],
         id=str(d["s"]),
         input=data,
-        cwd=d.get("c"),
-        env=d.get("e"),
+        cwd=_unpack(d.get("c")),
+        env=None if env is None else {_unpack(k): _unpack(v) for k, v in env},
         timeout=d.get("t"),
         soft_timeout=d.get("st"),
         memory=d.get("m"),
