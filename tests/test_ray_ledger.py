@@ -130,6 +130,18 @@ def test_file_names_python_could_not_decode_cross_the_wire_intact() -> None:
         assert getattr(back, field) == getattr(task, field), field
 
 
+def test_an_outcome_with_integers_past_64_bits_crosses_the_wire_exactly() -> None:
+    """A usage count past 64 bits is kept exactly and written exactly by the local runner; over the wire, orjson
+    refused to write it (the node's whole reply failed) and would have read it back as a float."""
+    from spoolparse.runner.ray_wire import decode_outcome, dumps, encode_outcome
+    from spoolparse.runner.tasks import Outcome
+
+    big = 2**70 + 3
+    out = Outcome(id="5", verdict="ok", summary={"usage": {"input_tokens": big}})  # type: ignore[typeddict-item]
+    back = decode_outcome(loads(dumps({"out": [encode_outcome(out)]}))["out"][0], task_id="t", attempts_before=0)
+    assert back.summary is not None and back.summary["usage"]["input_tokens"] == big
+
+
 def test_importing_spoolparse_and_its_ray_backend_does_not_import_ray() -> None:
     code = (
         "import sys, spoolparse, spoolparse.runner.ray_backend, spoolparse.runner.ray_node; "

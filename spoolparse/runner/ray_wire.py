@@ -13,19 +13,23 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import orjson
-
+from .. import _json
+from ..lines import TOO_DEEP
+from ..lines import _read_default as read_json
 from .tasks import Outcome, Task
 
 __all__ = ["encode_task", "decode_task", "encode_outcome", "decode_outcome", "dumps", "loads"]
 
 
 def dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj)
+    return _json.dumps(obj)  # orjson, but integers past 64 bits (a usage count) written exactly, never a refusal
 
 
 def loads(data: bytes) -> Any:
-    return orjson.loads(data)
+    obj = read_json(data)  # orjson, but those integers read back exactly (orjson alone makes them floats)
+    if obj is None or obj is TOO_DEEP:
+        raise ValueError("not JSON on the wire")
+    return obj
 
 
 def _pack(s: str) -> str | dict[str, str]:
