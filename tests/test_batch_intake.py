@@ -165,6 +165,25 @@ def test_a_kept_transcript_is_a_link_not_a_copy(tmp_path: Path) -> None:
     assert folder_name("..") == "%2E%2E" and folder_name("a/b") == "a%2Fb" and folder_name("") == "%00"
 
 
+def test_every_id_keeps_its_transcript_in_a_folder_of_its_own(tmp_path: Path) -> None:
+    """Two long ids alike in their first 200 bytes were cut to one folder name: the second task's transcript
+    replaced the first's, under the first's id too. An id that is not Unicode (a file name's undecodable bytes)
+    lost its transcript to a warning."""
+    from spoolparse.runner import Task, run_many
+    from spoolparse.runner.results import folder_name
+
+    ids = ["x" * 250 + "1", "x" * 250 + "2", "s-\udcff", "s-\udcfe"]
+    say = "echo '{\"text\": \"'\"$0\"'\"}'; exit 1"
+    outs = list(run_many([Task(["sh", "-c", say, f"task{i}"], id=tid) for i, tid in enumerate(ids)],
+                         results=str(tmp_path)))
+    assert len(outs) == 4 and all(o.verdict == "failed" for o in outs)
+    names = [folder_name(tid) for tid in ids]
+    assert len(set(names)) == 4 and all(len(n.encode()) <= 200 for n in names), names
+    for i, name in enumerate(names):
+        assert f"task{i}" in (tmp_path / name / "stdout").read_text(), name
+    assert folder_name("x" * 250 + "1") == folder_name("x" * 250 + "1")  # the same id, the same folder
+
+
 def test_a_spool_dir_that_cannot_hold_spools(tmp_path: Path) -> None:
     """Writable by its mode bits is not enough (/proc): the variable falls back, an explicit one stops the batch."""
     task = b'{"cmd":["true"]}\n'

@@ -11,6 +11,7 @@ or ``..``); each attempt that is kept replaces the one before.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import queue
 import threading
@@ -26,17 +27,20 @@ __all__ = ["KEEP_MODES", "KeepTranscript", "Keeper", "folder_name", "keep"]
 KeepTranscript = Literal["failed", "all"]
 KEEP_MODES: tuple[KeepTranscript, ...] = ("failed", "all")
 
-#: Longest folder name kept from an id (bytes of the quoted form); a longer id is cut and ends in ``~``.
+#: Longest folder name made from an id (bytes of the quoted form); a longer one is cut and ends in ``~`` and a hash.
 NAME_MAX = 200
 
 
 def folder_name(task_id: str) -> str:
-    """A file name for ``task_id``: ``/``, control and other unsafe characters ``%``-quoted."""
-    name = quote(task_id, safe="-_.,=+@~ ") or "%00"
+    """A file name for ``task_id``, its own: ``/``, control and other unsafe characters ``%``-quoted (a lone
+    surrogate too: its code unit's bytes); a long one cut and ended with ``~`` and a hash of the whole id, so
+    two ids alike in their first 200 bytes never share a folder."""
+    raw = task_id.encode("utf-8", "surrogatepass")  # a file name's undecodable bytes, as Python hands them
+    name = quote(raw, safe="-_.,=+@~ ") or "%00"
     if name in (".", ".."):
         name = name.replace(".", "%2E")
     if len(name) > NAME_MAX:
-        name = name[: NAME_MAX - 1] + "~"
+        name = name[: NAME_MAX - 17] + "~" + hashlib.blake2b(raw, digest_size=8).hexdigest()
     return name
 
 
