@@ -63,6 +63,14 @@ def test_a_task_that_cannot_start_is_its_own_outcome_not_the_batchs_end(case: st
     assert all(o["verdict"] == "ok" for i, o in outs.items() if i != "odd"), outs
 
 
+def test_a_task_file_that_begins_with_a_byte_order_mark() -> None:
+    """Editors and PowerShell on Windows begin UTF-8 files with a byte order mark: its first task was "not JSON"."""
+    p = _batch("-", input=b'\xef\xbb\xbf{"id":"first","cmd":["true"]}\n{"id":"second","cmd":["true"]}\n')
+    assert p.returncode == 0, p.stdout
+    assert [(o["id"], o["verdict"]) for o in _outcomes(p.stdout)] in (
+        [("first", "ok"), ("second", "ok")], [("second", "ok"), ("first", "ok")])
+
+
 def test_an_endless_line_is_one_error_outcome_in_bounded_memory() -> None:
     code = (
         "import resource, subprocess, sys;"

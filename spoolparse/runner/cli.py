@@ -296,6 +296,8 @@ def _tasks_of(stream: IO[bytes], max_line: int) -> Iterator[Task | InvalidTask]:
         if isinstance(line, int):
             yield InvalidTask(default_id, f"line {lineno}: {line} bytes, longer than --max-task-line ({max_line})")
             continue
+        if lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]  # a byte order mark (editors and PowerShell on Windows write one): no part of the task
         if not line.strip():
             continue
         try:
