@@ -877,6 +877,17 @@ def _read_default(data: bytes) -> Any:
     return _read(data, _default_loads)
 
 
+#: One JSON text decoded as the parser decodes a line (``None`` when it is none; ``TOO_DEEP``).
+read_json = _read_default
+
+
+def exact_ints(obj: Any, data: bytes) -> Any:
+    """``obj``, which orjson decoded from ``data``, with any integer past 64 bits (a float there) read exactly."""
+    if _has_float(obj, 0) and _LONG_DIGITS.search(data) is not None:
+        return _exact_ints(obj, data)
+    return obj
+
+
 def _ends(read: _longline.Read, size: int) -> tuple[bytes, bytes]:
     """A held line's first ``NOTE_HEAD`` and last ``NOTE_TAIL`` bytes, read back from its spill file."""
     return read(0, min(size, _NOTE_HEAD)), read(max(0, size - _NOTE_TAIL), min(size, _NOTE_TAIL))

@@ -71,6 +71,14 @@ def test_a_task_file_that_begins_with_a_byte_order_mark() -> None:
         [("first", "ok"), ("second", "ok")], [("second", "ok"), ("first", "ok")])
 
 
+def test_an_id_that_is_not_a_string_is_its_json_text() -> None:
+    """An id given as a number past 64 bits was read as a float and became "1.2345678901234568e+29"; ``true``
+    became Python's "True"."""
+    lines = b'{"id":123456789012345678901234567890,"cmd":["true"]}\n{"id":true,"cmd":["true"]}\n{"id":1.5,"cmd":[]}\n'
+    outs = sorted(o["id"] for o in _outcomes(_batch("-", input=lines).stdout))
+    assert outs == ["1.5", "123456789012345678901234567890", "true"], outs
+
+
 def test_an_endless_line_is_one_error_outcome_in_bounded_memory() -> None:
     code = (
         "import resource, subprocess, sys;"

@@ -43,13 +43,14 @@ from .._cli_common import (
 )
 from .._signals import Interrupted, helper_thread, interrupts
 from ..errors import Error, UsageError
+from ..lines import exact_ints
 from .admission import cpu_cap
 from .calibrate import calibrate
 from .calibrations import calibrations_path, record
 from .halt import Halt, parse_halt
 from .options import ENFORCE_MODES, BatchOptions
 from .scheduler import Batch, InvalidTask, run_many
-from .tasks import Task
+from .tasks import Task, id_text
 from .verdicts import RETRY_VERDICTS
 
 if TYPE_CHECKING:
@@ -305,6 +306,7 @@ def _tasks_of(stream: IO[bytes], max_line: int) -> Iterator[Task | InvalidTask]:
         except orjson.JSONDecodeError as e:
             yield InvalidTask(default_id, f"line {lineno}: not JSON ({e})")
             continue
+        obj = exact_ints(obj, line)  # an integer past 64 bits (an id) is kept exact: orjson makes it a float
         try:
             if isinstance(obj, dict):
                 _size_field(obj, "memory")
@@ -314,7 +316,7 @@ def _tasks_of(stream: IO[bytes], max_line: int) -> Iterator[Task | InvalidTask]:
             yield Task.from_json(obj, default_id=default_id)
         except Error as e:
             tid = obj.get("id") if isinstance(obj, dict) else None
-            yield InvalidTask(default_id if tid is None else str(tid), f"line {lineno}: {e}")
+            yield InvalidTask(default_id if tid is None else id_text(tid), f"line {lineno}: {e}")
 
 
 def _gib(n: int) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union, cast
 
+from .. import _json
 from ..errors import UsageError
 from ..types import OUTCOME_FIELDS, OutcomeDict, Summary
 
@@ -57,7 +58,7 @@ class Task:
         tid = obj.get("id")
         return cls(
             argv=cmd,
-            id=default_id if tid is None else str(tid),
+            id=default_id if tid is None else id_text(tid),
             input=_opt(obj, "input", (str,)),
             cwd=_opt(obj, "cwd", (str,)),
             env=env,
@@ -67,6 +68,12 @@ class Task:
             memory_limit=_opt_int(obj, "memory_limit"),
             provider=str(obj.get("provider", "auto")),
         )
+
+
+def id_text(tid: Any) -> str:
+    """A task line's ``id`` as the string it is known by: a string as it is, anything else as its JSON text
+    (``true``, ``123456789012345678901234567890``; not Python's ``True`` or a float's rounding)."""
+    return tid if isinstance(tid, str) else _json.dumps(tid).decode()
 
 
 def _opt(obj: dict[str, Any], key: str, types: tuple[type, ...]) -> Any:
