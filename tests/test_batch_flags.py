@@ -234,6 +234,8 @@ def test_the_option_list_is_written_once() -> None:
     {"keep_transcript": "some"}, {"resume": True}, {"halt": "sometimes"}, {"max_spool_bytes": 0},
     {"retry_backoff": float("nan")}, {"sample_interval": 0.0}, {"window": 0}, {"resume": "ok", "joblog": "j"},
     {"memory_sample_interval": 0.0}, {"memory_sample_interval": float("nan")},
+    {"reserve": -1},  # less than nothing kept free: admission would count on more memory than the host has
+    {"retries": 1.5},
 ])
 def test_bad_options_are_refused_when_made_before_anything_starts(kwargs: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(UsageError):

@@ -110,8 +110,11 @@ class BatchOptions:
                 f"keep_transcript must be one of {', '.join(KEEP_MODES)}, not {self.keep_transcript!r}"
             )
         for name in ("requeues", "retries"):
-            if getattr(self, name) < 0:
-                raise UsageError(f"{name} must not be negative, not {getattr(self, name)}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UsageError(f"{name} must be a whole number, not negative, not {value!r}")
+        if self.reserve is not None and self.reserve < 0:  # less than nothing kept free: more admitted than there is
+            raise UsageError(f"reserve must not be negative, not {self.reserve}")
         for name in ("memory_per_task", "memory_limit", "max_spool_bytes", "pids_max"):
             value = getattr(self, name)
             if value is not None and value <= 0:
