@@ -566,7 +566,7 @@ class LineScanner:
         """A line too long to decode whole without holding it three times (see :mod:`._longline`): kept as
         ``key``, or (``None``: its type was not in its first bytes) classified by its keys once decoded."""
         try:
-            obj = _longline.decode(read, size, self._decode, _read_default)
+            obj = _longline.decode(read, size, self._decode, read_json)
         except (_longline.LongStringError, OSError) as e:
             unreadable = isinstance(e, OSError)  # the spill file could not be read back; else not JSON
             if key:
@@ -860,11 +860,7 @@ def _read(data: bytes, loads: Loads) -> Any:
     UTF-8 replaced, then (the default ``loads``) the lenient reader; integers past 64 bits kept exact."""
     try:
         obj = loads(data)
-        # orjson reads an integer past 64 bits as a float: only a float can be one (walking the object costs
-        # less than searching the line's bytes, which is a regex with no literal to skip by)
-        if loads is _default_loads and _has_float(obj, 0) and _LONG_DIGITS.search(data) is not None:
-            obj = _exact_ints(obj, data)
-        return obj
+        return exact_ints(obj, data) if loads is _default_loads else obj
     except Exception:
         pass
     try:
@@ -873,16 +869,15 @@ def _read(data: bytes, loads: Loads) -> Any:
         return _lenient_loads(data) if loads is _default_loads else None
 
 
-def _read_default(data: bytes) -> Any:
+def read_json(data: bytes) -> Any:
+    """One JSON text decoded as the parser decodes a line (``None`` when it is none; ``TOO_DEEP``)."""
     return _read(data, _default_loads)
-
-
-#: One JSON text decoded as the parser decodes a line (``None`` when it is none; ``TOO_DEEP``).
-read_json = _read_default
 
 
 def exact_ints(obj: Any, data: bytes) -> Any:
     """``obj``, which orjson decoded from ``data``, with any integer past 64 bits (a float there) read exactly."""
+    # orjson reads an integer past 64 bits as a float: only a float can be one (walking the object costs
+    # less than searching the line's bytes, which is a regex with no literal to skip by)
     if _has_float(obj, 0) and _LONG_DIGITS.search(data) is not None:
         return _exact_ints(obj, data)
     return obj

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from spoolparse import _limits, _longline
 from spoolparse.errors import SpoolFullError
-from spoolparse.lines import Dropped, Event, LineScanner, _read_default
+from spoolparse.lines import Dropped, Event, LineScanner, read_json
 from spoolparse.spool import wait_closed
 
 from .helpers import open_fds
@@ -29,7 +29,7 @@ def whole(line: bytes) -> Any:
 
 def in_pieces(line: bytes, long_string: int) -> Any:
     scanner = LineScanner()
-    return _longline.decode(lambda at, n: line[at : at + n], len(line), scanner._decode, _read_default,
+    return _longline.decode(lambda at, n: line[at : at + n], len(line), scanner._decode, read_json,
                             long_string_bytes=long_string)
 
 
@@ -105,7 +105,7 @@ def test_a_broken_line_stays_broken(small_window: None) -> None:
 def test_a_string_filled_in_place_is_an_ordinary_str(sample: str) -> None:
     assert _longline.filler() is not None  # CPython: the in-place path is the one taken
     raw = json.dumps(sample * 1000).encode()[1:-1]
-    made = _longline.long_string(lambda at, n: raw[at : at + n], 0, len(raw), _read_default)
+    made = _longline.long_string(lambda at, n: raw[at : at + n], 0, len(raw), read_json)
     normal = sample * 1000
     assert made == normal and hash(made) == hash(normal) and {made: 1}[normal] == 1
     assert sys.getsizeof(made) == sys.getsizeof(normal)
