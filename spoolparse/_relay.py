@@ -69,9 +69,7 @@ class EventRelay:
         if events and not self._abandoned:
             items: list[Any] = [(listener, task, ev, 0) for ev in events]
             items[-1] = (listener, task, events[-1], nbytes)  # the bytes go when the last of them is delivered
-            with self._cv:
-                self._bytes += nbytes
-            self._add(items)
+            self._add(items, nbytes)
 
     def mark(self, done: Callable[[], None]) -> None:
         """Call ``done`` once every event put before this is delivered (at once when none waits)."""
@@ -81,9 +79,10 @@ class EventRelay:
             return
         self._add([_Mark(done)])
 
-    def _add(self, items: list[Any]) -> None:
+    def _add(self, items: list[Any], nbytes: int = 0) -> None:
         with self._cv:
             self._q.extend(items)
+            self._bytes += nbytes
             if self._thread is None:
                 self._thread = threading.Thread(target=self._deliver, name="spoolparse-events", daemon=True)
                 self._thread.start()

@@ -83,6 +83,11 @@ class _Pull:
             if self.wake is not None:
                 self.wake()
 
+    @staticmethod
+    def _until(wait: float) -> float:
+        """The time (``time.monotonic``) a pull that may wait ``wait`` seconds gives up; 0 for one that never waits."""
+        return time.monotonic() + wait if wait else 0.0
+
     def _await(self, until: float) -> bool:
         """Wait for an arrival until ``until`` (``time.monotonic``); whether to look again."""
         left = until - time.monotonic()
@@ -137,7 +142,7 @@ class _Reader(_Pull):
             self._thread = threading.Thread(target=self._read, name="spoolparse-input", daemon=True)
             self._thread.start()
         items = self._items
-        until = time.monotonic() + wait if wait else 0.0  # 0: a pull that never waits (the loop's)
+        until = self._until(wait)
         while True:
             if items:
                 item = items.popleft()
@@ -206,7 +211,7 @@ class AsyncSource(_Pull):
             self._arrival()
 
     def __call__(self, wait: float = 0.0) -> Any:
-        until = time.monotonic() + wait if wait else 0.0  # 0: a pull that never waits (the loop's)
+        until = self._until(wait)
         while True:
             try:
                 return self._q.get_nowait()
@@ -291,11 +296,12 @@ class Intake:
             task = self._read()
             if task is None:
                 return None
-            if str(task.id) in self._ids:  # never merged with the first, nor skipped for it on --resume
-                task = InvalidTask(str(task.id), f"duplicate task id {task.id!r}: ids must be unique")
+            tid = str(task.id)
+            if tid in self._ids:  # never merged with the first, nor skipped for it on --resume
+                task = InvalidTask(tid, f"duplicate task id {tid!r}: ids must be unique")
             else:
-                self._ids.add(str(task.id))
-                if task.id in self.skip or json_text(str(task.id)) in self.skip:  # as its job log line spells it
+                self._ids.add(tid)
+                if json_text(tid) in self.skip:  # as its job log line spells it
                     self.skipped += 1
                     continue
             self.held, self.held_seq = task, self.seq
