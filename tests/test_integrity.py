@@ -543,6 +543,14 @@ def test_a_usage_count_that_is_not_a_number_is_named_in_a_warning(value: bytes) 
     assert any("input_tokens" in w and name in w for w in s["warnings"]), s["warnings"]
 
 
+def test_a_generic_usage_value_that_is_not_a_number_is_not_counted_either() -> None:
+    """The warning says such a value is not counted: the generic provider, which keeps the numbers of a usage
+    object under their own names, kept NaN among them."""
+    s = summary(b'{"text":"a","usage":{"input_tokens":NaN,"cost":1.5}}\n', provider="generic")
+    assert s["usage"] == {"cost": 1.5}, s
+    assert any("input_tokens is NaN" in w for w in s["warnings"]), s["warnings"]
+
+
 BIG = 2**64 + 7
 HUGE = 10**5000 - 1  # past str(int)'s 4300-digit limit
 HUGE_TEXT = b"9" * 5000

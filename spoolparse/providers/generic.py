@@ -5,6 +5,7 @@ the cap is decoded; lines over it are dropped and reported.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 from ..lines import KEEP, Dropped, Event
@@ -72,7 +73,9 @@ class GenericProvider(Provider):
         usage = d.get("usage")
         if isinstance(usage, dict):
             self.raw_usage = usage
-            self.usage = {k: v for k, v in usage.items() if as_int(v) is not None or isinstance(v, float)}
+            # counts, and costs (floats); NaN and the infinities are no number (the verdict's warning names them)
+            self.usage = {k: v for k, v in usage.items()
+                          if as_int(v) is not None or (isinstance(v, float) and math.isfinite(v))}
             live.append(LiveEvent("usage", n, t, {"usage": self.usage}))
         for key in ("model",):
             value = d.get(key)
