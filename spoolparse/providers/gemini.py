@@ -152,7 +152,7 @@ class GeminiProvider(Provider):
             content = d.get("content", MISSING)
             if d.get("role") == "assistant" and not isinstance(content, str):
                 live.append(self.textless(ev, "content", content))  # a part of the joined answer is not in hand
-            elif d.get("role") == "assistant" and isinstance(content, str):
+            elif d.get("role") == "assistant":
                 self.text.limit = self.max_text
                 self.text.add(content)
                 if self.text.cut and not self.truncation_noted:
