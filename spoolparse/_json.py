@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import orjson
 
-__all__ = ["dumps", "write", "text", "MAX_DEPTH"]
+__all__ = ["dumps", "write", "text", "encodable", "MAX_DEPTH"]
 
 #: Deepest nesting written; deeper values become a short note (orjson's own limit is 254).
 MAX_DEPTH = 250
@@ -70,15 +70,20 @@ def write(stream: IO[bytes], obj: Any, *, pretty: bool = False) -> None:
         stream.write(b'"')
 
 
-def text(s: str) -> str:
-    """``s`` as JSON can hold it: a lone surrogate (how Python hands undecodable bytes of a file name, ``'\\udcff'``)
-    is spelled out (``\\udcff``, six characters), as no UTF-8 can carry it. The same text every time: an id read
-    back from a job log is compared with ``text(id)``."""
+def encodable(s: str) -> bool:
+    """Whether UTF-8 (and so JSON) can carry ``s``: not when it holds a lone surrogate, which is how Python hands
+    the undecodable bytes of a file name (``'\\udcff'``)."""
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:
-        return s.encode("utf-8", "backslashreplace").decode("utf-8")
-    return s
+        return False
+    return True
+
+
+def text(s: str) -> str:
+    """``s`` as JSON can hold it: a lone surrogate is spelled out (``\\udcff``, six characters). The same text
+    every time: an id read back from a job log is compared with ``text(id)``."""
+    return s if encodable(s) else s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _key(k: Any) -> str:

@@ -1093,8 +1093,8 @@ def test_a_task_of_the_wrong_shape_is_its_own_outcome() -> None:
     ``run_many``. An argv that is a string ran its first letter."""
     outs = {o.id: o for o in run_many([Task(["true"], id=["x"]),  # type: ignore[arg-type]
                                        Task("true", id="string-argv"), Task(["true"], id="fine")])}
-    assert sorted(outs) == ["['x']", "fine", "string-argv"], outs
-    assert outs["['x']"].ok and outs["fine"].ok
+    assert sorted(outs) == ['["x"]', "fine", "string-argv"], outs  # its JSON text, as a task line's id is
+    assert outs['["x"]'].ok and outs["fine"].ok
     assert outs["string-argv"].verdict == "spawn_error" and "not a string" in str(outs["string-argv"].error)
 
 

@@ -34,11 +34,9 @@ def loads(data: bytes) -> Any:
 def _pack(s: str) -> str | dict[str, str]:
     """A string for JSON: as it is, or (lone surrogates: undecodable bytes of a file name, as Python hands them)
     its code units in base64, which :func:`_unpack` turns back into the very same string."""
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return {"sp": base64.b64encode(s.encode("utf-8", "surrogatepass")).decode("ascii")}
-    return s
+    if _json.encodable(s):
+        return s
+    return {"sp": base64.b64encode(s.encode("utf-8", "surrogatepass")).decode("ascii")}
 
 
 def _unpack(v: Any) -> Any:

@@ -10,6 +10,7 @@ from typing import Any, Union, cast
 
 from .. import _json
 from ..errors import UsageError
+from ..providers.base import clip
 from ..types import OUTCOME_FIELDS, OutcomeDict, Summary
 
 __all__ = ["Task", "Outcome", "VERDICTS", "TaskLike", "as_task"]
@@ -71,7 +72,7 @@ class Task:
 
 
 def id_text(tid: Any) -> str:
-    """A task line's ``id`` as the string it is known by: a string as it is, anything else as its JSON text
+    """A task's ``id`` as the string it is known by: a string as it is, anything else as its JSON text
     (``true``, ``123456789012345678901234567890``; not Python's ``True`` or a float's rounding)."""
     return tid if isinstance(tid, str) else _json.dumps(tid).decode()
 
@@ -104,7 +105,7 @@ def _bytes(key: str, v: Any) -> int | None:
     if isinstance(v, float) and math.isfinite(v) and v >= 1:
         return int(v)  # 1.5 * 2**30
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise UsageError(f"a task's {key!r} must be a positive number of bytes, not {v!r}"[:200])
+        raise UsageError(f"a task's {key!r} must be a positive number of bytes, not {clip(repr(v), 60)}")
     return v
 
 
@@ -117,7 +118,7 @@ def as_task(item: TaskLike, index: int) -> Task:
         if item.id is None:
             item.id = str(index)
         elif not isinstance(item.id, str):
-            item.id = str(item.id)  # compared, logged and resumed by as a string
+            item.id = id_text(item.id)  # compared, logged and resumed by as a string, as a task line's is
         if isinstance(item.argv, (str, bytes)):
             raise UsageError("a task's argv is a list of strings, not a string (it would run its first letter)")
         item.memory = _bytes("memory", item.memory)
