@@ -256,7 +256,10 @@ class ClaudeProvider(Provider):
         self.result_text = text if isinstance(text, str) else None
         if self.result_text:
             live.append(LiveEvent("text", n, t, {"text": self.result_text}))
-        usage = normalize_claude_usage(d.get("usage"), d.get("total_cost_usd"))
+        usage = self.normalize_usage(d.get("usage"))
+        cost = d.get("total_cost_usd")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            usage["cost_usd"] = float(cost)
         model_usage = d.get("modelUsage")
         self.usage_by_model = None
         if isinstance(model_usage, dict) and model_usage:
@@ -266,7 +269,6 @@ class ClaudeProvider(Provider):
             if per:
                 self.usage_by_model = per
                 totals = sum_usage(per)
-                cost = d.get("total_cost_usd")
                 if isinstance(cost, (int, float)) and not isinstance(cost, bool):
                     totals["cost_usd"] = float(cost)
                 usage = totals
