@@ -45,3 +45,33 @@ def test_cursor_json_document_usage() -> None:
 def test_cursor_without_usage_has_none() -> None:
     r = parse(FIXTURES / "cursor/success.jsonl")
     assert r.usage == {} and r.raw_usage is None
+
+
+# ---------------------------------------------------------------- Copilot CLI 1.0.9x
+
+
+def test_copilot_model_is_the_assistant_messages_and_billing_is_the_checkpoints() -> None:
+    r, seen = events("copilot/usage_checkpoint.jsonl")
+    assert r.provider == "copilot" and r.ok and r.text == "FINAL-ANSWER-copilot"
+    # session.start says "auto"; the messages name the model that answered
+    assert r.model == "claude-sonnet-4.5"
+    assert r.session_id == "3a0e6f52-1c4b-4f0e-9d7a-2b8c5e1f7a90"
+    # the checkpoint counts premium requests and AI credits (nano-AIU), never tokens: no normalized usage
+    assert r.usage == {}
+    assert r.raw_usage["usage_checkpoint"] == {"totalNanoAiu": 27401400000, "totalPremiumRequests": 1,
+                                               "totalApiDurationMs": 3100}
+    assert r.raw_usage["premiumRequests"] == 1  # the result's own usage object, kept as before
+    assert [e.data["model"] for e in seen if e.kind == "session"][-1] == "claude-sonnet-4.5"
+
+
+def test_copilot_checkpoint_keeps_only_the_latest_totals() -> None:
+    rows = lines("copilot/usage_checkpoint.jsonl")
+    first = json.loads(json.dumps(rows[7]))
+    first["data"]["totalNanoAiu"], first["data"]["totalPremiumRequests"] = 1000, 0
+    r = parse(io.BytesIO(jl(*rows[:7], first, *rows[7:])))
+    assert r.raw_usage["usage_checkpoint"]["totalNanoAiu"] == 27401400000  # cumulative: the last one, not a sum
+
+
+def test_copilot_model_falls_back_to_the_session_start() -> None:
+    r = parse(FIXTURES / "copilot/success.jsonl")
+    assert r.model == "gpt-5"
