@@ -75,3 +75,54 @@ def test_copilot_checkpoint_keeps_only_the_latest_totals() -> None:
 def test_copilot_model_falls_back_to_the_session_start() -> None:
     r = parse(FIXTURES / "copilot/success.jsonl")
     assert r.model == "gpt-5"
+
+
+# ---------------------------------------------------------------- Amp: usage on assistant messages only
+
+
+def test_amp_usage_is_the_sum_of_its_assistant_messages() -> None:
+    r, seen = events("amp/success.jsonl")
+    assert r.provider == "amp" and r.ok and r.text == "FINAL-ANSWER-amp"
+    # Amp's input_tokens already count the cache (12783 = 12416 read + 367 written in Amp's own example)
+    assert r.usage == {"input_tokens": 2468, "cached_input_tokens": 1200, "cache_write_input_tokens": 1268,
+                       "output_tokens": 112}
+    assert r.raw_usage == {"assistant_usage": {"input_tokens": 2468, "cache_creation_input_tokens": 1268,
+                                               "cache_read_input_tokens": 1200, "output_tokens": 112},
+                           "messages": 2}
+    assert [e.data["usage"] for e in seen if e.kind == "usage"][-1] == r.usage
+
+
+def test_amp_usage_is_the_same_whether_anyone_listens() -> None:
+    quiet = parse(FIXTURES / "amp/success.jsonl")
+    heard, _ = events("amp/success.jsonl")
+    assert quiet.usage == heard.usage and quiet.raw_usage == heard.raw_usage
+
+
+def test_amp_repeated_lines_of_one_message_count_once() -> None:
+    rows = lines("amp/success.jsonl")
+    # one message printed as two lines (its text block, then its tool call), each with the message's usage
+    again = json.loads(json.dumps(rows[4]))
+    r = parse(io.BytesIO(jl(*rows[:5], again, *rows[5:])))
+    assert r.usage["input_tokens"] == 2468 and r.usage["output_tokens"] == 112
+    # the largest counts of the message stand: a snapshot with output 1 then the final 56
+    snap = json.loads(json.dumps(rows[4]))
+    snap["message"]["usage"]["output_tokens"] = 1
+    r = parse(io.BytesIO(jl(*rows[:4], snap, *rows[4:])))
+    assert r.usage["output_tokens"] == 112
+
+
+def test_amp_messages_without_an_id_each_count() -> None:
+    rows = lines("amp/success.jsonl")
+    for row in (rows[2], rows[4]):
+        del row["message"]["id"]
+    r = parse(io.BytesIO(jl(*rows)))
+    assert r.usage["input_tokens"] == 2468 and r.raw_usage["messages"] == 2
+
+
+def test_amp_result_usage_wins_over_the_messages() -> None:
+    rows = lines("amp/success.jsonl")
+    rows[-1]["usage"] = {"input_tokens": 3000, "output_tokens": 200, "cache_read_input_tokens": 1000,
+                         "cache_creation_input_tokens": 500}
+    r = parse(io.BytesIO(jl(*rows)))
+    assert r.usage == {"input_tokens": 3000, "cached_input_tokens": 1000, "cache_write_input_tokens": 500,
+                       "output_tokens": 200}
