@@ -126,3 +126,23 @@ def test_amp_result_usage_wins_over_the_messages() -> None:
     r = parse(io.BytesIO(jl(*rows)))
     assert r.usage == {"input_tokens": 3000, "cached_input_tokens": 1000, "cache_write_input_tokens": 500,
                        "output_tokens": 200}
+
+
+# ---------------------------------------------------------------- Antigravity: input leaves the cache out
+
+
+def test_antigravity_input_counts_the_cache_reads() -> None:
+    r = parse(FIXTURES / "antigravity/success.jsonl")
+    # 2842 fresh + 2048 read; total = input + output + thinking + cache reads, as agy reports it
+    assert r.usage == {"input_tokens": 4890, "output_tokens": 45, "cached_input_tokens": 2048,
+                       "reasoning_output_tokens": 14, "total_tokens": 4935}
+    assert r.usage["input_tokens"] + r.usage["output_tokens"] == r.usage["total_tokens"]
+
+
+def test_antigravity_step_usage_by_the_same_rule() -> None:
+    rows = lines("antigravity/success.jsonl")
+    del rows[-1]["result"]["usage"]
+    rows[3]["step_update"]["usage"]["cache_read_tokens"] = 100
+    r = parse(io.BytesIO(jl(*rows)))
+    assert r.usage == {"input_tokens": 2512, "output_tokens": 23, "cached_input_tokens": 100,
+                       "reasoning_output_tokens": 14}
