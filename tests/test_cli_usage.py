@@ -146,3 +146,17 @@ def test_antigravity_step_usage_by_the_same_rule() -> None:
     r = parse(io.BytesIO(jl(*rows)))
     assert r.usage == {"input_tokens": 2512, "output_tokens": 23, "cached_input_tokens": 100,
                        "reasoning_output_tokens": 14}
+
+
+# ---------------------------------------------------------------- Kimi Code: the session id on a meta line
+
+
+def test_kimi_session_id_from_the_resume_hint() -> None:
+    r, seen = events("kimi/resume_hint.jsonl")
+    assert r.provider == "kimi" and r.ok and r.text == "FINAL-ANSWER-kimi"
+    assert r.session_id == "ses_3f9a1c2b7d"
+    assert [e.data["session_id"] for e in seen if e.kind == "session"] == ["ses_3f9a1c2b7d"]
+
+
+def test_kimi_without_the_hint_has_no_session_id() -> None:
+    assert parse(FIXTURES / "kimi/success.jsonl").session_id is None

@@ -8,6 +8,11 @@ string or a list of parts ``{"type": "text", "text"}``/``{"type": "think",
 output (the big lines). There is no session id, model, usage or terminal
 event: the run is over at the last assistant message without ``tool_calls``.
 Errors are printed as plain text (not JSON) and the process exits non-zero.
+
+Kimi Code (``@moonshot-ai/kimi-code``, MoonshotAI/kimi-code
+``apps/kimi-code/src/cli/prompt-render.ts``) prints the same messages and adds
+typed ``meta`` lines: ``system.version``, ``turn.step.retrying`` and, last, after
+a turn that completed, ``session.resume_hint`` with the ``session_id``.
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ def _arguments(args: Any) -> Any:
 class KimiProvider(Provider):
     name: ClassVar[str] = "kimi"
     # Untyped lines: every message is "" to the line reader, tool outputs included.
-    keep: ClassVar[frozenset[str]] = frozenset({""})
+    # Kimi Code's resume hint is typed: the one meta line read (for its session id).
+    keep: ClassVar[frozenset[str]] = frozenset({"", "session.resume_hint"})
     known: ClassVar[frozenset[str]] = keep
     # The run is over at an assistant message without tool calls (is_terminal); a dropped
     # line after the last decoded message may have been that answer (answer_from).
@@ -66,6 +72,7 @@ class KimiProvider(Provider):
         super().__init__()
         self.final_text: str | None = None
         self.last_text: str | None = None
+        self.session_id: str | None = None
 
     @classmethod
     def detect(cls, rec: Event | Noted) -> bool:
@@ -80,6 +87,13 @@ class KimiProvider(Provider):
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []
+        if t == "session.resume_hint":
+            # after the answer, not a message: a line dropped before it still loses the answer
+            sid = d.get("session_id")
+            if isinstance(sid, str) and sid and sid != self.session_id:
+                self.session_id = sid
+                live.append(LiveEvent("session", n, t, {"session_id": sid, "model": None}))
+            return live
         role = d.get("role")
         # Lines are untyped: only a dropped line after the last decoded one may have been the answer.
         self.answer_from = n + 1
@@ -139,7 +153,7 @@ class KimiProvider(Provider):
             usage={},
             raw_usage=None,
             model=None,
-            session_id=None,
+            session_id=self.session_id,
             error=None,
             warnings=self.notes.as_list() + extra,
         )
