@@ -160,3 +160,14 @@ def test_kimi_session_id_from_the_resume_hint() -> None:
 
 def test_kimi_without_the_hint_has_no_session_id() -> None:
     assert parse(FIXTURES / "kimi/success.jsonl").session_id is None
+
+
+# ---------------------------------------------------------------- Gemini -o json: tool-use prompt tokens are input
+
+
+def test_gemini_document_counts_tool_use_prompt_tokens_as_input() -> None:
+    r = parse(FIXTURES / "gemini/output_json.json")
+    # prompt 2468 + tool-use prompt 20 in; candidates 100 + thoughts 12 out; total 2600
+    assert r.usage == {"input_tokens": 2488, "output_tokens": 112, "cached_input_tokens": 200,
+                       "reasoning_output_tokens": 12, "total_tokens": 2600}
+    assert r.usage_by_model == {"gemini-3.8-flash": r.usage}

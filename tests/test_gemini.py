@@ -131,8 +131,8 @@ def test_output_json_document() -> None:
     assert s["text"] == "FINAL-ANSWER-gemini"
     assert s["session_id"] == SID
     assert s["model"] == "gemini-3.8-flash"
-    # output_tokens is total - prompt: candidates 100 + thoughts 12 + tool-use prompt 20, as stream-json gives it
-    assert s["usage"] == {"input_tokens": 2468, "output_tokens": 132, "cached_input_tokens": 200,
+    # the tool-use prompt tokens (tool 20) are prompt tokens: input is prompt + tool, output candidates + thoughts
+    assert s["usage"] == {"input_tokens": 2488, "output_tokens": 112, "cached_input_tokens": 200,
                           "reasoning_output_tokens": 12, "total_tokens": 2600}
     assert s["usage_by_model"] == {"gemini-3.8-flash": s["usage"]}
     assert s["raw_usage"]["tools"]["totalCalls"] == 1

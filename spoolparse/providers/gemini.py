@@ -35,19 +35,26 @@ def _put(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = n
 
 
-def gemini_counts(prompt: Any, candidates: Any, total: Any, cached: Any, thoughts: Any = None) -> dict[str, Any]:
+def gemini_counts(
+    prompt: Any, candidates: Any, total: Any, cached: Any, thoughts: Any = None, tool: Any = None
+) -> dict[str, Any]:
     """One model's (or the run's) counts → normalized names, the same rule for both formats.
 
-    Gemini's ``candidates`` (stream-json ``output_tokens``) leave out thinking, and
-    stream-json has no ``thoughts`` count; its ``total`` has both. So the normalized
-    ``output_tokens`` is ``total - prompt`` when the total is known: every token past
-    the prompt (candidates, thoughts and the rare tool-use prompt tokens, which
-    stream-json cannot tell apart), and ``-o json`` and stream-json give the same
-    figure for the same run. ``reasoning_output_tokens`` is ``thoughts`` where reported.
+    Gemini's ``total`` is ``prompt`` + ``tool`` (the tool-use prompt tokens,
+    ``toolUsePromptTokenCount``) + ``candidates`` + ``thoughts``. ``-o json``
+    reports the four apart: the normalized ``input_tokens`` is ``prompt + tool``,
+    every prompt token. Stream-json has neither a ``tool`` nor a ``thoughts``
+    count (its ``output_tokens`` are the candidates): its ``input_tokens`` is the
+    prompt alone and the tool-use prompt tokens, which it cannot tell apart from
+    thinking, fall into the output. So the normalized ``output_tokens`` is
+    ``total - input_tokens`` when the total is known: every token past the
+    prompt. ``reasoning_output_tokens`` is ``thoughts`` where reported.
     """
     out: dict[str, Any] = {}
-    _put(out, "input_tokens", prompt)
-    p, c, t, th = as_int(prompt), as_int(candidates), as_int(total), as_int(thoughts)
+    p, c, t, th, tl = as_int(prompt), as_int(candidates), as_int(total), as_int(thoughts), as_int(tool)
+    if p is not None:
+        p += tl or 0
+        out["input_tokens"] = p
     if t is not None and p is not None and t >= p:
         out["output_tokens"] = t - p
     elif c is not None or th is not None:
@@ -72,7 +79,7 @@ def gemini_usage_by_model(stats: Any) -> dict[str, dict[str, Any]] | None:
         if isinstance(tokens, dict):  # -o json: {prompt, candidates, total, cached, thoughts, tool}
             usage = gemini_counts(
                 tokens.get("prompt"), tokens.get("candidates"), tokens.get("total"),
-                tokens.get("cached"), tokens.get("thoughts"),
+                tokens.get("cached"), tokens.get("thoughts"), tokens.get("tool"),
             )
         else:  # stream-json: {total_tokens, input_tokens, output_tokens, cached, input}
             usage = _stream_counts(per)
