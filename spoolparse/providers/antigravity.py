@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..lines import Dropped, Event, Noted
-from . import _peek
+from . import _peek, traps
 from .base import Answer, LiveEvent, Provider, as_int, message_of
 
 __all__ = ["AntigravityProvider", "normalize_antigravity_usage"]
@@ -159,10 +159,14 @@ class AntigravityProvider(Provider):
             self.response = response if isinstance(response, str) and response else None
             if "usage" in r:
                 self.raw_usage = r.get("usage")
+            sprung = traps.check(self.name, t, d)
             if self.status not in (None, "SUCCESS"):
                 why = message_of(r.get("error")) or self.response or f"status {self.status}"
                 self.failure = f"antigravity reported {self.status}: {why}"
                 self.response = None  # a failure's text is no answer
+            elif sprung is not None:  # a known trap: SUCCESS around the tool calls print mode denied
+                self.failure = sprung.error
+                self.response = None
             usage = normalize_antigravity_usage(self.raw_usage) or dict(self.step_usage)
             if usage:
                 live.append(LiveEvent("usage", n, t, {"usage": usage}))

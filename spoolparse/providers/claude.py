@@ -19,13 +19,10 @@ import re
 from typing import Any, ClassVar
 
 from ..lines import Event, Noted
-from . import _peek
+from . import _peek, traps
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage
 
 __all__ = ["ClaudeProvider", "normalize_claude_usage", "normalize_claude_model_usage"]
-
-_SYNTHETIC = "<synthetic>"
-
 
 def normalize_claude_usage(raw: Any, cost: Any = None) -> dict[str, Any]:
     """Anthropic usage → normalized names.
@@ -210,11 +207,10 @@ class ClaudeProvider(Provider):
         msg = msg if isinstance(msg, dict) else {}
         model = msg.get("model")
         text = _texts(msg)
-        err = d.get("error")
-        if model == _SYNTHETIC or (isinstance(err, str) and err):
-            # An API failure dressed as a message: its text is the error, never the answer.
-            reason = err if isinstance(err, str) and err else "api_error"
-            self.api_error = clip(f"{text} ({reason})" if text else reason)
+        sprung = traps.check(self.name, t, d)
+        if sprung is not None:
+            # An API failure dressed as a message (a known trap): its text is the error, never the answer.
+            self.api_error = sprung.error
             live.append(LiveEvent("error", n, t, {"message": self.api_error}))
             return
         if isinstance(model, str) and model:
@@ -288,12 +284,14 @@ class ClaudeProvider(Provider):
             self.raw_usage = raw
             live.append(LiveEvent("usage", n, t, {"usage": usage}))
         sub = d.get("subtype")
-        failed = d.get("is_error") is True or (isinstance(sub, str) and sub.startswith("error_"))
+        # a known trap: a result that reports success around an error (Qwen Code's "[API Error: …]")
+        sprung = traps.check(self.name, t, d)
+        failed = sprung is not None or d.get("is_error") is True or (isinstance(sub, str) and sub.startswith("error_"))
         self.result_error = None
         if failed:
             errors = d.get("errors")
             msgs = [m for m in (message_of(e) for e in errors) if m] if isinstance(errors, list) else []
-            msg = "; ".join(msgs) or self.result_text or self.api_error or ""
+            msg = sprung.error if sprung is not None else "; ".join(msgs) or self.result_text or self.api_error or ""
             if msg and msg == self.result_text:
                 # The text is the error report ("API Error: …"), not an answer.
                 self.result_text = None

@@ -18,7 +18,7 @@ import re
 from typing import Any, ClassVar
 
 from ..lines import Event, Noted
-from . import _peek
+from . import _peek, traps
 from ._text import BoundedText
 from .base import MISSING, Answer, LiveEvent, Provider, as_int, clip, message_of, size_text, sum_usage
 
@@ -133,6 +133,8 @@ class GeminiProvider(Provider):
         self.result_seen = False
         self.result_error: str | None = None
         self.last_error: str | None = None
+        #: Why the CLI stopped the agent (a known trap), when it did: its success after that is no finished run.
+        self.stopped: str | None = None
         self.truncation_noted = False
         # the assistant message streaming now, for its ``text`` event when a tool call or the result ends it
         self.message = BoundedText(self.max_text)
@@ -185,6 +187,10 @@ class GeminiProvider(Provider):
         elif t == "error":
             severity = d.get("severity")
             msg = message_of(d.get("message")) or "error"
+            sprung = traps.check(self.name, t, d)
+            if sprung is not None:
+                # a known trap: the CLI stopped the agent, and the result it prints next says success
+                self.stopped = sprung.error
             text = self.warn(f"{severity}: {msg}" if isinstance(severity, str) else msg)
             if severity != "warning":
                 self.last_error = clip(msg)
@@ -218,6 +224,8 @@ class GeminiProvider(Provider):
         self.result_error = None
         if status == "error":
             self.result_error = clip(message_of(d.get("error")) or self.last_error or "error")
+        elif status == "success" and self.stopped is not None:
+            self.result_error = self.stopped
         elif status != "success":  # the CLI says success or error: anything else is no word that it finished
             self.result_error = (
                 f"the result's status is {clip(status)!r}, not success" if isinstance(status, str)
@@ -254,11 +262,12 @@ class GeminiProvider(Provider):
         err = d.get("error")
         self.status = "success"
         self.result_seen = True
-        if err is not None:
+        sprung = traps.check(self.name, t, d)  # a known trap: the CLI stopped the agent, then reported success
+        if err is not None or sprung is not None:
             self.status = "error"
-            self.result_error = clip(message_of(err) or "error")
+            self.result_error = sprung.error if sprung is not None else clip(message_of(err) or "error")
             live.append(LiveEvent("error", n, t, {"message": self.result_error}))
-        live.append(LiveEvent("result", n, t, {"ok": err is None, "status": self.status}))
+        live.append(LiveEvent("result", n, t, {"ok": self.result_error is None, "status": self.status}))
 
     def _end_message(self, n: int, t: str, live: list[LiveEvent]) -> None:
         if self.message:

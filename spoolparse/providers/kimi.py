@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ..lines import Dropped, Event, Noted
-from . import _peek
+from . import _peek, traps
 from .base import MISSING, Answer, LiveEvent, Provider
 
 __all__ = ["KimiProvider"]
@@ -73,6 +73,8 @@ class KimiProvider(Provider):
         self.final_text: str | None = None
         self.last_text: str | None = None
         self.session_id: str | None = None
+        #: Why the turn was blocked (a known trap), if it was.
+        self.blocked: str | None = None
 
     @classmethod
     def detect(cls, rec: Event | Noted) -> bool:
@@ -114,8 +116,15 @@ class KimiProvider(Provider):
                     args = fn.get("arguments") if isinstance(fn, dict) else None
                     live.append(self.tool_start(n, t, call.get("id"), name if isinstance(name, str) else None,
                                                 _peek.title_of(_arguments(args))))
+            sprung = None if calls else traps.check(self.name, t, d)
             if calls:
                 self.ended_at = None  # the turn goes on
+            elif sprung is not None:
+                # a known trap: a blocked hook's output written as the last assistant message, no answer
+                self.blocked = sprung.error
+                self.final_text = self.last_text = None
+                live.append(LiveEvent("error", n, t, {"message": sprung.error}))
+                live.append(LiveEvent("result", n, t, {"ok": False}))
             else:
                 self.final_text = text
                 if bad is not None:  # the answer's line, decoded, with no text in it: lost, as a dropped one is
@@ -154,6 +163,6 @@ class KimiProvider(Provider):
             raw_usage=None,
             model=None,
             session_id=self.session_id,
-            error=None,
+            error=self.blocked,
             warnings=self.notes.as_list() + extra,
         )
