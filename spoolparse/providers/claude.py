@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from ..lines import Event, Noted
 from . import _peek, traps
+from ._text import message_text
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage
 
 __all__ = ["ClaudeProvider", "normalize_claude_usage", "normalize_claude_model_usage"]
@@ -80,21 +81,6 @@ def normalize_claude_model_usage(raw: Any) -> dict[str, Any]:
     if searches:
         out["web_search_requests"] = searches
     return out
-
-
-def _texts(message: Any) -> str | None:
-    """The text blocks of an API message, joined; ``None`` when it has none."""
-    if not isinstance(message, dict):
-        return None
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return None
-    parts = [
-        b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-    ]
-    return "".join(parts) if parts else None
 
 
 class ClaudeProvider(Provider):
@@ -206,7 +192,7 @@ class ClaudeProvider(Provider):
         msg = d.get("message")
         msg = msg if isinstance(msg, dict) else {}
         model = msg.get("model")
-        text = _texts(msg)
+        text = message_text(msg)
         sprung = traps.check(self.name, t, d)
         if sprung is not None:
             # An API failure dressed as a message (a known trap): its text is the error, never the answer.

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._text import message_text
 from .base import clip, message_of
 
 __all__ = ["Trap", "Sprung", "TRAPS", "check", "markdown"]
@@ -80,24 +81,13 @@ def _qwen_api_error(d: Mapping[str, Any]) -> str | None:
 _SYNTHETIC = "<synthetic>"
 
 
-def _texts(message: Any) -> str | None:
-    content = message.get("content") if isinstance(message, Mapping) else None
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return None
-    parts = [b["text"] for b in content
-             if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)]
-    return "".join(parts) if parts else None
-
-
 def _claude_synthetic(d: Mapping[str, Any]) -> str | None:
     msg = d.get("message")
     model = msg.get("model") if isinstance(msg, Mapping) else None
     err = _str(d.get("error")) or None
     if model != _SYNTHETIC and err is None:
         return None
-    text = _texts(msg)
+    text = message_text(msg)
     reason = err or "api_error"
     return clip(f"{text} ({reason})" if text else reason)
 
