@@ -25,6 +25,7 @@ from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usa
 
 __all__ = ["ClaudeProvider", "normalize_claude_usage", "normalize_claude_model_usage"]
 
+
 def normalize_claude_usage(raw: Any, cost: Any = None) -> dict[str, Any]:
     """Anthropic usage → normalized names.
 

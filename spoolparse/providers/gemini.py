@@ -4,10 +4,12 @@ Facts: every line is ``{type, timestamp, …}``; ``init`` has the session id and
 model; the answer is the ``message`` events with role ``assistant`` (delta
 chunks), joined in order; ``tool_result`` carries whole tool outputs (the big
 lines, never decoded); ``error`` events (severity warning/error) are
-non-fatal; ``result`` has ``status``, ``error`` and ``stats`` (usage, with a
-per-model breakdown). A failed run can exit 0 with ``result.status: "error"``.
-``-o json`` prints one object ``{session_id?, response, stats, error?,
-warnings?}`` whose ``stats.models.<name>.tokens`` has the usage.
+non-fatal, except the two the CLI prints when it stops the agent and then
+reports success (known traps, :mod:`spoolparse.providers.traps`); ``result`` has
+``status``, ``error`` and ``stats`` (usage, with a per-model breakdown). A
+failed run can exit 0 with ``result.status: "error"``. ``-o json`` prints one
+object ``{session_id?, response, stats, error?, warnings?}`` whose
+``stats.models.<name>.tokens`` has the usage.
 
 .. seealso:: :mod:`spoolparse.providers.codex` for the shape every provider follows.
 """
