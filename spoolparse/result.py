@@ -10,7 +10,7 @@ from typing import IO, Any, cast
 
 from .errors import CalledProcessError, TimeoutExpired
 from .types import SUMMARY_FIELDS as _SUMMARY_FIELDS
-from .types import Summary
+from .types import CostSource, Summary
 
 __all__ = ["Result", "SUMMARY_FIELDS"]
 
@@ -40,6 +40,11 @@ class Result:
     text: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     usage_by_model: dict[str, dict[str, Any]] | None = None
+    #: The run's cost in US dollars, where it is known (:mod:`spoolparse.cost`): ``cost_source`` says whether
+    #: the CLI reported it or it was estimated from the token counts; ``cost_note`` why it is not known.
+    cost_usd: float | None = None
+    cost_source: CostSource | None = None
+    cost_note: str | None = None
     raw_usage: Any = None
     model: str | None = None
     session_id: str | None = None

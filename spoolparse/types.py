@@ -33,6 +33,7 @@ __all__ = [
     "DroppedEvent",
     "ResultEvent",
     "Usage",
+    "CostSource",
     "DroppedLine",
     "Summary",
     "SUMMARY_FIELDS",
@@ -63,6 +64,9 @@ EventKind = Literal[
 ]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
+#: Where a cost comes from: the CLI printed it, or spoolparse priced the token counts (:mod:`spoolparse.cost`).
+CostSource = Literal["reported", "estimated"]
+
 
 class Usage(TypedDict, total=False):
     """Token counts under normalized names (a provider fills the ones it reports)."""
@@ -73,7 +77,9 @@ class Usage(TypedDict, total=False):
     output_tokens: int
     reasoning_output_tokens: int
     total_tokens: int
-    cost_usd: float
+    #: The CLI's own figure in ``usage``; in ``usage_by_model`` the model's cost, from ``cost_source``.
+    cost_usd: float | None
+    cost_source: CostSource | None  # only in ``usage_by_model``
 
 
 class _Event(TypedDict):
@@ -224,6 +230,9 @@ class Summary(TypedDict):
     text: str | None
     usage: Usage
     usage_by_model: dict[str, Usage] | None
+    cost_usd: float | None
+    cost_source: CostSource | None
+    cost_note: str | None  # why ``cost_usd`` is null
     raw_usage: Any
     model: str | None
     session_id: str | None
