@@ -83,27 +83,41 @@ _ERRORS = [
 ]
 
 
-def _summaries() -> list[dict[str, Any]]:
-    """Real summaries of four CLIs (a codex one given a model), to vary."""
+def _scaled(usage: dict[str, Any], factor: float) -> dict[str, Any]:
+    """Counts times ``factor``; a CLI's own cost too; an estimated one left out (priced again)."""
+    if usage.get("cost_source") == "estimated":
+        usage = {k: v for k, v in usage.items() if k != "cost_usd"}
+    return {k: int(v * factor) if type(v) is int else v * factor if k == "cost_usd" and v is not None else v
+            for k, v in usage.items() if k != "cost_source"}
+
+
+def _summaries(variants: int = 40) -> list[dict[str, Any]]:
+    """Real summaries of four CLIs, each at ``variants`` sizes, priced as spoolparse prices them."""
     import spoolparse
+    from spoolparse import cost
 
     out = []
     for name in ("claude/success.jsonl", "gemini/success.jsonl", "opencode/success.jsonl", "amp/success.jsonl"):
-        s = dict(spoolparse.parse(FIXTURES / name).summary())
-        s["text"] = "FINAL-ANSWER " * 20
-        out.append(s)
+        base = dict(spoolparse.parse(FIXTURES / name).summary())
+        base["text"] = "FINAL-ANSWER " * 20
+        for i in range(variants):
+            factor = 0.2 + 4.8 * i / variants
+            s = dict(base)
+            s["usage"] = _scaled(base["usage"], factor)
+            by = {m: _scaled(u, factor) for m, u in base["usage_by_model"].items()} if base["usage_by_model"] else None
+            priced, s["usage_by_model"] = cost.price(s["provider"], s["model"], s["usage"], by)
+            s["cost_usd"], s["cost_source"], s["cost_note"] = priced.usd, priced.source, priced.note
+            out.append(s)
     return out
 
 
 def synthetic(n: int, seed: int = 1) -> Iterator[dict[str, Any]]:
     """``n`` outcomes shaped as ``batch`` prints them: 88% ok, the rest failing for seven causes, lognormal
-    durations and peaks."""
+    durations and peaks, four CLIs' summaries at forty sizes each."""
     rng = random.Random(seed)
     bases = _summaries()
     for i in range(n):
-        s = dict(bases[i % len(bases)])
-        scale = rng.uniform(0.2, 5)
-        s["usage"] = {k: int(v * scale) if isinstance(v, int) else v for k, v in s["usage"].items()}
+        s = dict(rng.choice(bases))
         s["duration_s"] = wall = round(rng.lognormvariate(3.5, 0.8), 3)
         verdict, error = "ok", None
         if rng.random() > 0.88:

@@ -324,10 +324,9 @@ class Fold:
         ]
         spend = [row.row(p, m) for (p, m), row in self.spend.items()]
         spend.sort(key=lambda r: (-(r["reported_usd"] + r["estimated_usd"]), -r["runs"]))
-        total = self.runs.row(None, None)
-        for r in spend:
-            for k in (*_TOKENS, "reported_usd", "estimated_usd"):
-                total[k] += r[k]  # type: ignore[literal-required]
+        total = self.runs.row(None, None)  # runs counted by their whole cost; tokens and dollars the rows'
+        for k in (*_TOKENS, "reported_usd", "estimated_usd"):
+            total[k] = sum(r[k] for r in spend)  # type: ignore[literal-required]
         unpriced: list[ReportNote] = [
             {"text": t, "count": n} for t, n in sorted(self.notes.items(), key=lambda kv: -kv[1])
         ]

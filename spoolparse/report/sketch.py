@@ -89,18 +89,17 @@ class Quantiles:
         lo, hi = self.low, self.high
         if hi <= lo:
             return [{"lo": lo, "hi": hi, "count": self.count}]
-        ratio = lo > 0 and hi / lo > 20
-        if ratio:
-            step = (hi / lo) ** (1 / bins)
-            edges = [lo * step**i for i in range(bins)] + [hi]
-        else:
-            edges = [lo + (hi - lo) * i / bins for i in range(bins)] + [hi]
+        # even ratios (in logarithms, so no ratio overflows) when the values span more than a factor of 20
+        ratio = lo >= LOWEST and hi / lo > 20
+        a, b = (math.log(lo), math.log(hi)) if ratio else (lo, hi)
+        edges = [math.exp(a + (b - a) * i / bins) if ratio else a + (b - a) * i / bins for i in range(bins)] + [hi]
+        edges[0] = lo
         counts = [0] * bins
         counts[0] += self.zeros
         for k, n in self.buckets.items():
             v = min(max(_value(k), lo), hi)
-            i = (int(math.log(v / lo) / math.log(step)) if v > lo else 0) if ratio else int((v - lo) / (hi - lo) * bins)
-            counts[min(max(i, 0), bins - 1)] += n
+            x = math.log(v) if ratio else v
+            counts[min(max(int((x - a) / (b - a) * bins), 0), bins - 1)] += n
         return [{"lo": edges[i], "hi": edges[i + 1], "count": counts[i]} for i in range(bins)]
 
     def summary(self, bins: int = 20) -> ReportDistribution:
