@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -218,3 +221,32 @@ def test_pricing_reaches_no_network() -> None:
     source, usd, version, tried = out.stdout.split()
     assert (source, tried) == ("estimated", "0"), out.stderr
     assert float(usd) > 0 and version == genai_prices.__version__
+
+
+# -- live ---------------------------------------------------------------------------------------------
+
+
+def test_the_progress_line_sums_tokens_and_cost_so_far() -> None:
+    from spoolparse.progress import Spend
+
+    spend = Spend()
+    assert spend.text() == ""
+    spend.add(spoolparse.parse(FIXTURES / "claude/success.jsonl").summary())  # reported
+    spend.add(spoolparse.parse(FIXTURES / "amp/success.jsonl").summary())  # estimated
+    spend.add(spoolparse.parse(FIXTURES / "qwen/success.jsonl").summary())  # no price
+    spend.add(None)  # a task that never ran
+    assert spend.tokens == 2588 + 112 + 2468 + 112 + 2468 + 112
+    assert spend.reported == pytest.approx(0.01514) and spend.estimated > 0 and spend.unpriced == 1
+    text = spend.text()
+    assert text.startswith(" | 7.9k tokens | $0.0") and " est.)" in text and text.endswith(" +1 unpriced")
+
+
+def test_batch_progress_shows_tokens_and_cost_beside_the_counts(tmp_path: Path) -> None:
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"t{i}", "cmd": ["cat", str(FIXTURES / name)]}) + "\n"
+                             for i, name in enumerate(["claude/success.jsonl", "amp/success.jsonl"])))
+    p = subprocess.run([sys.executable, "-m", "spoolparse", "batch", str(tasks), "-j", "1", "--progress"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"done 2/2 \| running 0 \| queued 0 \| failed 0 \| memory [\d.]+/[\d.]+ GiB \| 5\.3k tokens "
+                     r"\| \$0\.0\d \(\$0\.0\d est\.\)", p.stderr), p.stderr

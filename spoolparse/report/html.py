@@ -58,7 +58,7 @@ th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line
 th { background: var(--soft); font-weight: 600; position: sticky; top: 0; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.id, td.cause { word-break: break-word; }
-td.id { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: 12px; }
+td.id { min-width: 9em; font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: 12px; }
 tr.total td { font-weight: 600; }
 .verdict { display: inline-block; padding: 0 6px; border-radius: 4px; color: #fff; font-size: 12px; }
 a { color: var(--accent); }
@@ -232,7 +232,8 @@ def _table(t: Table, base: str | None) -> str:
     if t.links:
         head += "<th>transcript</th>"
     note = f'<p class="note">{_e(t.note)}</p>' if t.note else ""
-    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>" if t.rows else ""
+    thead = f"<thead><tr>{head}</tr></thead>" if any(t.columns) else ""
+    table = f"<table>{thead}<tbody>{''.join(body)}</tbody></table>" if t.rows else ""
     return f'<section id="{_e(t.key)}"><h2>{_e(t.title)}</h2>{table}{note}</section>'
 
 
