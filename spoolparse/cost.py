@@ -143,8 +143,16 @@ def loaded() -> bool:
 
 
 def price_data_version() -> str | None:
-    """The installed genai-prices version, or ``None`` without the ``cost`` extra."""
-    return _prices.version if _prices.load() else None
+    """The installed genai-prices version, or ``None`` without the ``cost`` extra (read from its metadata:
+    the price data is not loaded for this)."""
+    if _prices.loaded:
+        return _prices.version
+    from importlib import metadata
+
+    try:
+        return metadata.version("genai-prices")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _lookups(provider: str | None, model: str) -> list[tuple[str | None, str]]:

@@ -265,3 +265,27 @@ def test_rich_tables_where_rich_is_installed() -> None:
     out = io.StringIO()
     write(r, out, rich=True)
     assert "Failures by cause" in out.getvalue() and "┃" in out.getvalue()
+
+
+#: The most a report of any number of outcomes may hold, the page's rows included (a fresh interpreter with
+#: orjson and the report's modules is about 25 MiB of it; the price data, where an outcome needs pricing, 27 MiB).
+RSS_BOUND = 100 << 20
+
+
+@pytest.mark.slow
+def test_a_million_outcomes_stay_within_the_memory_bound(tmp_path: Path) -> None:
+    import os
+
+    gen = subprocess.Popen([sys.executable, "-m", "tests.report_support", "outcomes", "1000000"],
+                           stdout=subprocess.PIPE, cwd=ROOT)
+    assert gen.stdout is not None
+    rep = subprocess.Popen([sys.executable, "-m", "spoolparse", "report", "-", "--json", "--html",
+                            str(tmp_path / "r.html")], stdin=gen.stdout, stdout=subprocess.PIPE, cwd=ROOT)
+    gen.stdout.close()
+    assert rep.stdout is not None
+    out = rep.stdout.read()
+    _, status, usage = os.wait4(rep.pid, 0)  # this process's own peak, not the generator's
+    rep.returncode = os.waitstatus_to_exitcode(status)
+    assert gen.wait() == 0 and rep.returncode == 0
+    assert json.loads(out)["outcomes"] == 1_000_000
+    assert usage.ru_maxrss * 1024 < RSS_BOUND, f"peak RSS {usage.ru_maxrss // 1024} MiB"
