@@ -34,11 +34,11 @@ HOSTILE_ID = "<script>document.title='pwned-id'</script>"
 HOSTILE_ERROR = "<img src=x onerror=\"document.title='pwned-error'\"><script>document.title='pwned'</script>"
 
 
-def sample_tasks(tmp: Path) -> list[dict[str, Any]]:
+def sample_tasks(tmp: Path, *, hostile: bool = True) -> list[dict[str, Any]]:
     """About 50 tasks: the fixtures replayed after short sleeps, an exit 3, a timeout, a memory kill, and a
     task whose id and error are hostile HTML."""
-    hostile = tmp / "hostile.jsonl"
-    hostile.write_text(json.dumps({"type": "system", "subtype": "init", "session_id": "s", "model": "claude-x"})
+    bad = tmp / "hostile.jsonl"
+    bad.write_text(json.dumps({"type": "system", "subtype": "init", "session_id": "s", "model": "claude-x"})
                        + "\n" + json.dumps({"type": "result", "subtype": "error_during_execution", "is_error": True,
                                             "errors": [HOSTILE_ERROR], "session_id": "s"}) + "\n")
     tasks: list[dict[str, Any]] = []
@@ -53,14 +53,15 @@ def sample_tasks(tmp: Path) -> list[dict[str, Any]]:
     tasks.append({"id": "too-slow", "cmd": ["sleep", "30"], "timeout": 0.5})
     tasks.append({"id": "hog", "cmd": [sys.executable, str(FIXTURES / "mem_hog.py"), "--mib", "200", "--hold", "5"],
                   "memory_limit": "40M"})
-    tasks.append({"id": HOSTILE_ID, "cmd": ["cat", str(hostile)]})
+    if hostile:
+        tasks.append({"id": HOSTILE_ID, "cmd": ["cat", str(bad)]})
     return tasks
 
 
-def sample_batch(tmp: Path) -> tuple[Path, Path, Path]:
+def sample_batch(tmp: Path, *, hostile: bool = True) -> tuple[Path, Path, Path]:
     """Run the sample tasks with ``spoolparse batch`` (the CLI): its outcomes, job log and results folder."""
     tasks = tmp / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps(t) + "\n" for t in sample_tasks(tmp)))
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in sample_tasks(tmp, hostile=hostile)))
     outcomes, joblog, results = tmp / "outcomes.ndjson", tmp / "jobs.ndjson", tmp / "results"
     with outcomes.open("wb") as out:
         subprocess.run([sys.executable, "-m", "spoolparse", "batch", str(tasks), "-j", "8", "--joblog", str(joblog),
@@ -172,7 +173,7 @@ def screenshot(png: Path) -> None:
         raise SystemExit("no chromium on PATH (apt-get install chromium)")
     with tempfile.TemporaryDirectory(prefix="spoolparse-shot-") as d:
         tmp = Path(d)
-        outcomes, joblog, results = sample_batch(tmp)
+        outcomes, joblog, results = sample_batch(tmp, hostile=False)
         page = tmp / "report.html"
         subprocess.run([sys.executable, "-m", "spoolparse", "report", str(outcomes), "--joblog", str(joblog),
                         "--results", str(results), "--html", str(page)], check=True, cwd=ROOT,
