@@ -40,11 +40,6 @@ class Result:
     text: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     usage_by_model: dict[str, dict[str, Any]] | None = None
-    #: The run's cost in US dollars, where it is known (:mod:`spoolparse.cost`): ``cost_source`` says whether
-    #: the CLI reported it or it was estimated from the token counts; ``cost_note`` why it is not known.
-    cost_usd: float | None = None
-    cost_source: CostSource | None = None
-    cost_note: str | None = None
     raw_usage: Any = None
     model: str | None = None
     session_id: str | None = None
@@ -64,6 +59,12 @@ class Result:
     stdout: IO[bytes] | None = field(default=None, repr=False)
     stderr: IO[bytes] | None = field(default=None, repr=False)
     timeout: float | None = field(default=None, repr=False)
+    # (after the fields above, so a Result built by position still is)
+    #: The run's cost in US dollars, where it is known (:mod:`spoolparse.cost`): ``cost_source`` says whether
+    #: the CLI reported it or it was estimated from the token counts; ``cost_note`` why it is not known.
+    cost_usd: float | None = None
+    cost_source: CostSource | None = None
+    cost_note: str | None = None
 
     @property
     def ok(self) -> bool:

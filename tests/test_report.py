@@ -242,21 +242,26 @@ def test_the_html_page_escapes_every_task_string_and_fetches_nothing() -> None:
     assert "@import" not in html and "url(" not in html
 
 
-def test_report_command_tables_json_and_html(tmp_path: Path) -> None:
+def test_report_command_tables_json_and_html(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spoolparse.cli import main
+
     src = tmp_path / "outcomes.ndjson"
     src.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in synthetic(300, seed=11)))
-    run = [sys.executable, "-m", "spoolparse", "report"]
-    text = subprocess.run([*run, str(src)], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert main(["report", str(src)]) == 0
+    text = capsys.readouterr().out
     for title in ("Summary", "Verdicts", "Failures by cause", "Tokens and cost by CLI and model", "Durations",
                   "Slowest tasks", "Attempts", "Peak memory per task"):
         assert f"\n{title}\n" in f"\n{text}"
-    as_json = subprocess.run([*run, "-", "--json", "--html", str(tmp_path / "r.html")], input=src.read_bytes(),
-                             capture_output=True, cwd=ROOT, check=True).stdout
-    r = json.loads(as_json)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(src.read_bytes())))
+    assert main(["report", "-", "--json", "--html", str(tmp_path / "r.html")]) == 0
+    r = json.loads(capsys.readouterr().out)
     assert tuple(r) == REPORT_FIELDS and r["outcomes"] == 300
     assert (tmp_path / "r.html").read_text().startswith("<!doctype html>")
-    bad = subprocess.run([*run, str(tmp_path / "missing")], capture_output=True, text=True, cwd=ROOT)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such file" in err
 
 
 def test_rich_tables_where_rich_is_installed() -> None:
