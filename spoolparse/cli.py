@@ -194,6 +194,15 @@ def _register_runner(sub: Any) -> None:
 EXTRA_COMMANDS.append(_register_runner)
 
 
+def _register_report(sub: Any) -> None:
+    from .report.cli import register  # only when report (or the whole --help) is wanted
+
+    register(sub)
+
+
+EXTRA_COMMANDS.append(_register_report)
+
+
 def _print_result(res: Result, args: argparse.Namespace) -> int:
     emit_json(res.summary(), pretty=args.pretty)
     if res.timed_out:  # exit 124 is ours, not the child's: say why, as for every other failure of ours

@@ -10,7 +10,7 @@ from typing import IO, Any, cast
 
 from .errors import CalledProcessError, TimeoutExpired
 from .types import SUMMARY_FIELDS as _SUMMARY_FIELDS
-from .types import Summary
+from .types import CostSource, Summary
 
 __all__ = ["Result", "SUMMARY_FIELDS"]
 
@@ -59,6 +59,12 @@ class Result:
     stdout: IO[bytes] | None = field(default=None, repr=False)
     stderr: IO[bytes] | None = field(default=None, repr=False)
     timeout: float | None = field(default=None, repr=False)
+    # (after the fields above, so a Result built by position still is)
+    #: The run's cost in US dollars, where it is known (:mod:`spoolparse.cost`): ``cost_source`` says whether
+    #: the CLI reported it or it was estimated from the token counts; ``cost_note`` why it is not known.
+    cost_usd: float | None = None
+    cost_source: CostSource | None = None
+    cost_note: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -136,7 +136,9 @@ def test_output_json_document() -> None:
     # the tool-use prompt tokens (tool 20) are prompt tokens: input is prompt + tool, output candidates + thoughts
     assert s["usage"] == {"input_tokens": 2488, "output_tokens": 112, "cached_input_tokens": 200,
                           "reasoning_output_tokens": 12, "total_tokens": 2600}
-    assert s["usage_by_model"] == {"gemini-3.8-flash": s["usage"]}
+    per = s["usage_by_model"]["gemini-3.8-flash"]
+    assert {k: v for k, v in per.items() if not k.startswith("cost_")} == s["usage"]
+    assert (per["cost_usd"], per["cost_source"]) == (s["cost_usd"], s["cost_source"])  # the one model is the run
     assert s["raw_usage"]["tools"]["totalCalls"] == 1
     e = summary(GEMINI / "output_json_error.json")
     assert e["provider"] == "gemini" and e["error"] == "Reached max session turns" and e["text"] is None

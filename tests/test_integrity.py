@@ -727,11 +727,12 @@ def test_claude_usage_counts_every_model_and_matches_the_cost() -> None:
     s = summary(data)
     assert s["usage_by_model"] == {
         "claude-opus-4-8[1m]": {"input_tokens": 2578, "cached_input_tokens": 100, "cache_write_input_tokens": 10,
-                                "output_tokens": 112, "cost_usd": 0.015},
-        "claude-haiku-4-5": {"input_tokens": 300, "output_tokens": 20, "cost_usd": 0.001},
+                                "output_tokens": 112, "cost_usd": 0.015, "cost_source": "reported"},
+        "claude-haiku-4-5": {"input_tokens": 300, "output_tokens": 20, "cost_usd": 0.001, "cost_source": "reported"},
     }
     assert s["usage"] == {"input_tokens": 2878, "cached_input_tokens": 100, "cache_write_input_tokens": 10,
                           "output_tokens": 132, "cost_usd": 0.016}
+    assert (s["cost_usd"], s["cost_source"], s["cost_note"]) == (0.016, "reported", None)  # the run's own total
     assert s["raw_usage"]["usage"] == {"input_tokens": 2468, "output_tokens": 112}  # main loop only
 
 

@@ -105,7 +105,7 @@ def test_claude_result_with_model_usage() -> None:
     assert s["text"] == "Hello"
     # result.usage (3 in) leaves out the 20,012 cache reads that modelUsage and the cost include
     assert s["usage"] == {"input_tokens": 20015, "cached_input_tokens": 20012, "output_tokens": 24, "cost_usd": 0.0106}
-    assert s["usage_by_model"] == {"claude-sonnet-4-5-20250929": s["usage"]}
+    assert s["usage_by_model"] == {"claude-sonnet-4-5-20250929": {**s["usage"], "cost_source": "reported"}}
     assert s["raw_usage"]["usage"] == {"input_tokens": 3, "output_tokens": 24}
     assert s["raw_usage"]["modelUsage"]["claude-sonnet-4-5-20250929"]["cacheReadInputTokens"] == 20012
     assert s["session_id"] == "fdf2d90a-fd9e-4736-ae35-806edd13643f"
