@@ -170,4 +170,7 @@ def test_gemini_document_counts_tool_use_prompt_tokens_as_input() -> None:
     # prompt 2468 + tool-use prompt 20 in; candidates 100 + thoughts 12 out; total 2600
     assert r.usage == {"input_tokens": 2488, "output_tokens": 112, "cached_input_tokens": 200,
                        "reasoning_output_tokens": 12, "total_tokens": 2600}
-    assert r.usage_by_model == {"gemini-3.8-flash": r.usage}
+    assert r.usage_by_model is not None
+    per = r.usage_by_model["gemini-3.8-flash"]
+    assert list(r.usage_by_model) == ["gemini-3.8-flash"]
+    assert {k: v for k, v in per.items() if not k.startswith("cost_")} == r.usage
