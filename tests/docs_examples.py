@@ -117,8 +117,9 @@ _EXITS = re.compile(r"#.*\bexits (\d+)\s*$")
 
 
 def _shell(command: str, cwd: Path, env: dict[str, str], *, pipefail: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", *(["-o", "pipefail"] if pipefail else []), "-c", command], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
+    shell = ["bash", "-o", "pipefail"] if pipefail else ["bash"]
+    return subprocess.run([*shell, "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
 
 
 def run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[str]:

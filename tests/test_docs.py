@@ -92,7 +92,8 @@ def test_setup_commands_and_ci_agree() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     install = re.search(r"pip install (-e '\.\[test\]'.*?) &&", setup)
     assert install is not None, setup
-    assert f"python -m pip install --quiet {install.group(1)}" in ci, f"{install.group(1)!r} is not how .ci/run installs"
+    how = f"python -m pip install --quiet {install.group(1)}"
+    assert how in ci, f"{install.group(1)!r} is not how .ci/run installs"
     assert test_cmd in ci.splitlines(), f"{test_cmd!r} is not what .ci/run runs"
     # and the docs give the same set-up command
     for page in ("getting-started.md", "contributing.md"):
