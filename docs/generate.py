@@ -154,7 +154,8 @@ def options_table(command: str) -> str:
             continue
         names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{_value(action)}`"
         value = f"`{_value(action)}`" if action.option_strings and _value(action) else ""
-        text = (action.help or "").replace("%%", "%")
+        # Python 3.10's BooleanOptionalAction appends this to the help it was given; later ones do not
+        text = (action.help or "").removesuffix(" (default: %(default)s)").replace("%%", "%")
         # a | in a cell, even in a code span, ends the cell unless escaped
         names, value, text = (cell.replace("|", "\\|") for cell in (names, value, text))
         rows.append(f"| {names} | {value} | {text} |")
