@@ -16,6 +16,7 @@ tests pin (``tests/realcli/clis.py``).
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 import typing
@@ -300,12 +301,14 @@ def _results(name: str) -> str:
 
 # -- every block -------------------------------------------------------------------------------
 
+COMMANDS = ("run", "parse", "batch", "calibrate")
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "readme-clis": readme_clis,
     "clis": docs_clis,
-    **{f"cli-{c.name}": (lambda c=c: cli_card(c)) for c in CLIS},  # type: ignore[misc]
-    **{f"options-{cmd}": (lambda cmd=cmd: options_table(cmd)) for cmd in ("run", "parse", "batch", "calibrate")},
-    **{f"usage-{cmd}": (lambda cmd=cmd: usage_line(cmd)) for cmd in ("run", "parse", "batch", "calibrate")},
+    **{f"cli-{c.name}": functools.partial(cli_card, c) for c in CLIS},
+    **{f"options-{cmd}": functools.partial(options_table, cmd) for cmd in COMMANDS},
+    **{f"usage-{cmd}": functools.partial(usage_line, cmd) for cmd in COMMANDS},
     "exit-statuses": exit_statuses,
     "json-summary": json_shape("Summary"),
     "json-dropped": json_shape("DroppedLine"),
