@@ -95,6 +95,8 @@ def test_setup_commands_and_ci_agree() -> None:
     how = f"python -m pip install --quiet {install.group(1)}"
     assert how in ci, f"{install.group(1)!r} is not how .ci/run installs"
     assert test_cmd in ci.splitlines(), f"{test_cmd!r} is not what .ci/run runs"
+    for slow in re.findall(r"`(python -m pytest -m [^`]+)`", README):  # the README's other test commands
+        assert slow in ci.splitlines(), f"{slow!r} is not what .ci/run runs"
     # and the docs give the same set-up command
     for page in ("getting-started.md", "contributing.md"):
         assert setup in (ROOT / "docs" / page).read_text(), page
@@ -158,3 +160,22 @@ def test_a_typed_program_outside_the_checkout_passes_mypy_strict(tmp_path: Path)
                        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}, check=False)
     hint = " (install with: pip install -e '.[test]' --config-settings editable_mode=strict)"
     assert p.returncode == 0, p.stdout + p.stderr + hint
+
+
+@pytest.mark.slow
+def test_the_documented_test_commands_select_what_they_say() -> None:
+    """Plain pytest: the quick suite on workers; -m and -n on the command line replace pyproject's."""
+
+    def pytest_run(*args: str) -> str:
+        p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/test_docs.py", *args],
+                           cwd=ROOT, capture_output=True, text=True, check=False)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        return p.stdout
+
+    slow = {"test_the_site_builds_strictly", "test_a_typed_program_outside_the_checkout_passes_mypy_strict",
+            "test_the_documented_test_commands_select_what_they_say"}
+    quick = set(re.findall(r"::(\w+)", pytest_run("--co", "-q")))
+    asked = set(re.findall(r"::(\w+)", pytest_run("--co", "-q", "-m", "slow or realcli")))
+    assert quick and not quick & slow and asked == slow, (quick, asked)
+    assert "created: 3/3 workers" in pytest_run("-k", "skip_says")
+    assert "workers" not in pytest_run("-k", "skip_says", "-n", "0")
