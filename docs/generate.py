@@ -234,7 +234,9 @@ MEANINGS: dict[str, str] = {
     "output_tokens": "every generated token, reasoning included",
     "reasoning_output_tokens": "generated reasoning tokens",
     "total_tokens": "the CLI's own total, where it gives one",
-    "cost_usd": "the cost the CLI reports, in US dollars",
+    "cost_usd": "the cost in US dollars",
+    "cost_source": "`reported` (the CLI printed the cost) or `estimated` (priced from the token counts)",
+    "cost_note": "why `cost_usd` is `null`",
     # an outcome
     "id": "the task's id",
     "verdict": "what happened to the task",
@@ -261,6 +263,8 @@ def fields_table(shape: type, skip: tuple[str, ...] = ()) -> str:
     for name in shape.__annotations__:
         if name in skip:
             continue
+        if name not in MEANINGS:
+            raise SystemExit(f"{shape.__name__}.{name}: say what it means in MEANINGS (docs/generate.py)")
         rows.append(f"| `{name}` | {_type_name(hints[name])} | {MEANINGS[name]} |")
     return "\n".join(rows)
 

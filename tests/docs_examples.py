@@ -7,7 +7,7 @@ command line (``codex exec --json "…"``) runs here unchanged.
 What runs, per page (``README.md`` and every page under ``docs/``):
 
 * a ```` ```console ```` block: each ``$ `` command, its output compared with the lines after it
-  (doctest's rules: ``...`` matches anything; the output is the check, not the exit status);
+  (doctest's rules: ``...`` or ``…`` matches anything; the output is the check, not the exit status);
 * a ```` ```sh ```` block: each line that calls ``spoolparse``, expecting exit status 0, or N when the line
   ends with a comment that ends in ``exits N``;
 * a ```` ```python ```` block: run as a script (``<!-- check: mypy -->`` before it: type-checked instead);
@@ -179,7 +179,7 @@ def _console(text: str, at: str, cwd: Path, env: dict[str, str]) -> list[str]:
             commands[-1][1].append(line)
     for command, expected in commands:
         p = _shell(command, cwd, env, pipefail=False)  # the output is the check (a failing run shows one too)
-        want = "\n".join(expected).strip() + "\n"
+        want = "\n".join(expected).strip().replace("…", "...") + "\n"  # … is an ellipsis too
         got = p.stdout.strip() + "\n"
         if not checker.check_output(want, got, flags):
             failures.append(f"{at}: `{command}` exited {p.returncode} and printed:\n{got}instead of:\n{want}"
