@@ -147,25 +147,28 @@ def _value(action: argparse.Action) -> str:
     return str(action.metavar or action.dest.upper())
 
 
+def _code(value: str) -> str:
+    """``a|b`` as the code spans `a` | `b`: in a table a | ends the cell, and escaped in a code span it shows
+    its backslash."""
+    return " \\| ".join(f"`{part}`" for part in value.split("|")) if value else ""
+
+
 def options_table(command: str) -> str:
     parser = _subparsers()[command]
     rows = ["| option | value | what it does |", "|---|---|---|"]
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
-        names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{_value(action)}`"
-        value = f"`{_value(action)}`" if action.option_strings and _value(action) else ""
+        names = ", ".join(f"`{o}`" for o in action.option_strings) or _code(_value(action))
+        value = _code(_value(action)) if action.option_strings else ""
         # Python 3.10's BooleanOptionalAction appends this to the help it was given; later ones do not
-        text = (action.help or "").removesuffix(" (default: %(default)s)").replace("%%", "%")
-        # a | in a cell, even in a code span, ends the cell unless escaped
-        names, value, text = (cell.replace("|", "\\|") for cell in (names, value, text))
+        text = (action.help or "").removesuffix(" (default: %(default)s)").replace("%%", "%").replace("|", "\\|")
         rows.append(f"| {names} | {value} | {text} |")
     return "\n".join(rows)
 
 
 def usage_line(command: str) -> str:
-    parser = _subparsers()[command]
-    return f"```text\n{parser.description}\n```"
+    return str(_subparsers()[command].description)
 
 
 # -- exit statuses, JSON shapes ----------------------------------------------------------------
