@@ -1,7 +1,7 @@
 """Every bound and default of spoolparse, in one place.
 
-The README's table of bounds is generated from these names; change a number
-here and the docs test fails until the README says the same.
+The docs' table of bounds (docs/reference/bounds.md) is checked against these names; change a
+number here and the docs test fails until the docs say the same.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``spoolparse`` command: JSON on stdout, one-line messages on stderr.
 
 Exit statuses: one table for every subcommand, :data:`spoolparse._cli_common.EXIT_STATUSES`
-(the README's table is checked against it). With ``--events`` on stderr, every
+(the docs' table, docs/reference/exit-statuses.md, is generated from it). With ``--events`` on stderr, every
 message is an NDJSON event there too.
 """
 

@@ -100,7 +100,7 @@ class Result:
         return cast(Summary, out)
 
     def exit_status(self) -> int:
-        """The CLI's exit status for this result (see the README's exit-status table)."""
+        """The CLI's exit status for this result (see the docs' exit-status table)."""
         from ._cli_common import exit_status  # the one exit-status policy of every subcommand
 
         return exit_status(self)

@@ -55,7 +55,7 @@ __all__ = [
     "fields_of",
 ]
 
-#: Every kind of live event, in the order of the README's table.
+#: Every kind of live event, in the order of the docs' table.
 EventKind = Literal[
     "session",
     "turn_start",

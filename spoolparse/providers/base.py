@@ -56,7 +56,7 @@ class LiveEvent:
 
     ``kind`` is one of :data:`~spoolparse.types.EVENT_KINDS`; ``lineno`` the
     stdout line and ``type`` its type key; ``data`` the kind's fields (the
-    README's table, :mod:`spoolparse.types`). ``seq`` numbers the events of
+    docs' live-events guide, :mod:`spoolparse.types`). ``seq`` numbers the events of
     one stream from 1 and ``time`` is when the line was read; the parser
     stamps both as it hands the event on.
     """

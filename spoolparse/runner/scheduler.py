@@ -1096,7 +1096,7 @@ def run_many(
     starts or finds a local one as ``ray.init`` does, ``"auto"``,
     ``"ray://host:10001"``): every option then applies per node, the job log
     stays on this host, and a :class:`~spoolparse.runner.ray_backend.RayBatch`
-    is returned (see the README's "Running on a Ray cluster").
+    is returned (see the docs' Ray guide).
 
     .. seealso:: :func:`spoolparse.run`, :func:`arun_many`, GNU parallel's ``--memfree`` and ``--halt``
     """
