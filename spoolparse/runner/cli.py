@@ -42,6 +42,7 @@ from .._cli_common import (
     warn,
 )
 from .._signals import Interrupted, helper_thread, interrupts
+from .._terminal import printable
 from ..errors import Error, UsageError
 from ..lines import exact_ints
 from .admission import cpu_cap
@@ -352,7 +353,7 @@ class _Progress:
             return
         self.next = now + 0.2
         if not isinstance(batch, Batch):
-            self.out.write(f"\r\x1b[K{batch.status()}")
+            self.out.write(f"\r\x1b[K{printable(batch.status())}")  # node names: the cluster's to choose
             self.out.flush()
             return
         a = batch.admission
