@@ -215,6 +215,7 @@ class Batch(HandsOut):
         self.intake = Intake(
             tasks, done_ids(o.joblog, o.resume) if o.resume and o.joblog is not None else set(),
             depth=max_concurrent, wake=self._waker.wake,
+            spill_dir=None if o.spool_dir is None else os.fspath(o.spool_dir),
         )
         self.joblog = JobLog(o.joblog) if o.joblog is not None else None
         self._emission = Emission(ordered=self.options.ordered)
