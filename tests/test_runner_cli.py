@@ -165,11 +165,14 @@ def _interrupt_batch(tmp_path: Path, sig: int) -> None:
     assert sorted(o["id"] for o in outs) == ["long0", "long1", "long2"]
     assert {o["verdict"] for o in outs} == {"cancelled"}
     name = signal.Signals(sig).name
+    # why they were cancelled: the signal spoolparse got, not the SIGTERM it sent them ("killed by SIGTERM")
+    assert {o["error"] for o in outs} == {f"cancelled ({name} to spoolparse)"}, outs
     assert err.strip().splitlines()[-1] == f"spoolparse: error: interrupted by {name}".encode()
     assert wait_gone(token) == []
     assert os.listdir(spool) == []
     finals = [json.loads(x) for x in log.read_text().splitlines()]
     assert sorted(r["id"] for r in finals if r["final"]) == ["long0", "long1", "long2"]
+    assert {r["error"] for r in finals if r["final"]} == {f"cancelled ({name} to spoolparse)"}
     from spoolparse.runner.cgroup import Placement
 
     where = Placement.detect()

@@ -517,6 +517,8 @@ def _run_batch(
                 sys.stderr.write(skipped)
         except KeyboardInterrupt as e:
             if batch is not None:
+                if isinstance(batch, Batch):
+                    batch.interrupted_by(e)  # the cancelled tasks' error names the signal we got
                 for outcome in batch.close():  # each ended task's outcome, then its final job-log line
                     with contextlib.suppress(OSError):
                         emit_json(outcome.to_dict(), out=out)

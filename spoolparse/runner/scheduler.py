@@ -58,7 +58,7 @@ from .results import Keeper
 from .slot import Slot, outcome_of
 from .spawning import Pending, Spawner, child_for, launched
 from .tasks import Outcome, Task, TaskLike
-from .verdicts import RETRY_VERDICTS
+from .verdicts import HALTED_NOW, RETRY_VERDICTS, cancelled_error
 
 if TYPE_CHECKING:
     from .ray_backend import RayBatch
@@ -262,6 +262,7 @@ class Batch(HandsOut):
         self._stop = threading.Event()
         self._closed = False
         self.cancelled: list[Outcome] = []
+        self._cancel_cause: str | None = None  # what a cancelled task's error says (see interrupted_by)
         #: Counters for progress displays.
         self.tally = Tally()
         self.on_tick: Callable[[Batch], None] | None = None
@@ -300,7 +301,8 @@ class Batch(HandsOut):
             return self._driver.take()
         except StopIteration:
             raise
-        except BaseException:  # Ctrl-C (or a signal made an exception) while waiting: cancel, as the loop did
+        except BaseException as e:  # Ctrl-C (or a signal made an exception) while waiting: cancel, as the loop did
+            self.interrupted_by(e)
             self._stop_driver()
             raise
 
@@ -325,6 +327,12 @@ class Batch(HandsOut):
         if self.calibrated:
             return self.calibrated.get(program_of(task.argv), self.memory_per_task)
         return self.memory_per_task
+
+    def interrupted_by(self, cause: BaseException) -> None:
+        """Say why the batch is about to be cancelled (a signal to spoolparse, say), before :meth:`close`: the
+        error of every task it cancels names it (:func:`~.verdicts.cancelled_error`). The first cause stays."""
+        if self._cancel_cause is None:
+            self._cancel_cause = cancelled_error(cause)
 
     def request_stop(self) -> None:
         """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
@@ -389,6 +397,8 @@ class Batch(HandsOut):
                 self.on_tick(self)
             return self._drain(), True
         except BaseException as e:  # a stop asked from another thread, or a failure: cancel what runs
+            if not isinstance(e, _Stop):
+                self.interrupted_by(e)
             self._cancel_all()
             self._finish_supervision()
             if isinstance(e, _Stop):
@@ -885,6 +895,8 @@ class Batch(HandsOut):
             s, cancelled=cancelled, soft_signal=self.options.soft_signal, results=self.options.results,
             keep_transcript=self.options.keep_transcript, emit=emit,
         )
+        if out.verdict == "cancelled":  # why spoolparse cancelled it, not the signal that ended it
+            out.error = self._cancel_cause or (HALTED_NOW if self._halted else cancelled_error(None))
         if later is not None:
             self._hold(out)
             self._keeper.submit(functools.partial(_kept, later, self._release_fn(out)))
@@ -971,9 +983,8 @@ class Batch(HandsOut):
         undelivered = self._emission.take_undelivered()
         self.cancelled[:0] = undelivered
         for r in self._retry:
-            out = Outcome(
-                id=str(r.task.id), verdict="cancelled", attempts=r.attempts, error="cancelled before a retry"
-            )
+            why = self._cancel_cause or cancelled_error(None)
+            out = Outcome(id=str(r.task.id), verdict="cancelled", attempts=r.attempts, error=f"{why}, before a retry")
             self._log(out, r.task, final=True, started=time.time())
             self.cancelled.append(out)
         self._retry.clear()
