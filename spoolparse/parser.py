@@ -183,6 +183,7 @@ class StreamParser:
         facts = StreamFacts(
             lines=self.scanner.lines,
             invalid_lines=self.scanner.invalid_lines,
+            blank_lines=self.scanner.blank_lines,
             returncode=fields.get("returncode"),
             timed_out=bool(fields.get("timed_out")),
             timeout=fields.get("timeout"),
