@@ -302,3 +302,88 @@ def test_a_task_line_holding_a_lone_surrogate_escape_is_read(tmp_path: Path) -> 
     for bad in (b'{"cmd": ["\\udcff"], "x": NaN}', b'{"cmd": ["\\udcff"]', b'["\\udcff"' + b"]" * 0):
         [out] = _outcomes(_batch("-", input=bad + b"\n").stdout)
         assert out["verdict"] == "spawn_error" and "not JSON" in out["error"], (bad, out)
+
+
+# -- kept transcripts nobody can redirect ---------------------------------------------------------------------
+
+FAIL_LOUDLY = ["sh", "-c", "echo TRANSCRIPT; echo ERR >&2; exit 1"]
+
+
+def _plant(results: Path, kind: str) -> Path:
+    """What an agent that can write where results go puts where task ``x``'s folder will be; returns the
+    directory that must stay as it is."""
+    elsewhere = results.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "stdout").write_text("ORIGINAL")
+    results.mkdir()
+    if kind == "symlink":
+        (results / "x").symlink_to(elsewhere)
+        return elsewhere
+    if kind == "file":
+        (results / "x").write_text("ORIGINAL")
+        return elsewhere
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a directory to another user (chown)")
+    folder = results / "x"
+    folder.mkdir()
+    (folder / "stdout").write_text("ORIGINAL")
+    os.chmod(folder, 0o777)
+    os.chown(folder / "stdout", 65534, 65534)
+    os.chown(folder, 65534, 65534)  # nobody's
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["symlink", "file", "another user's directory"])
+def test_a_task_folder_that_is_not_ours_is_refused_and_nothing_is_written_through_it(
+    tmp_path: Path, kind: str
+) -> None:
+    """With ``DIR/x`` a symlink to another directory, task x's transcript was written there, and the ``stdout``
+    already in it was replaced by the task's output."""
+    results = tmp_path / "results"
+    untouched = _plant(results, kind)
+    before = {p.name: (p.read_bytes(), p.stat().st_ino) for p in untouched.iterdir()}
+    tasks = b"".join(json.dumps(t).encode() + b"\n" for t in (
+        {"id": "x", "cmd": FAIL_LOUDLY}, {"id": "y", "cmd": FAIL_LOUDLY}))
+    p = _batch("-", "--results", str(results), input=tasks)
+    outs = {o["id"]: o for o in _outcomes(p.stdout)}
+    assert p.returncode == 1 and outs["x"]["verdict"] == outs["y"]["verdict"] == "failed", p.stderr
+    assert {p.name: (p.read_bytes(), p.stat().st_ino) for p in untouched.iterdir()} == before
+    err = p.stderr.decode()
+    assert f"spoolparse: warning: cannot keep the transcript of x: {results / 'x'} " in err, err
+    assert (results / "y" / "stdout").read_text() == "TRANSCRIPT\n"  # the others are kept as ever
+
+
+def test_a_results_folder_that_is_a_symlink_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    flag = tmp_path / "ran"
+    p = _batch("-", "--results", str(tmp_path / "link"), input=f'{{"cmd":["touch","{flag}"]}}\n'.encode())
+    assert p.returncode == 2 and not flag.exists() and os.listdir(tmp_path / "real") == []
+    assert b"is a symbolic link or not a directory" in p.stderr
+
+
+def test_a_kept_transcript_goes_once_a_later_attempt_is_ok(tmp_path: Path) -> None:
+    """A task that failed and then succeeded (a retry, or a --resume) kept its failed attempt's transcript."""
+    results, log, once = tmp_path / "results", tmp_path / "jobs.ndjson", tmp_path / "failed-once"
+    # fails the first time it runs, succeeds after
+    flaky = ["sh", "-c", f'if [ -e "{once}" ]; then exit 0; else touch "{once}"; echo no; exit 1; fi']
+    task = json.dumps({"id": "flaky", "cmd": flaky}).encode() + b"\n"
+    p = _batch("-", "--results", str(results), "--retries", "1", "--retry-backoff", "0", input=task)
+    [out] = _outcomes(p.stdout)
+    assert out["verdict"] == "ok" and out["attempts"] == 2, p.stderr
+    assert os.listdir(results) == []
+    once.unlink()
+    p = _batch("-", "--results", str(results), "--joblog", str(log), input=task)
+    assert [o["verdict"] for o in _outcomes(p.stdout)] == ["failed"]
+    assert (results / "flaky" / "stdout").read_text() == "no\n"
+    p = _batch("-", "--results", str(results), "--joblog", str(log), "--resume-failed", input=task)
+    assert [o["verdict"] for o in _outcomes(p.stdout)] == ["ok"], p.stderr
+    assert os.listdir(results) == []
+
+
+def test_a_folder_not_ours_is_not_removed_for_an_ok_attempt(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    untouched = _plant(results, "symlink")
+    p = _batch("-", "--results", str(results), input=b'{"id":"x","cmd":["true"]}\n')
+    assert p.returncode == 0, p.stderr
+    assert (results / "x").is_symlink() and (untouched / "stdout").read_text() == "ORIGINAL"

@@ -54,7 +54,7 @@ from .intake import Intake, InvalidTask
 from .joblog import JobLog, done_ids
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .options import ENFORCE_MODES, BatchOptions
-from .results import Keeper
+from .results import Keeper, ResultsDir
 from .slot import Slot, outcome_of
 from .spawning import Pending, Spawner, child_for, launched
 from .tasks import Outcome, Task, TaskLike
@@ -177,11 +177,8 @@ class Batch(HandsOut):
         self.halt = o.halt_condition
         if o.spool_dir is not None:
             resolve_spool_dir(o.spool_dir)  # a directory that cannot hold spools stops the batch before it starts
-        if o.results is not None:
-            try:  # so is a results folder that cannot be made
-                os.makedirs(o.results, mode=0o700, exist_ok=True)
-            except OSError as e:
-                raise UsageError(f"cannot make the results folder {os.fspath(o.results)!r}: {e.strerror}") from None
+        # so is a results folder that cannot be made (or is a symlink): held by a descriptor from here on
+        self._results = ResultsDir(o.results) if o.results is not None else None
         raise_open_files_limit()  # many children hold many descriptors
         self.probe: MemoryProbe = o.memory_probe if o.memory_probe is not None else HostMemory()
         self.admission = Admission(
@@ -208,6 +205,8 @@ class Batch(HandsOut):
         self._failures: dict[int, int] = {}  # failed attempts per task retried so far (by input order)
         self.window = o.window if o.window is not None else 2 * max_concurrent
         if self.window < max_concurrent:
+            if self._results is not None:
+                self._results.close()
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
         self.placement = Placement.detect() if o.enforce != "watchdog" else Placement(None)
         self._waker = _Waker()
@@ -892,7 +891,7 @@ class Batch(HandsOut):
         # the rest of the backlog's events reach the listener too (the last text, the usage), a step at a time
         emit = functools.partial(self._emit_events, s.task) if self.on_event is not None else None
         out, later = outcome_of(
-            s, cancelled=cancelled, soft_signal=self.options.soft_signal, results=self.options.results,
+            s, cancelled=cancelled, soft_signal=self.options.soft_signal, results=self._results,
             keep_transcript=self.options.keep_transcript, emit=emit,
         )
         if out.verdict == "cancelled":  # why spoolparse cancelled it, not the signal that ended it
@@ -1019,6 +1018,8 @@ class Batch(HandsOut):
         self.intake.close()
         self._keeper.wait()
         self._keeper.close()
+        if self._results is not None:
+            self._results.close()  # after the last transcript was kept
         self._relay.close(wait=_limits.EVENT_JOIN)
 
 
