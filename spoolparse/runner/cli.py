@@ -44,7 +44,7 @@ from .._terminal import printable
 from ..errors import UsageError
 from .admission import cpu_cap
 from .calibrate import calibrate
-from .calibrations import calibrations_path, record
+from .calibrations import calibrations_path, listing, record
 from .halt import Halt, parse_halt
 from .ids import SeenIds, duplicate_error
 from .options import ENFORCE_MODES, BatchOptions
@@ -74,8 +74,9 @@ each input line: {"id": "t1", "cmd": ["codex", "exec", "--json", "..."], "input"
 
 CALIBRATE_EXAMPLES = """\
 examples:
-  spoolparse calibrate -- codex exec --json "summarise README.md"
+  spoolparse calibrate -- codex exec --json "summarise README.md"     # recorded for "codex exec"
   spoolparse calibrate --max-concurrency 8 -- python fixtures/fake_codex.py --size 64M
+  spoolparse calibrate --list                                          # what batch will reserve, by command
 """
 
 
@@ -156,7 +157,7 @@ def register(sub: Any) -> None:
                    help=f"most tasks at once (default: from memory, at most {cpu_cap()} here)")
     b.add_argument("--memory-per-task", type=positive_size, metavar="SIZE",
                    help="memory reserved for a task that names none (default: what calibrate recorded for the task's "
-                   "program, else 1G)")
+                   "command, see calibrate --list, else 1G)")
     b.add_argument("--memory-limit", type=positive_size, metavar="SIZE",
                    help="cap each task's process tree (cgroup if possible, else an RSS watchdog)")
     b.add_argument("--reserve", type=parse_size, metavar="SIZE",
@@ -231,9 +232,12 @@ def register(sub: Any) -> None:
     _stop_at(c, "never go where the next level could pass this", default=_limits.STOP_AT)
     c.add_argument("--pretty", action="store_true", help="indent the JSON")
     c.add_argument("--record", action=argparse.BooleanOptionalAction, default=True,
-                   help="record the recommended --memory-per-task for this program, which batch then uses for its "
-                   "tasks when --memory-per-task is not given (default: yes; the file: $SPOOLPARSE_CALIBRATIONS, "
+                   help="record the recommended --memory-per-task for this command (its program and the argument "
+                   "that picks its mode: codex exec, claude -p), which batch then uses for its tasks with that "
+                   "command when --memory-per-task is not given (default: yes; the file: $SPOOLPARSE_CALIBRATIONS, "
                    "else ~/.cache/spoolparse/calibrations.json)")
+    c.add_argument("--list", action="store_true",
+                   help="measure nothing: print the recorded calibrations, by command, as one JSON object")
     c.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARG ...]", help="the command to measure")
     c.set_defaults(func=_cmd_calibrate)
 
@@ -551,6 +555,12 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+    if args.list:
+        if command:
+            raise UsageError("calibrate --list takes no command")
+        with _runner_messages():  # a file that cannot be used is a warning
+            emit_json({"path": calibrations_path(), "calibrations": listing()}, pretty=args.pretty)
+        return 0
     if not command:
         raise UsageError("calibrate needs a command: spoolparse calibrate [options] -- CMD [ARG ...]")
     report = calibrate(

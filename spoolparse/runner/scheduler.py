@@ -45,7 +45,7 @@ from ..errors import UsageError
 from ..providers.base import LiveEvent
 from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
-from .calibrations import program_of, recorded
+from .calibrations import command_key, recorded
 from .cgroup import ChildCgroup, Placement, enforcement_of
 from .driver import Driver
 from .emission import Emission, HandsOut
@@ -187,7 +187,7 @@ class Batch(HandsOut):
         total = self.probe.total()
         self.reserve = default_reserve(total) if o.reserve is None else o.reserve
         self.memory_per_task = o.default_estimate
-        #: Recorded ``calibrate`` estimates by program, used when ``memory_per_task`` is not given.
+        #: Recorded ``calibrate`` estimates by command identity, used when ``memory_per_task`` is not given.
         self.calibrated: dict[str, int] = recorded() if o.memory_per_task is None else {}
         max_concurrent = o.max_concurrent
         if max_concurrent is None:
@@ -320,11 +320,12 @@ class Batch(HandsOut):
 
     def estimate_for(self, task: Task) -> int:
         """The memory admission reserves for ``task``: its own ``memory``, else what ``calibrate`` recorded
-        for its program (when ``memory_per_task`` was not given), else ``memory_per_task``."""
+        for its command's identity (:func:`~.calibrations.command_key`; when ``memory_per_task`` was not
+        given), else ``memory_per_task``."""
         if task.memory:
             return task.memory
         if self.calibrated:
-            return self.calibrated.get(program_of(task.argv), self.memory_per_task)
+            return self.calibrated.get(command_key(task.argv), self.memory_per_task)
         return self.memory_per_task
 
     def interrupted_by(self, cause: BaseException) -> None:
@@ -1062,7 +1063,7 @@ def run_many(
 
     Memory: a task starts only while used memory is below ``stop_at`` of the
     total and its estimate (``Task.memory``, else ``memory_per_task``, else
-    what ``spoolparse calibrate`` recorded for the task's program, else 1 GiB:
+    what ``spoolparse calibrate`` recorded for the task's command, else 1 GiB:
     :meth:`Batch.estimate_for`) fits next to what running tasks have reserved
     but not yet used.
     Above ``kill_at`` the youngest task is killed and requeued after
