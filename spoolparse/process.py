@@ -87,8 +87,8 @@ def _workdir(cwd: Any) -> str | None:
         st = os.stat(path)
     except TypeError:
         raise UsageError(f"cwd is a path, not {type(cwd).__name__}") from None
-    except ValueError as e:  # a NUL byte
-        raise UsageError(f"cwd {os.fsdecode(cwd)!r}: {e}") from None
+    except ValueError:  # a NUL byte: what cannot be passed to a process at all is the start's SpawnError
+        return os.fsdecode(cwd)
     except FileNotFoundError:
         raise UsageError(f"cwd {path!r}: no such directory") from None
     except OSError as e:
