@@ -45,17 +45,17 @@ def open_dir(name: str, dir_fd: int | None = None) -> int:
 
 
 def _check(fd: int, name: str, private: bool) -> None:
-    """``fd`` is a directory we own (``private``: that nobody else may write to either), or :class:`NotOurs`."""
+    """``fd`` is a directory we own (``private``: that nobody else may enter either), or :class:`NotOurs`."""
     st = os.fstat(fd)
     if st.st_uid != os.geteuid():
         raise NotOurs(errno.EPERM, f"is owned by another user (uid {st.st_uid})", name)
-    if private and st.st_mode & 0o022:
+    if private and st.st_mode & 0o077:
         raise NotOurs(errno.EPERM, f"is open to others (mode {stat.S_IMODE(st.st_mode):04o})", name)
 
 
 def own_dir(name: str, dir_fd: int, *, mode: int = 0o700, private: bool = False) -> int:
     """A descriptor on directory ``name`` under ``dir_fd``, made (``mode``) when missing: one of ours, or
-    :class:`NotOurs` (a symlink, a file, another user's directory; with ``private``, one others may write)."""
+    :class:`NotOurs` (a symlink, a file, another user's directory; with ``private``, one open to others)."""
     with contextlib.suppress(FileExistsError):
         os.mkdir(name, mode, dir_fd=dir_fd)
     fd = open_dir(name, dir_fd)
