@@ -68,3 +68,33 @@ def test_every_skip_says_what_it_needs() -> None:
     assert reasons, "no skips found: the search is wrong"
     vague = [(name, r) for name, r in reasons if "needs" not in r and "; run " not in r]
     assert vague == [], vague
+
+
+DOCS = ROOT / "docs"
+
+
+def _block(page: str, name: str) -> str:
+    """The text of a generated block of a docs page (between its ``generated`` and ``end`` markers)."""
+    text = (DOCS / page).read_text()
+    start, end = f"<!-- generated: {name} -->\n", f"<!-- end: {name} -->"
+    assert start in text and end in text, f"docs/{page} has no {name} block"
+    return text[text.index(start) + len(start) : text.index(end)]
+
+
+def task_keys_table() -> str:
+    """The table of a task line's keys, as the code knows them (docs/guides/tasks.md shows it)."""
+    from spoolparse.runner.tasks import TASK_KEY_HELP, TASK_KEYS
+
+    rows = ["| key | what it is |", "| --- | --- |", *(f"| `{key}` | {TASK_KEY_HELP[key]} |" for key in TASK_KEYS)]
+    return "\n".join(rows) + "\n"
+
+
+def test_the_task_keys_table_is_the_codes() -> None:
+    from spoolparse.runner.tasks import TASK_KEY_HELP, TASK_KEYS
+
+    missing = set(TASK_KEYS) - set(TASK_KEY_HELP)
+    assert not missing, f"say what each key is in TASK_KEY_HELP (spoolparse/runner/tasks.py): {sorted(missing)}"
+    assert set(TASK_KEY_HELP) <= set(TASK_KEYS), "TASK_KEY_HELP describes a key that is no task key"
+    want = task_keys_table()
+    assert _block("guides/tasks.md", "task-keys") == want, (
+        f"docs/guides/tasks.md's task-keys block is not what the code has; replace the block with:\n{want}")
