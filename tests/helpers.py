@@ -63,3 +63,30 @@ def as_from_a_terminal() -> None:
 
     for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+
+
+def on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, bytes, bytes]:
+    """Run ``argv`` with its stderr on a pseudo-terminal: (its exit status, its stdout, all it drew there)."""
+    import select
+    import subprocess
+
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, env=env)
+        os.close(slave)
+        slave = -1
+        drawn = b""
+        while select.select([master], [], [], 30)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's last writer is gone
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+    return proc.returncode, out, drawn

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 import spoolparse
 from spoolparse.progress import MAX_TASK_LINES, Activity, RunningTasks
 
-from .helpers import FIXTURES
+from .helpers import FIXTURES, on_a_terminal
 
 CLI = [sys.executable, "-m", "spoolparse"]
 LIVE_AGENT = [sys.executable, str(FIXTURES / "live_agent.py")]
@@ -75,28 +74,10 @@ def test_batch_progress_shows_each_running_tasks_tool(tmp_path: Path) -> None:
     # each task starts its tool ("ls"), then waits for a file that never comes and gives up after 1.5 s
     tasks.write_text("".join(json.dumps({"id": f"t{i}", "cmd": [*LIVE_AGENT, "--wait-for", str(never),
                                                                  "--wait-timeout", "1.5"]}) + "\n" for i in range(2)))
-    master, slave = os.openpty()
-    try:
-        proc = subprocess.Popen([*CLI, "batch", "--progress", "--retries", "0", "-j", "2", str(tasks)],
-                                stdout=subprocess.PIPE, stderr=slave, env={**os.environ, "COLUMNS": "120"})
-        os.close(slave)
-        slave = -1
-        drawn = b""
-        while select.select([master], [], [], 30)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the terminal's last writer is gone
-                break
-            if not chunk:
-                break
-            drawn += chunk
-        out, _ = proc.communicate(timeout=30)
-    finally:
-        os.close(master)
-        if slave >= 0:
-            os.close(slave)
+    status, out, drawn = on_a_terminal([*CLI, "batch", "--progress", "--retries", "0", "-j", "2", str(tasks)],
+                               {**os.environ, "COLUMNS": "120"})
     outcomes = [json.loads(line) for line in out.splitlines()]
-    assert sorted(o["id"] for o in outcomes) == ["t0", "t1"]
+    assert status == 1 and sorted(o["id"] for o in outcomes) == ["t0", "t1"]
     assert b"t0  0:00:0" in drawn and b"t1  0:00:0" in drawn
     assert b"command_execution: ls" in drawn
     assert b"done " in drawn and b"running " in drawn
@@ -186,27 +167,8 @@ def test_batch_progress_on_a_terminal_obeys_nothing_a_task_wrote(tmp_path: Path)
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps({"id": "id\x1b[2J\n\u2028", "cmd": [sys.executable, "-c", HOSTILE_AGENT,
                                                              "ls \x1b]0;pwned\x07\u009b2J"]}) + "\n")
-    master, slave = os.openpty()
-    try:
-        proc = subprocess.Popen([*CLI, "batch", "--progress", str(tasks)], stdout=subprocess.PIPE, stderr=slave,
-                                env={**os.environ, "COLUMNS": "200"})
-        os.close(slave)
-        slave = -1
-        drawn = b""
-        while select.select([master], [], [], 30)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            drawn += chunk
-        out, _ = proc.communicate(timeout=30)
-    finally:
-        os.close(master)
-        if slave >= 0:
-            os.close(slave)
-    assert [json.loads(line)["verdict"] for line in out.splitlines()] == ["ok"]
+    status, out, drawn = on_a_terminal([*CLI, "batch", "--progress", str(tasks)], {**os.environ, "COLUMNS": "200"})
+    assert status == 0 and [json.loads(line)["verdict"] for line in out.splitlines()] == ["ok"]
     assert b"ls \\x1b]0;pwned\\x07\\x9b2J" in drawn, drawn
     assert b"id\\x1b[2J\\x0a\\u2028" in drawn, drawn
     for raw in (b"\x1b]0;", b"\x07", b"\x1b[2J", "\u009b".encode(), "\u2028".encode()):
