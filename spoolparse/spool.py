@@ -229,21 +229,20 @@ def _spread_subdirectories(fd: int) -> None:
 
 
 class _Top:
-    """``<spool dir>/spoolparse-<uid>``, held by a descriptor checked to be ours (and one on the spool
-    directory, to remove it by name at exit)."""
+    """``<spool dir>/spoolparse-<uid>``, held by a descriptor checked to be ours, for the life of the process."""
 
-    __slots__ = ("dir_fd", "fd", "name", "path")
+    __slots__ = ("directory", "fd", "name", "path")
 
     def __init__(self, directory: str) -> None:
+        self.directory = directory
         self.name = f"{PLACEMENTS}{os.geteuid()}"
         self.path = os.path.join(directory, self.name)
-        self.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             # a symlink, a file, someone else's or one open to others there: not ours to use (NotOurs)
-            self.fd = own_dir(self.name, self.dir_fd, private=True)
-        except BaseException:
-            os.close(self.dir_fd)
-            raise
+            self.fd = own_dir(self.name, dir_fd, private=True)
+        finally:
+            os.close(dir_fd)
         with contextlib.suppress(OSError):
             _spread_subdirectories(self.fd)
 
@@ -262,13 +261,16 @@ class _Top:
         still names the directory opened."""
         if remove:
             with contextlib.suppress(OSError):
-                st = os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False)
-                mine = os.fstat(self.fd)
-                if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
-                    os.rmdir(self.name, dir_fd=self.dir_fd)
-        for fd in (self.fd, self.dir_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+                dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    st = os.stat(self.name, dir_fd=dir_fd, follow_symlinks=False)
+                    mine = os.fstat(self.fd)
+                    if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+                        os.rmdir(self.name, dir_fd=dir_fd)
+                finally:
+                    os.close(dir_fd)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
 class _Place:
