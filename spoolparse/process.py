@@ -24,7 +24,6 @@ import os
 import resource
 import select
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -78,24 +77,14 @@ def _argv(args: Any, shell: bool) -> list[str] | str:
 
 
 def _workdir(cwd: Any) -> str | None:
-    """``cwd`` as a path, checked before anything is made: a directory that is not there is the caller's
-    mistake, named as such (the start would blame the command: "No such file or directory")."""
+    """``cwd`` as a path string (bytes decoded as file names are, as :mod:`subprocess` takes them). One that is
+    missing is the start's :class:`~spoolparse.SpawnError`, naming it, as :mod:`subprocess` raises it."""
     if cwd is None:
         return None
     try:
-        path = os.fsdecode(cwd)
-        st = os.stat(path)
+        return os.fsdecode(cwd)
     except TypeError:
         raise UsageError(f"cwd is a path, not {type(cwd).__name__}") from None
-    except ValueError:  # a NUL byte: what cannot be passed to a process at all is the start's SpawnError
-        return os.fsdecode(cwd)
-    except FileNotFoundError:
-        raise UsageError(f"cwd {path!r}: no such directory") from None
-    except OSError as e:
-        raise UsageError(f"cwd {path!r}: {e.strerror}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"cwd {path!r}: not a directory")
-    return path
 
 
 def signal_group(pgid: int, sig: int) -> bool:
