@@ -1,17 +1,21 @@
-"""The task ids a batch has read, in memory that does not grow with their number: what catches a duplicate.
+"""Task ids in memory that does not grow with their number: those a batch has read (what catches a
+duplicate), and those a resumed job log has done (:class:`~.joblog.DoneIds`).
 
 Each id is kept as a fixed-size fingerprint (8 bytes of BLAKE2b) in a slot of an
 open-addressing table; the slot also says where the id itself was written in a
-spill file, so a fingerprint met again is confirmed against the id (two ids may
-share a fingerprint: the second is no duplicate for it). The first table
-(:data:`FIRST_SLOTS` slots, 64 KiB) is in memory; once it is half full, ids go
-to a table eight times larger, and so on, each in the spill file beside the
-spools (nameless, as a spool is), read and written a slot window at a time: the
-kernel's page cache holds them, not the process. No table is ever rebuilt, so
-no lookup waits for one: a lookup reads one window per table (four tables hold
-1.2 million ids). The process's memory for ids is so the first table and one
-window, whatever their number; on disk each id takes its own bytes plus 4, and
-the tables 32 bytes an id at most (sparse files: only written slots take blocks).
+spill file, and holds a small value of the id's. A fingerprint met again is
+confirmed against the id (two ids may share a fingerprint: the second is no
+duplicate for it). The first table (:data:`FIRST_SLOTS` slots, 64 KiB) is in
+memory; once it is half full, ids go to a table eight times larger, and so on,
+each in the spill file beside the spools (nameless, as a spool is), read and
+written a slot window at a time: the kernel's page cache holds them, not the
+process. No table is ever rebuilt, so no lookup waits for one: a lookup reads
+one window per table (four tables hold 1.2 million ids).
+
+So the process's memory for ids is the first table and one window, whatever
+their number. On disk each id takes its own bytes plus 4, and the tables 16
+bytes a slot (38 MiB for a million ids; sparse: only the pages of slots
+written take blocks).
 
 Where the spill file cannot be made or written (no spool directory, a full
 disk), the ids read from then on are kept in memory instead (a warning says
@@ -41,7 +45,11 @@ GROWTH = 8
 #: Slots read at once when looking along a table (linear probing at most half full: nearly always one read).
 WINDOW = 8
 
-_SLOT = struct.Struct("<QQ")  # fingerprint (never 0: 0 is an empty slot), offset of the id in the spill file
+# a slot: the fingerprint (never 0: 0 is an empty slot), then a word: the id's offset in the spill file in its
+# low 56 bits, its value in the high 8
+_SLOT = struct.Struct("<QQ")
+_VALUE_SHIFT = 56
+_OFFSET_MASK = (1 << _VALUE_SHIFT) - 1
 _LEN = struct.Struct("<I")
 _WINDOWS = [struct.Struct(f"<{2 * n}Q") for n in range(WINDOW + 1)]  # n slots at once
 
@@ -72,8 +80,9 @@ class _Table:
 
 
 class SeenIds:
-    """The ids added so far: :meth:`add` says whether an id is new (and records it). Close it (or use it as a
-    context manager) to free its spill file; ``spill_dir`` is where that goes (default: where spools go)."""
+    """The ids added so far, each with a small value (0 to 255): :meth:`add` says whether an id is new (and
+    records it), :meth:`put` and :meth:`get` set and read its value. Close it (or use it as a context manager)
+    to free its spill file; ``spill_dir`` is where that goes (default: where spools go)."""
 
     def __init__(self, spill_dir: str | None = None) -> None:
         self._spill_dir = spill_dir
@@ -82,8 +91,7 @@ class SeenIds:
         self._ids_end = 0
         self._slots: IO[bytes] | None = None  # the tables past the first
         self._slots_end = 0
-        self._fallback: set[str] | None = None  # the ids read once the spill file failed
-        self.count = 0
+        self._fallback: dict[str, int] | None = None  # the ids read once the spill file failed
 
     def __enter__(self) -> SeenIds:
         return self
@@ -98,50 +106,64 @@ class SeenIds:
                     f.close()
         self._ids = self._slots = None
 
-    def add(self, tid: str) -> bool:
-        """Record ``tid``; ``False`` when it was added before."""
-        raw = tid.encode("utf-8", "surrogatepass")  # a lone surrogate (a file name's undecodable byte) too
-        fp = _fingerprint(raw)
-        if self._fallback is not None:
-            if tid in self._fallback or self._seen(raw, fp)[0]:
-                return False
-            self._fallback.add(tid)
-        else:
-            try:
-                seen, empty = self._seen(raw, fp)
-                if seen:
-                    return False
-                self._insert(raw, fp, empty)
-            except (OSError, SpoolFullError) as e:
-                log.warning("cannot keep the task ids read in a spill file (%s): they are kept in memory from now "
-                            "on, which grows with their number", getattr(e, "strerror", None) or e)
-                self._fallback = {tid}
-        self.count += 1
-        return True
+    def add(self, tid: str, value: int = 0) -> bool:
+        """Record ``tid`` (with ``value``); ``False`` (and nothing changed) when it was added before."""
+        return self._set(tid, value, replace=False)
+
+    def put(self, tid: str, value: int) -> None:
+        """Record ``tid`` with ``value``, or change its value when it was added before."""
+        self._set(tid, value, replace=True)
+
+    def get(self, tid: str) -> int | None:
+        """The value of ``tid``, or ``None`` when it was never added."""
+        if self._fallback is not None and tid in self._fallback:
+            return self._fallback[tid]
+        raw = tid.encode("utf-8", "surrogatepass")
+        found, _ = self._find(raw, _fingerprint(raw))
+        return None if found is None else found[2] >> _VALUE_SHIFT
 
     def __contains__(self, tid: object) -> bool:
-        if not isinstance(tid, str):
-            return False
-        if self._fallback is not None and tid in self._fallback:
-            return True
-        raw = tid.encode("utf-8", "surrogatepass")
-        return self._seen(raw, _fingerprint(raw))[0]
+        return isinstance(tid, str) and self.get(tid) is not None
+
+    def _set(self, tid: str, value: int, *, replace: bool) -> bool:
+        raw = tid.encode("utf-8", "surrogatepass")  # a lone surrogate (a file name's undecodable byte) too
+        fp = _fingerprint(raw)
+        found, empty = self._find(raw, fp)
+        if self._fallback is not None and found is None:
+            new = tid not in self._fallback
+            if new or replace:
+                self._fallback[tid] = value
+            return new
+        try:
+            if found is not None:
+                if replace:
+                    t, index, word = found
+                    self._write(t, index, _SLOT.pack(fp, (word & _OFFSET_MASK) | value << _VALUE_SHIFT))
+                return False
+            self._insert(raw, fp, empty, value)
+        except (OSError, SpoolFullError) as e:
+            log.warning("cannot keep the task ids read in a spill file (%s): they are kept in memory from now "
+                        "on, which grows with their number", getattr(e, "strerror", None) or e)
+            self._fallback = {tid: value}
+        return True
 
     # -- the tables ----------------------------------------------------------------------------------
 
-    def _seen(self, raw: bytes, fp: int) -> tuple[bool, int]:
-        """Whether the id ``raw`` (fingerprint ``fp``) is in a table, and the empty slot where the newest table
-        would take it. Tables that cannot be read any more (after a failure) hold nothing that can be confirmed."""
+    def _find(self, raw: bytes, fp: int) -> tuple[tuple[_Table, int, int] | None, int]:
+        """The id ``raw`` (fingerprint ``fp``) as (its table, its slot, the slot's word), or ``None``; and the
+        empty slot where the newest table would take it. Tables that cannot be read any more (after a failure)
+        hold nothing that can be confirmed."""
         empty = -1
         try:
             for t in self._tables:
                 if t.used:
-                    offsets, empty = self._probe(t, fp)
-                    if offsets and any(self._id_at(offset) == raw for offset in offsets):
-                        return True, -1
+                    matches, empty = self._probe(t, fp)
+                    for index, word in matches:
+                        if self._id_at(word & _OFFSET_MASK) == raw:
+                            return (t, index, word), -1
         except OSError:
-            return False, -1
-        return False, empty if self._tables[-1].used else fp % self._tables[-1].slots
+            return None, -1
+        return None, empty if self._tables[-1].used else fp % self._tables[-1].slots
 
     def _write(self, t: _Table, index: int, data: bytes) -> None:
         if t.memory is not None:
@@ -150,10 +172,11 @@ class SeenIds:
         assert self._slots is not None
         os.pwrite(self._slots.fileno(), data, t.base + index * _SLOT.size)
 
-    def _probe(self, t: _Table, fp: int) -> tuple[list[int], int]:
-        """The id offsets of the slots along ``fp``'s probe sequence that hold ``fp``, and the first empty slot."""
+    def _probe(self, t: _Table, fp: int) -> tuple[list[tuple[int, int]], int]:
+        """The slots along ``fp``'s probe sequence that hold ``fp`` (each as its index and its word), and the
+        first empty slot."""
         index = fp % t.slots
-        offsets: list[int] = []
+        matches: list[tuple[int, int]] = []
         memory = t.memory
         size = _SLOT.size
         while True:
@@ -167,9 +190,9 @@ class SeenIds:
             for i in range(0, 2 * count, 2):
                 slot_fp = values[i]
                 if slot_fp == 0:
-                    return offsets, index + i // 2
+                    return matches, index + i // 2
                 if slot_fp == fp:
-                    offsets.append(values[i + 1])
+                    matches.append((index + i // 2, values[i + 1]))
             index = (index + count) % t.slots  # a table is never full: an empty slot comes
 
     def _id_at(self, offset: int) -> bytes:
@@ -178,7 +201,7 @@ class SeenIds:
         (size,) = _LEN.unpack(os.pread(fd, _LEN.size, offset))
         return os.pread(fd, size, offset + _LEN.size)
 
-    def _insert(self, raw: bytes, fp: int, empty: int) -> None:
+    def _insert(self, raw: bytes, fp: int, empty: int, value: int) -> None:
         """Write the id, and its slot at ``empty`` of the newest table (or in a new one when that is half full)."""
         if self._ids is None:
             self._ids = open_spool(resolve_spool_dir(self._spill_dir))
@@ -190,7 +213,7 @@ class SeenIds:
         if t.full:
             t = self._grow(t.slots * GROWTH)
             empty = fp % t.slots  # a new table is empty
-        self._write(t, empty, _SLOT.pack(fp, offset))
+        self._write(t, empty, _SLOT.pack(fp, offset | value << _VALUE_SHIFT))
         t.used += 1
 
     def _grow(self, slots: int) -> _Table:

@@ -51,7 +51,7 @@ from .driver import Driver
 from .emission import Emission, HandsOut
 from .halt import Tally
 from .intake import Intake, InvalidTask
-from .joblog import JobLog, done_ids
+from .joblog import DoneIds, JobLog
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .options import ENFORCE_MODES, BatchOptions
 from .results import Keeper, ResultsDir
@@ -211,10 +211,12 @@ class Batch(HandsOut):
         self.placement = Placement.detect() if o.enforce != "watchdog" else Placement(None)
         self._waker = _Waker()
         # read ahead by at most -j tasks, in a thread of its own where the input may wait (see intake)
+        spill_dir = None if o.spool_dir is None else os.fspath(o.spool_dir)
+        # the ids a resumed job log has done, and those read, in spill files: memory flat in their number
+        self._done = DoneIds(o.joblog, o.resume, spill_dir) if o.resume and o.joblog is not None else None
         self.intake = Intake(
-            tasks, done_ids(o.joblog, o.resume) if o.resume and o.joblog is not None else set(),
-            depth=max_concurrent, wake=self._waker.wake,
-            spill_dir=None if o.spool_dir is None else os.fspath(o.spool_dir),
+            tasks, self._done if self._done is not None else set(), depth=max_concurrent, wake=self._waker.wake,
+            spill_dir=spill_dir,
         )
         self.joblog = JobLog(o.joblog) if o.joblog is not None else None
         self._emission = Emission(ordered=self.options.ordered)
@@ -1017,6 +1019,8 @@ class Batch(HandsOut):
         self._running.clear()
         self._spawner.shutdown()
         self.intake.close()
+        if self._done is not None:
+            self._done.close()
         self._keeper.wait()
         self._keeper.close()
         if self._results is not None:
