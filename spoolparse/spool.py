@@ -301,8 +301,11 @@ class _Place:
 #: Per spool directory, the placement its new spools are made in (``None``: the directory itself).
 _made_in: dict[str, _Place | None] = {}
 _made_lock = threading.Lock()
-#: Per spool directory, its ``spoolparse-<uid>`` as this process opened it.
+#: Per spool directory, its ``spoolparse-<uid>`` as this process opened it (each open until exit: the
+#: placements under it remove themselves through it).
 _tops: dict[str, _Top] = {}
+#: Those found removed meanwhile (by another process's exit), and opened afresh.
+_gone_tops: list[_Top] = []
 #: The placements this process made and has not removed.
 _places: set[_Place] = set()
 _exited = False
@@ -350,22 +353,19 @@ def _placement(directory: str) -> _Place | None:
 def _make_placement(directory: str) -> _Place | None:
     """A new placement for ``directory`` (under ``_made_lock``), or ``None`` where there can be none."""
     for _ in range(2):  # another process's exit may remove an empty top between our open and our mkdir
-        top = _tops.pop(directory, None)
+        top = _tops.get(directory)
         if top is None:
             try:
-                top = _Top(directory)
+                top = _tops[directory] = _Top(directory)
             except NotOurs:
                 return None  # not ours to use (a shared temp dir: someone else made that name)
         try:
             top.sweep()
             place = _Place(top)
         except FileNotFoundError:
-            top.close(remove=False)
+            # removed: opened afresh next time; this one is kept open for the placements that name it
+            _gone_tops.append(_tops.pop(directory))
             continue
-        except BaseException:
-            top.close(remove=False)
-            raise
-        _tops[directory] = top
         _places.add(place)
         return place
     return None
@@ -441,9 +441,13 @@ def _remove_placements() -> None:
             if not place.users:  # one in use now is left to the kernel: its descriptor may be used this instant
                 place.remove()
         tops = list(_tops.values())
+        gone = list(_gone_tops)
         _tops.clear()
+        _gone_tops.clear()
     for top in tops:
         top.close(remove=True)
+    for top in gone:
+        top.close(remove=False)
 
 
 atexit.register(_remove_placements)
@@ -654,10 +658,11 @@ def _after_fork() -> None:
     for place in _places:
         with contextlib.suppress(OSError):
             os.close(place.fd)
-    for top in _tops.values():
+    for top in [*_tops.values(), *_gone_tops]:
         top.close(remove=False)
     _places.clear()
     _tops.clear()
+    _gone_tops.clear()
     _made_in.clear()
     # the parent goes on using its pooled spools: a forked copy must not make them its own (a new lock first:
     # another thread of the parent may have held the old one at the fork)
