@@ -221,7 +221,7 @@ MEANINGS: dict[str, str] = {
     "stdout_bytes": "bytes the child wrote to stdout",
     "stderr_bytes": "bytes the child wrote to stderr",
     "lines": "lines read (items of a JSON array)",
-    "invalid_lines": "lines that were not JSON objects",
+    "invalid_lines": "lines that were not JSON objects (blank lines are not counted)",
     "dropped": "lines left out, at most `MAX_DROPPED_RECORDS` (the dropped-line table below)",
     "dropped_count": "how many lines were left out in all",
     "stderr_tail": "the last `STDERR_TAIL` bytes of the child's stderr",
@@ -306,6 +306,71 @@ def _results(name: str) -> str:
     return re.sub(r"^## ", "#### ", text, flags=re.M)
 
 
+
+# -- task lines, known traps, the report guide ------------------------------------------------
+
+
+def task_keys() -> str:
+    """The keys of a task line and what each is (docs/guides/tasks.md)."""
+    from spoolparse.runner.tasks import TASK_KEY_HELP, TASK_KEYS
+
+    rows = ["| key | what it is |", "| --- | --- |", *(f"| `{key}` | {TASK_KEY_HELP[key]} |" for key in TASK_KEYS)]
+    return "\n".join(rows)
+
+
+def known_traps() -> str:
+    from spoolparse.providers import traps
+
+    return traps.markdown().rstrip("\n")
+
+
+_REPORT_BOUND_TEXT = {
+    "groups": "distinct failure causes (later new causes are counted in `other_failures`)",
+    "examples": "example tasks per cause",
+    "slowest": "slowest tasks listed",
+    "highest": "tasks with the largest memory peaks listed",
+    "killed_listed": "tasks killed for memory listed (all are counted)",
+    "models": "CLI-and-model rows (later new models go to one `(other models)` row of their CLI)",
+    "notes": "distinct reasons for an unknown cost (later ones: `(other reasons)`)",
+    "table_rows": "rows of the HTML page's task table (every task not ok first, then ok ones)",
+}
+
+
+def report_json() -> str:
+    from spoolparse import types
+
+    shapes = [types.ReportDict, types.ReportSpend, types.ReportFailureGroup, types.ReportTask,
+              types.ReportDistribution, types.ReportBin, types.ReportAttempts, types.ReportMemory, types.ReportNote]
+    lines = []
+    for shape in shapes:
+        hints = typing.get_type_hints(shape)
+        fields = ", ".join(f"`{k}`: {_report_type(v)}" for k, v in hints.items())
+        lines.append(f"- **{shape.__name__}**: {fields}")
+    return "\n".join(lines)
+
+
+def _report_type(t: object) -> str:
+    if isinstance(t, type) and not typing.get_args(t):
+        return t.__name__
+    return re.sub(r"\b(?:spoolparse\.types|builtins)\.", "", str(t)).replace("<class '", "").replace("'>", "")
+
+
+def report_bounds() -> str:
+    from spoolparse.report import fold
+
+    rows = ["| bound | value | what it bounds |", "| --- | ---: | --- |"]
+    rows += [f"| `{k}` | {v:,} | {_REPORT_BOUND_TEXT[k]} |" for k, v in fold.BOUNDS.items()]
+    return "\n".join(rows)
+
+
+def price_lists() -> str:
+    from spoolparse import cost
+
+    rows = ["| CLI | price list tried first |", "| --- | --- |"]
+    rows += [f"| {cli} | `{pid}` |" for cli, pid in cost.PROVIDER_IDS.items()]
+    return "\n".join(rows)
+
+
 # -- every block -------------------------------------------------------------------------------
 
 COMMANDS = ("run", "parse", "batch", "calibrate")
@@ -326,15 +391,11 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "verdicts": verdicts,
     "performance-local": lambda: _results("last.md"),
     "performance-ray": lambda: _results("ray.md"),
-}
-
-#: Generated blocks whose generators live with their feature's tests, which check them: this command leaves
-#: them as they are.
-GENERATED_ELSEWHERE = {
-    "traps": "tests/test_traps.py",
-    "cost-price-lists": "python -m tests.test_report_docs",
-    "report-json": "python -m tests.test_report_docs",
-    "report-bounds": "python -m tests.test_report_docs",
+    "task-keys": task_keys,
+    "traps": known_traps,
+    "report-json": report_json,
+    "report-bounds": report_bounds,
+    "cost-price-lists": price_lists,
 }
 
 _BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end: \2 -->)", re.S)
@@ -351,8 +412,6 @@ def render(text: str) -> str:
 
     def one(m: re.Match[str]) -> str:
         name = m.group(2)
-        if name in GENERATED_ELSEWHERE:
-            return m.group(0)
         if name not in BLOCKS:
             raise SystemExit(f"unknown generated block {name!r} (known: {', '.join(sorted(BLOCKS))})")
         return f"{m.group(1)}{BLOCKS[name]()}\n{m.group(4)}"

@@ -15,6 +15,7 @@ import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from . import _limits
+from ._terminal import printable
 
 if TYPE_CHECKING:
     from .result import Result
@@ -169,7 +170,8 @@ def _message(kind: str, message: str, prog: str) -> None:
         return
     # started with stderr closed (2>&-), or on a descriptor not open for writing: the message is lost, not us
     with contextlib.suppress(OSError, AttributeError):
-        sys.stderr.write(f"{prog}: {kind}: {message}\n")
+        # one line, whatever a task id or an agent's text in it holds: nothing in it reaches the terminal raw
+        sys.stderr.write(f"{prog}: {kind}: {printable(message)}\n")
         sys.stderr.flush()
 
 

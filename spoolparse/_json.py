@@ -9,6 +9,11 @@ object is copied once with big integers as marker strings, over-deep parts cut
 and surrogates spelled out, written by orjson, and the markers replaced by the
 digits. NaN and the infinities are written as
 ``null`` (JSON has no spelling for them).
+
+Every text written is escaped a little beyond what JSON requires: U+2028 and U+2029 (line breaks to
+JavaScript and to Python's ``str.splitlines``), DEL and the C1 controls (U+0080 to U+009F: U+0085 is a line
+break to ``splitlines``, U+009B a CSI to some terminals) are written as ``\\uXXXX``. The value read back is
+the same; a reader that splits the output into lines, or a terminal that shows it, meets none of them raw.
 """
 
 from __future__ import annotations
@@ -20,25 +25,39 @@ from typing import IO, Any
 
 import orjson
 
-__all__ = ["dumps", "write", "text", "encodable", "MAX_DEPTH"]
+__all__ = ["dumps", "write", "text", "encodable", "escape_breaks", "MAX_DEPTH"]
 
 #: Deepest nesting written; deeper values become a short note (orjson's own limit is 254).
 MAX_DEPTH = 250
 _I64 = (-(1 << 63), (1 << 64) - 1)  # what orjson writes itself (i64 and u64)
 
 
+#: UTF-8 of the characters escaped beyond JSON's rule (see above). In valid UTF-8 each of these byte sequences
+#: can only be that character, and in JSON text a character other than ASCII can only be inside a string.
+_BREAKS = re.compile(rb"\xe2\x80[\xa8\xa9]|\xc2[\x80-\x9f]|\x7f")
+
+
+def _escaped(m: re.Match[bytes]) -> bytes:
+    return b"\\u%04x" % ord(m.group().decode())
+
+
+def escape_breaks(data: bytes) -> bytes:
+    """JSON text ``data`` with U+2028, U+2029, DEL and the C1 controls written as ``\\uXXXX`` (the same value)."""
+    return _BREAKS.sub(_escaped, data)
+
+
 def dumps(obj: Any, *, pretty: bool = False, non_str_keys: bool = True) -> bytes:
     """``obj`` as JSON bytes (no trailing newline); never raises for decoded JSON values."""
     opts = (orjson.OPT_NON_STR_KEYS if non_str_keys else 0) | (orjson.OPT_INDENT_2 if pretty else 0)
     try:
-        return orjson.dumps(obj, option=opts, default=str)
+        return escape_breaks(orjson.dumps(obj, option=opts, default=str))
     except (orjson.JSONEncodeError, TypeError, RecursionError):
         pass
     tag = "\x00int" + os.urandom(4).hex() + ":"
     safe = _safe(obj, tag, 0)
     out = orjson.dumps(safe, option=opts | orjson.OPT_NON_STR_KEYS, default=str)
     marker = re.compile(rb'"\\u0000int' + tag[4:].encode() + rb'(-?[0-9]+)"')
-    return marker.sub(lambda m: m.group(1), out)
+    return escape_breaks(marker.sub(lambda m: m.group(1), out))
 
 
 #: A top-level string longer than this (characters) is written in pieces of this size.
@@ -66,7 +85,8 @@ def write(stream: IO[bytes], obj: Any, *, pretty: bool = False) -> None:
         text: str = values[int(part)]
         stream.write(b'"')
         for at in range(0, len(text), _PIECE):
-            stream.write(orjson.dumps(text[at : at + _PIECE])[1:-1])  # escaping is per character: pieces join
+            # escaping is per character: pieces join
+            stream.write(escape_breaks(orjson.dumps(text[at : at + _PIECE])[1:-1]))
         stream.write(b'"')
 
 

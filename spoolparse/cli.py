@@ -237,6 +237,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run needs a command: spoolparse run [options] -- CMD [ARG ...]")
     if args.shell and len(command) != 1:
         raise UsageError("--shell takes the command as one string")
+    if args.cwd is not None and not os.path.isdir(args.cwd):  # else the start would blame the command (127)
+        raise UsageError(f"--cwd {args.cwd!r}: no such directory")
     progress = _status_line_wanted(args.progress)
     from .process import run
     from .progress import follow

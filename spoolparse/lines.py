@@ -170,6 +170,8 @@ def _skip_pattern(cache: dict[tuple[bytes, bytes | None], tuple[str, int]]) -> r
 
 
 _LEAD = b" \t\r\n\x1e"
+#: A blank line (its newline aside): counted apart, not as invalid.
+_BLANK_LINE = re.compile(rb"[ \t\r]*")
 _BOM = b"\xef\xbb\xbf"
 
 # Scanner modes for a line still waiting for its newline. _UNSURE: the probe window held
@@ -329,8 +331,9 @@ class LineScanner:
 
     Feed it any chunking of the stream with :meth:`feed`; call :meth:`end` once
     at end of stream. Both return the records for the lines they completed.
-    Counters: ``lines``, ``invalid_lines`` (blank, not JSON, not an object,
-    or a kept line that fails to decode) and ``bytes``.
+    Counters: ``lines``, ``blank_lines`` (nothing but spaces, tabs and a
+    carriage return: no event, and no error either), ``invalid_lines`` (not
+    JSON, not an object, or a kept line that fails to decode) and ``bytes``.
 
     The ``retain`` function may change between feeds (assign ``retain``).
     """
@@ -356,6 +359,7 @@ class LineScanner:
         self._cache: dict[tuple[bytes, bytes | None], tuple[str, int]] = {}
         self._skip: re.Pattern[bytes] | None = None  # the cached SKIP decisions as one match
         self.lines = 0
+        self.blank_lines = 0
         self.invalid_lines = 0
         #: Lines counted invalid because they nest deeper than the JSON decoders allow.
         self.too_deep = 0
@@ -508,7 +512,10 @@ class LineScanner:
         key, decision = self._classify(head)
         size = b - a
         if key is None:
-            self.invalid_lines += 1
+            if _BLANK_LINE.fullmatch(buf, a, b) is not None:  # type: ignore[call-overload]
+                self.blank_lines += 1
+            else:
+                self.invalid_lines += 1
             return
         if size > len(head) and _unsure(key):
             # the type may lie past the probe window: a line read whole is decoded once and

@@ -19,6 +19,7 @@ from typing import IO, Any
 from . import _limits
 from .cost import price
 from .document import DOCUMENT, DocumentScanner, sniff
+from .errors import UsageError
 from .lines import NOTE, SKIP, Buffer, Dropped, LineScanner, Loads, Noted, Record, RetainFn
 from .providers import AutoProvider, Provider, make_provider
 from .providers.base import LiveEvent
@@ -183,6 +184,7 @@ class StreamParser:
         facts = StreamFacts(
             lines=self.scanner.lines,
             invalid_lines=self.scanner.invalid_lines,
+            blank_lines=self.scanner.blank_lines,
             returncode=fields.get("returncode"),
             timed_out=bool(fields.get("timed_out")),
             timeout=fields.get("timeout"),
@@ -219,7 +221,7 @@ def _without_notes(retain: RetainFn) -> RetainFn:
 
 
 def parse(
-    source: str | os.PathLike[str] | IO[bytes],
+    source: str | bytes | os.PathLike[str] | os.PathLike[bytes] | IO[bytes],
     *,
     provider: str | Provider = "auto",
     max_line: int = _limits.MAX_LINE,
@@ -247,8 +249,10 @@ def parse(
     start = time.monotonic()
     sp = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=on_event is not None,
                       tool_output=tool_output)
-    owns = isinstance(source, (str, os.PathLike))
-    f: IO[bytes] = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source  # noqa: SIM115
+    owns = isinstance(source, (str, bytes, os.PathLike))  # a path, bytes too (as open() takes one)
+    if not owns and not _binary_reader(source):
+        raise UsageError(f"parse takes a path or a file opened in binary mode, not {type(source).__name__}")
+    f: IO[bytes] = open(source, "rb") if isinstance(source, (str, bytes, os.PathLike)) else source  # noqa: SIM115
 
     def fed(live: list[LiveEvent]) -> None:
         if on_event is not None:
@@ -288,6 +292,11 @@ def parse(
         spool_size=None if size_at_end is None else max(0, size_at_end - first),
         shrunk="the file shrank while it was read",
     )
+
+
+def _binary_reader(source: Any) -> bool:
+    """Whether ``source`` reads bytes: a binary file, or anything with ``readinto`` or ``read`` but a text file."""
+    return not isinstance(source, io.TextIOBase) and (hasattr(source, "readinto") or hasattr(source, "read"))
 
 
 def _regular_size(f: IO[bytes]) -> int | None:

@@ -51,7 +51,40 @@ from .spool import DiskFacts, close_spool, open_spool, recycle_spool, resolve_sp
 __all__ = ["Child", "run", "Input", "Cgroup", "group_alive", "signal_group"]
 
 Input = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes], None]
-Argv = Union[Sequence[Union[str, "os.PathLike[str]"]], str]  # noqa: UP007 - a runtime alias
+Argv = Union[Sequence[Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]], str, bytes]  # noqa: UP007 - runtime
+
+
+def _argv(args: Any, shell: bool) -> list[str] | str:
+    """``args`` as the strings a start takes, as :mod:`subprocess` reads them: each item a ``str``, ``bytes``
+    or a path (bytes decoded as file names are, so they reach the child as they were). A string or bytes
+    alone is one command for the shell, so it needs ``shell=True``."""
+    if isinstance(args, (bytes, bytearray)):
+        args = os.fsdecode(bytes(args))
+    elif isinstance(args, os.PathLike):
+        args = [args]  # one program, no arguments (subprocess's reading)
+    if isinstance(args, str):
+        if not shell:
+            raise UsageError("args is a string: give an argv list, or shell=True to run it through the shell")
+        return args
+    try:
+        argv = [os.fsdecode(a) for a in args]
+    except TypeError:
+        odd = next(a for a in args if not isinstance(a, (str, bytes, os.PathLike)))
+        raise UsageError(f"an argument is a string, bytes or a path, not {type(odd).__name__}") from None
+    if not argv:
+        raise UsageError("args is empty: give the command to run")
+    return argv
+
+
+def _workdir(cwd: Any) -> str | None:
+    """``cwd`` as a path string (bytes decoded as file names are, as :mod:`subprocess` takes them). One that is
+    missing is the start's :class:`~spoolparse.SpawnError`, naming it, as :mod:`subprocess` raises it."""
+    if cwd is None:
+        return None
+    try:
+        return os.fsdecode(cwd)
+    except TypeError:
+        raise UsageError(f"cwd is a path, not {type(cwd).__name__}") from None
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -226,11 +259,8 @@ class Child:
     ) -> None:
         # read_buffer: one buffer shared by children pumped from a single thread (the
         # parser never keeps it), so each start does not allocate and zero READ_CHUNK.
-        if isinstance(args, str) and not shell:
-            raise UsageError("args is a string: give an argv list, or shell=True to run it through the shell")
-        if not isinstance(args, str) and not args:
-            raise UsageError("args is empty: give the command to run")
-        self.args: list[str] | str = args if isinstance(args, str) else [os.fspath(a) for a in args]
+        self.args: list[str] | str = _argv(args, shell)
+        cwd = _workdir(cwd)
         # live=False: nobody listens, so no events are kept and tool lines go unread
         self.parser = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=live)
         # a driver that supervises other children too (the batch, an event loop) has a large spool closed

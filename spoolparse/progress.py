@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from . import _limits
 from ._json import dumps
+from ._terminal import printable
 from .providers.base import LiveEvent
 
 if TYPE_CHECKING:
@@ -131,10 +132,11 @@ class Activity:
             self.state = "done"
 
     def doing(self) -> str:
-        """One short phrase: ``Bash: npm test`` or ``writing`` …"""
+        """One short phrase: ``Bash: npm test`` or ``writing`` …; what the agent named is made printable
+        (:func:`~spoolparse._terminal.printable`): it goes to a terminal."""
         if self.tool is not None or self.title is not None:
-            name = self.tool or "tool"
-            return f"{name}: {self.title}" if self.title else name
+            name = str(self.tool or "tool")
+            return printable(f"{name}: {self.title}" if self.title else name)
         return self.state
 
     def tokens(self) -> str:
@@ -173,7 +175,7 @@ class RunningTasks:
         now = time.monotonic()
         out: list[str] = []
         for tid, (started, act) in list(self.tasks.items())[: self.limit]:
-            line = f"  {tid}  {format_elapsed(now - started)}  {act.summary()}"
+            line = f"  {printable(tid)}  {format_elapsed(now - started)}  {act.summary()}"
             out.append(line if len(line) <= width else line[: width - 1] + "…")
         extra = len(self.tasks) - self.limit
         if extra > 0:

@@ -42,6 +42,7 @@ import warnings
 from typing import IO
 
 from . import _limits
+from ._dirfd import NotOurs, make_unique_dir, own_dir
 from ._proc import pid_gone
 from ._signals import helper_thread
 from .errors import SpoolDirError, SpoolDirWarning, SpoolFullError
@@ -78,6 +79,9 @@ def _unusable(path: str) -> tuple[int, str] | None:
         return e.errno or errno.EIO, f"cannot be read ({e.strerror})"
     if not stat.S_ISDIR(st.st_mode):
         return errno.ENOTDIR, "is not a directory"
+    if st.st_uid not in (0, os.geteuid()):
+        # its owner may rename, remove and replace whatever we make in it, whenever she likes
+        return errno.EPERM, f"is owned by another user (uid {st.st_uid})"
     if not os.access(path, os.W_OK | os.X_OK):
         return errno.EACCES, "is not writable"
     if path not in _proven:
@@ -157,13 +161,9 @@ def open_spool(directory: str) -> IO[bytes]:
             return kept.pop()
     tmpfile = getattr(os, "O_TMPFILE", 0)
     if tmpfile:
-        place = _made_in.get(directory)
-        if place is None:
-            place = placement(directory)
-        if place != directory:
-            made = _open_placed(directory, place, tmpfile | os.O_RDWR | os.O_CLOEXEC)
-            if made is not None:
-                return made
+        made = _open_placed(directory, tmpfile | os.O_RDWR | os.O_CLOEXEC)
+        if made is not None:
+            return made
         try:
             fd = os.open(directory, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o600)
         except OSError as e:
@@ -182,13 +182,6 @@ def open_spool(directory: str) -> IO[bytes]:
 
 
 # -- where a new spool's inode is made --------------------------------------------
-
-#: Per spool directory, the directory its new spools are made in: itself, or this process's placement.
-_made_in: dict[str, str] = {}
-_made_lock = threading.Lock()
-#: Per placement this process made and has not removed: [spools made in it, when the last was made (monotonic)].
-_use: dict[str, list[float]] = {}
-_exited = False
 
 #: A process moves on to a new placement after this many spools, or when it makes one after a pause this long
 #: (seconds): the inodes its spools freed are recent in the old one's block group (a fleet after a fleet).
@@ -225,29 +218,97 @@ def _ext4_without_journal(path: str) -> bool:
     return not any(j.startswith(name + "-") for j in journals)
 
 
-def _spread_subdirectories(path: str) -> None:
-    """Mark ``path`` a top of directory hierarchies (``chattr +T``): ext4 places each new subdirectory in a
-    block group of its own choosing (the Orlov allocator's spread), not beside ``path``."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        buf = bytearray(_LONG)
-        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, buf)
-        flags = int.from_bytes(buf[:4], sys.byteorder)
-        if not flags & _FS_TOPDIR_FL:
-            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, (flags | _FS_TOPDIR_FL).to_bytes(4, sys.byteorder) + bytes(_LONG - 4))
-    finally:
-        os.close(fd)
+def _spread_subdirectories(fd: int) -> None:
+    """Mark directory ``fd`` a top of directory hierarchies (``chattr +T``): ext4 places each new subdirectory
+    in a block group of its own choosing (the Orlov allocator's spread), not beside it."""
+    buf = bytearray(_LONG)
+    fcntl.ioctl(fd, _FS_IOC_GETFLAGS, buf)
+    flags = int.from_bytes(buf[:4], sys.byteorder)
+    if not flags & _FS_TOPDIR_FL:
+        fcntl.ioctl(fd, _FS_IOC_SETFLAGS, (flags | _FS_TOPDIR_FL).to_bytes(4, sys.byteorder) + bytes(_LONG - 4))
 
 
-def _sweep(top: str) -> None:
-    """Remove the placements of processes that are gone without removing theirs (killed): empty
-    directories, since a spool never has a name."""
-    me = os.getpid()
-    for name in os.listdir(top):
-        pid = name.partition("-")[0]
-        if pid.isdigit() and int(pid) != me and pid_gone(int(pid)):
+class _Top:
+    """``<spool dir>/spoolparse-<uid>``, held by a descriptor checked to be ours, for the life of the process."""
+
+    __slots__ = ("directory", "fd", "name", "path")
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.name = f"{PLACEMENTS}{os.geteuid()}"
+        self.path = os.path.join(directory, self.name)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            # a symlink, a file, someone else's or one open to others there: not ours to use (NotOurs)
+            self.fd = own_dir(self.name, dir_fd, private=True)
+        finally:
+            os.close(dir_fd)
+        with contextlib.suppress(OSError):
+            _spread_subdirectories(self.fd)
+
+    def sweep(self) -> None:
+        """Remove the placements of processes that are gone without removing theirs (killed): empty
+        directories, since a spool never has a name."""
+        me = os.getpid()
+        for name in os.listdir(self.fd):
+            pid = name.partition("-")[0]
+            if pid.isdigit() and int(pid) != me and pid_gone(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.rmdir(name, dir_fd=self.fd)
+
+    def close(self, *, remove: bool) -> None:
+        """Let go of it; with ``remove``, remove it too when it is empty (no other process uses it) and its name
+        still names the directory opened."""
+        if remove:
             with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(top, name))
+                dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    st = os.stat(self.name, dir_fd=dir_fd, follow_symlinks=False)
+                    mine = os.fstat(self.fd)
+                    if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+                        os.rmdir(self.name, dir_fd=dir_fd)
+                finally:
+                    os.close(dir_fd)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+class _Place:
+    """A directory of this process's own under a :class:`_Top`, where its new spools are made (``openat`` of
+    ``O_TMPFILE`` on ``fd``). ``users``: threads making a spool in it now; a placement moved on from
+    (``retired``) is removed once the last of them is done."""
+
+    __slots__ = ("fd", "last", "name", "path", "retired", "spools", "top", "users")
+
+    def __init__(self, top: _Top) -> None:
+        self.top = top
+        self.name, self.fd = make_unique_dir(top.fd, f"{os.getpid()}-")  # a mkdtemp through the descriptor
+        self.path = os.path.join(top.path, self.name)
+        self.spools = 0
+        self.last = time.monotonic()
+        self.users = 0
+        self.retired = False
+
+    def remove(self) -> None:
+        """Its spools have no name in it: it is empty, and goes (under ``_made_lock``)."""
+        with contextlib.suppress(OSError):
+            os.rmdir(self.name, dir_fd=self.top.fd)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        _places.discard(self)
+
+
+#: Per spool directory, the placement its new spools are made in (``None``: the directory itself).
+_made_in: dict[str, _Place | None] = {}
+_made_lock = threading.Lock()
+#: Per spool directory, its ``spoolparse-<uid>`` as this process opened it (each open until exit: the
+#: placements under it remove themselves through it).
+_tops: dict[str, _Top] = {}
+#: Those found removed meanwhile (by another process's exit), and opened afresh.
+_gone_tops: list[_Top] = []
+#: The placements this process made and has not removed.
+_places: set[_Place] = set()
+_exited = False
 
 
 def placement(directory: str) -> str:
@@ -265,100 +326,107 @@ def placement(directory: str) -> str:
     :data:`PLACEMENT_SPOOLS` spools and after a pause (:data:`PLACEMENT_PAUSE`), removing the old one: the
     spools freed there would slow a later fleet of the same process the same way. Anything that does not
     work out (another filesystem, a ``spoolparse-<uid>`` not ours, no room) leaves the spools in ``directory``.
+
+    The spool directory may be writable by others (a shared temp dir): ``spoolparse-<uid>`` is opened once
+    with ``O_NOFOLLOW`` and checked (ours, closed to others), and the sweep, the new directories and the
+    spools go through that descriptor (:mod:`spoolparse._dirfd`), so swapping the name for a symlink to
+    elsewhere never makes this process remove or make anything there.
     """
+    place = _placement(directory)
+    return directory if place is None else place.path
+
+
+def _placement(directory: str) -> _Place | None:
     with _made_lock:
-        place = _made_in.get(directory)
-        if place is not None:
-            return place
-        place = directory
+        if directory in _made_in:
+            return _made_in[directory]
+        place = None
         try:
             if not _exited and sys.platform.startswith("linux") and _ext4_without_journal(directory):
                 place = _make_placement(directory)
         except OSError:
-            place = directory
+            place = None
         _made_in[directory] = place
         return place
 
 
-def _make_placement(directory: str) -> str:
-    uid = os.geteuid()
-    top = os.path.join(directory, f"{PLACEMENTS}{uid}")
-    for _ in range(2):  # another process's exit may remove an empty top between our mkdir and mkdtemp
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(top, 0o700)
-        st = os.lstat(top)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077:
-            return directory  # not ours to use (a shared temp dir: someone else made that name)
-        with contextlib.suppress(OSError):
-            _spread_subdirectories(top)
-        _sweep(top)
+def _make_placement(directory: str) -> _Place | None:
+    """A new placement for ``directory`` (under ``_made_lock``), or ``None`` where there can be none."""
+    for _ in range(2):  # another process's exit may remove an empty top between our open and our mkdir
+        top = _tops.get(directory)
+        if top is None:
+            try:
+                top = _tops[directory] = _Top(directory)
+            except NotOurs:
+                return None  # not ours to use (a shared temp dir: someone else made that name)
         try:
-            return _new_placement(top)
+            top.sweep()
+            place = _Place(top)
         except FileNotFoundError:
+            # removed: opened afresh next time; this one is kept open for the placements that name it
+            _gone_tops.append(_tops.pop(directory))
             continue
-    return directory
-
-
-def _new_placement(top: str) -> str:
-    """A new directory of this process's own under ``top``, counted from now (under ``_made_lock``)."""
-    mine = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=top)
-    _use[mine] = [0, time.monotonic()]
-    return mine
-
-
-def _current(directory: str, place: str) -> str:
-    """``place``, or a new placement beside it when it is due (:data:`PLACEMENT_SPOOLS`,
-    :data:`PLACEMENT_PAUSE`); counts the spool about to be made."""
-    now = time.monotonic()
-    use = _use.get(place)
-    if use is None:
+        _places.add(place)
         return place
-    if use[0] >= PLACEMENT_SPOOLS or now - use[1] > PLACEMENT_PAUSE:
-        with _made_lock:
-            if _made_in.get(directory) == place and not _exited:
-                try:
-                    _made_in[directory] = _new_placement(os.path.dirname(place))
-                except OSError:
-                    _use[place] = [0, now]  # the old one goes on (counted afresh: not tried again at every spool)
-                else:
-                    del _use[place]
-                    # its spools have no name in it: it goes at once (a thread about to use it moves on)
-                    with contextlib.suppress(OSError):
-                        os.rmdir(place)
-            place = _made_in.get(directory, directory)
-            use = _use.get(place)
-            if use is None:
-                return place
-    use[0] += 1
-    use[1] = now
-    return place
+    return None
 
 
-def _make_in(directory: str, place: str, flags: int) -> IO[bytes] | None:
-    """A new spool in ``place``, or ``None`` when that directory cannot make one (no room is the filesystem's
-    failure, :class:`SpoolFullError`, not the placement's)."""
+def _take(directory: str) -> _Place | None:
+    """The placement the next spool of ``directory`` is made in (a new one when it is due, see
+    :data:`PLACEMENT_SPOOLS`), counted as in use until :func:`_give_back`; ``None``: the directory itself."""
+    place = _placement(directory)
+    if place is None:
+        return None
+    now = time.monotonic()
+    with _made_lock:
+        place = _made_in.get(directory)
+        if place is None:
+            return None
+        if (place.spools >= PLACEMENT_SPOOLS or now - place.last > PLACEMENT_PAUSE) and not _exited:
+            try:
+                new = _Place(place.top)
+            except OSError:
+                place.spools = 0  # the old one goes on (counted afresh: not tried again at every spool)
+            else:
+                _places.add(new)
+                _made_in[directory] = new
+                place.retired = True
+                if not place.users:
+                    place.remove()
+                place = new
+        place.spools += 1
+        place.last = now
+        place.users += 1
+        return place
+
+
+def _give_back(place: _Place) -> None:
+    with _made_lock:
+        place.users -= 1
+        if place.retired and not place.users:
+            place.remove()
+
+
+def _open_placed(directory: str, flags: int) -> IO[bytes] | None:
+    """A new spool in the process's placement for ``directory``, or ``None`` when there is none (or none any
+    more: then spools go in ``directory`` itself from now on). No room is the filesystem's failure,
+    :class:`SpoolFullError`, not the placement's."""
+    place = _take(directory)
+    if place is None:
+        return None
     try:
-        return os.fdopen(os.open(place, flags, 0o600), "w+b")
+        return os.fdopen(os.open(".", flags, 0o600, dir_fd=place.fd), "w+b")
     except OSError as e:
         _raise_if_full(directory, e)
-        return None
-
-
-def _open_placed(directory: str, place: str, flags: int) -> IO[bytes] | None:
-    """A new spool in the process's placement for ``directory`` (``place`` as last seen), or ``None`` once
-    there is none any more (then spools go in ``directory`` itself from now on)."""
-    made = _make_in(directory, _current(directory, place), flags)
-    if made is not None:
-        return made
-    # another thread moved on to a new placement meanwhile and removed this one, or ours is gone (by hand,
-    # another process's sweep): once more with the lock held, so that no move comes in between
+    finally:
+        _give_back(place)
+    # ours is gone (removed by hand, or another process's sweep): spools go in the directory from now on
     with _made_lock:
-        place = _made_in.get(directory, directory)
-        if place != directory:
-            made = _make_in(directory, place, flags)
-            if made is not None:
-                return made
-        _made_in[directory] = directory
+        if _made_in.get(directory) is place:
+            _made_in[directory] = None
+            place.retired = True
+            if not place.users:
+                place.remove()
     return None
 
 
@@ -367,15 +435,19 @@ def _remove_placements() -> None:
     global _exited
     with _made_lock:
         _exited = True  # a spool made after this (a daemon thread's) goes in its directory: nothing left behind
-        ours = list(_use)
-        _use.clear()
         for directory in _made_in:
-            _made_in[directory] = directory
-    for d in ours:
-        with contextlib.suppress(OSError):
-            os.rmdir(d)  # spools still open in it have no name there: it is empty
-        with contextlib.suppress(OSError):
-            os.rmdir(os.path.dirname(d))
+            _made_in[directory] = None
+        for place in list(_places):
+            if not place.users:  # one in use now is left to the kernel: its descriptor may be used this instant
+                place.remove()
+        tops = list(_tops.values())
+        gone = list(_gone_tops)
+        _tops.clear()
+        _gone_tops.clear()
+    for top in tops:
+        top.close(remove=True)
+    for top in gone:
+        top.close(remove=False)
 
 
 atexit.register(_remove_placements)
@@ -580,9 +652,17 @@ def wait_closed() -> None:
 
 def _after_fork() -> None:
     global _closing, _closer, _closer_lock, _pool_lock, _made_lock
-    # the parent's placements are the parent's to remove: a forked copy makes its own when it needs one
+    # the parent's placements are the parent's to remove: a forked copy makes its own when it needs one (the
+    # descriptors it inherited on them are its own copies, closed here)
     _made_lock = threading.Lock()
-    _use.clear()
+    for place in _places:
+        with contextlib.suppress(OSError):
+            os.close(place.fd)
+    for top in [*_tops.values(), *_gone_tops]:
+        top.close(remove=False)
+    _places.clear()
+    _tops.clear()
+    _gone_tops.clear()
     _made_in.clear()
     # the parent goes on using its pooled spools: a forked copy must not make them its own (a new lock first:
     # another thread of the parent may have held the old one at the fork)

@@ -26,6 +26,7 @@ class StreamFacts:
 
     lines: int = 0
     invalid_lines: int = 0
+    blank_lines: int = 0
     returncode: int | None = None
     timed_out: bool = False
     timeout: float | None = None
@@ -73,10 +74,14 @@ def judge(ans: Answer, facts: StreamFacts) -> str | None:
         reasons.append(ans.error)
     if ans.lost is not None:
         reasons.append(ans.lost)
-    if ans.events == 0 and facts.lines > 0:
+    if ans.events == 0 and facts.lines > facts.blank_lines:
+        blank = f", {facts.blank_lines} blank" if facts.blank_lines else ""
         reasons.append(
-            f"no JSON event: not a recognised format ({facts.lines} lines, {facts.invalid_lines} not JSON objects)"
+            f"no JSON event: not a recognised format ({facts.lines} lines, {facts.invalid_lines} not JSON objects"
+            f"{blank})"
         )
+    elif ans.events == 0 and facts.lines > 0:
+        reasons.append(f"no JSON event: the transcript holds only blank lines ({facts.blank_lines})")
     elif ans.events == 0 and facts.returncode is None:
         # a parse has nothing else to go on; a run of a child that printed nothing has its exit status
         reasons.append("no JSON event: the transcript is empty")

@@ -232,3 +232,158 @@ def test_a_halt_does_not_wait_for_the_end_of_an_endless_input() -> None:
         producer.wait()
     assert p.returncode == 1, p.stderr[-2000:]
     assert [(o["id"], o["verdict"]) for o in _outcomes(p.stdout)] == [("f", "failed"), ("n", "skipped")]
+
+
+# -- a task line says what is wrong with it ----------------------------------------------------------------
+
+MISSPELT = {  # a key a task line may hold, misspelt, and the key the error suggests
+    "tiemout": "timeout", "timout": "timeout", "soft_timout": "soft_timeout", "memroy": "memory",
+    "memory_limt": "memory_limit", "cwdd": "cwd", "evn": "env", "imput": "input", "provder": "provider",
+    "cmmd": "cmd", "Id": "id",
+}
+
+
+@pytest.mark.parametrize("key", sorted(MISSPELT))
+def test_an_unknown_key_is_that_tasks_error_naming_the_nearest_known_one(key: str, tmp_path: Path) -> None:
+    """``{"tiemout": 5}`` ran silently with no timeout at all."""
+    flag = tmp_path / "ran"
+    line = {"id": "t", "cmd": ["touch", str(flag)], key: 5}
+    p = _batch("-", input=json.dumps(line).encode() + b"\n")
+    [out] = _outcomes(p.stdout)
+    assert p.returncode == 1 and out["verdict"] == "spawn_error" and not flag.exists(), out
+    assert f'unknown key "{key}" (did you mean "{MISSPELT[key]}"?)' in out["error"], out["error"]
+
+
+def test_every_known_key_is_taken_and_a_key_like_none_lists_them() -> None:
+    from spoolparse.runner.tasks import TASK_KEYS, Task
+
+    line = {"cmd": ["true"], "argv": ["true"], "id": "x", "input": "", "cwd": "/", "env": {}, "timeout": 1,
+            "soft_timeout": 1, "memory": 1, "memory_limit": 1, "provider": "auto"}
+    assert sorted(line) == sorted(TASK_KEYS)
+    Task.from_json(line, default_id="1")
+    with pytest.raises(spoolparse.UsageError, match=r'unknown keys "zzz", "\\u001b\[2J"; a task\'s keys are cmd,'):
+        Task.from_json({"cmd": ["true"], "zzz": 1, "\x1b[2J": 2}, default_id="1")
+
+
+def test_batch_check_reports_every_bad_line_and_runs_nothing(tmp_path: Path) -> None:
+    flag = tmp_path / "ran"
+    good = json.dumps({"id": "a", "cmd": ["touch", str(flag)]})
+    lines = [good, "", "not json", json.dumps({"id": "b", "cmd": ["true"], "tiemout": 1}), "  ",
+             json.dumps({"id": "a", "cmd": ["true"]}), json.dumps({"cmd": "true"}), "x" * 2000, json.dumps(["true"])]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("\n".join(lines) + "\n")
+    p = _batch("--check", "--max-task-line", "1000", str(tasks))
+    assert p.returncode == 1 and not flag.exists(), p.stderr
+    bad = _outcomes(p.stdout)
+    assert [(b["line"], b["id"]) for b in bad] == [(3, "3"), (4, "b"), (6, "a"), (7, "7"), (8, "8")], bad
+    assert "not JSON" in bad[0]["error"] and 'did you mean "timeout"' in bad[1]["error"]
+    assert "duplicate task id 'a'" in bad[2]["error"] and "non-empty list of strings" in bad[3]["error"]
+    assert "longer than --max-task-line (1000)" in bad[4]["error"]
+    assert p.stderr == b"spoolparse: check: 7 task lines, 5 bad, 2 blank lines\n"
+    tasks.write_text(good + "\n\n")
+    p = _batch("--check", str(tasks))
+    assert (p.returncode, p.stdout) == (0, b"") and not flag.exists()
+    assert p.stderr == b"spoolparse: check: 1 task line, 0 bad, 1 blank line\n"
+    p = _batch("--check", str(tmp_path / "missing"))
+    assert p.returncode == 2 and b"cannot read" in p.stderr
+
+
+def test_a_task_line_holding_a_lone_surrogate_escape_is_read(tmp_path: Path) -> None:
+    r"""Python's ``json.dumps`` writes a file name's undecodable bytes as ``"\udcff"``: such a line was "not JSON"."""
+    name = os.fsdecode(b"f\xff")  # 'f\udcff'
+    made = tmp_path / "made"
+    made.mkdir()
+    line = json.dumps({"id": name, "cmd": ["touch", name], "cwd": str(made)})
+    assert "\\udcff" in line
+    p = _batch("-", input=line.encode() + b"\n")
+    [out] = _outcomes(p.stdout)
+    assert out["verdict"] == "ok", out
+    assert out["id"] == "f\\udcff" and os.listdir(os.fsencode(made)) == [b"f\xff"]  # the very bytes
+    for bad in (b'{"cmd": ["\\udcff"], "x": NaN}', b'{"cmd": ["\\udcff"]', b'["\\udcff"' + b"]" * 0):
+        [out] = _outcomes(_batch("-", input=bad + b"\n").stdout)
+        assert out["verdict"] == "spawn_error" and "not JSON" in out["error"], (bad, out)
+
+
+# -- kept transcripts nobody can redirect ---------------------------------------------------------------------
+
+FAIL_LOUDLY = ["sh", "-c", "echo TRANSCRIPT; echo ERR >&2; exit 1"]
+
+
+def _plant(results: Path, kind: str) -> Path:
+    """What an agent that can write where results go puts where task ``x``'s folder will be; returns the
+    directory that must stay as it is."""
+    elsewhere = results.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "stdout").write_text("ORIGINAL")
+    results.mkdir()
+    if kind == "symlink":
+        (results / "x").symlink_to(elsewhere)
+        return elsewhere
+    if kind == "file":
+        (results / "x").write_text("ORIGINAL")
+        return elsewhere
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a directory to another user (chown)")
+    folder = results / "x"
+    folder.mkdir()
+    (folder / "stdout").write_text("ORIGINAL")
+    os.chmod(folder, 0o777)
+    os.chown(folder / "stdout", 65534, 65534)
+    os.chown(folder, 65534, 65534)  # nobody's
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["symlink", "file", "another user's directory"])
+def test_a_task_folder_that_is_not_ours_is_refused_and_nothing_is_written_through_it(
+    tmp_path: Path, kind: str
+) -> None:
+    """With ``DIR/x`` a symlink to another directory, task x's transcript was written there, and the ``stdout``
+    already in it was replaced by the task's output."""
+    results = tmp_path / "results"
+    untouched = _plant(results, kind)
+    before = {p.name: (p.read_bytes(), p.stat().st_ino) for p in untouched.iterdir()}
+    tasks = b"".join(json.dumps(t).encode() + b"\n" for t in (
+        {"id": "x", "cmd": FAIL_LOUDLY}, {"id": "y", "cmd": FAIL_LOUDLY}))
+    p = _batch("-", "--results", str(results), input=tasks)
+    outs = {o["id"]: o for o in _outcomes(p.stdout)}
+    assert p.returncode == 1 and outs["x"]["verdict"] == outs["y"]["verdict"] == "failed", p.stderr
+    assert {p.name: (p.read_bytes(), p.stat().st_ino) for p in untouched.iterdir()} == before
+    err = p.stderr.decode()
+    assert f"spoolparse: warning: cannot keep the transcript of x: {results / 'x'} " in err, err
+    assert (results / "y" / "stdout").read_text() == "TRANSCRIPT\n"  # the others are kept as ever
+
+
+def test_a_results_folder_that_is_a_symlink_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    flag = tmp_path / "ran"
+    p = _batch("-", "--results", str(tmp_path / "link"), input=f'{{"cmd":["touch","{flag}"]}}\n'.encode())
+    assert p.returncode == 2 and not flag.exists() and os.listdir(tmp_path / "real") == []
+    assert b"is a symbolic link or not a directory" in p.stderr
+
+
+def test_a_kept_transcript_goes_once_a_later_attempt_is_ok(tmp_path: Path) -> None:
+    """A task that failed and then succeeded (a retry, or a --resume) kept its failed attempt's transcript."""
+    results, log, once = tmp_path / "results", tmp_path / "jobs.ndjson", tmp_path / "failed-once"
+    # fails the first time it runs, succeeds after
+    flaky = ["sh", "-c", f'if [ -e "{once}" ]; then exit 0; else touch "{once}"; echo no; exit 1; fi']
+    task = json.dumps({"id": "flaky", "cmd": flaky}).encode() + b"\n"
+    p = _batch("-", "--results", str(results), "--retries", "1", "--retry-backoff", "0", input=task)
+    [out] = _outcomes(p.stdout)
+    assert out["verdict"] == "ok" and out["attempts"] == 2, p.stderr
+    assert os.listdir(results) == []
+    once.unlink()
+    p = _batch("-", "--results", str(results), "--joblog", str(log), input=task)
+    assert [o["verdict"] for o in _outcomes(p.stdout)] == ["failed"]
+    assert (results / "flaky" / "stdout").read_text() == "no\n"
+    p = _batch("-", "--results", str(results), "--joblog", str(log), "--resume-failed", input=task)
+    assert [o["verdict"] for o in _outcomes(p.stdout)] == ["ok"], p.stderr
+    assert os.listdir(results) == []
+
+
+def test_a_folder_not_ours_is_not_removed_for_an_ok_attempt(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    untouched = _plant(results, "symlink")
+    p = _batch("-", "--results", str(results), input=b'{"id":"x","cmd":["true"]}\n')
+    assert p.returncode == 0, p.stderr
+    assert (results / "x").is_symlink() and (untouched / "stdout").read_text() == "ORIGINAL"

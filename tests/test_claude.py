@@ -49,7 +49,7 @@ def test_success_text_usage_model_session() -> None:
     assert s["raw_usage"]["usage"]["input_tokens"] == 2468
     assert s["raw_usage"]["modelUsage"]["claude-opus-4-8[1m]"]["costUSD"] == 0.01514
     assert s["raw_usage"]["total_cost_usd"] == 0.01514
-    assert s["invalid_lines"] == 2  # the [SandboxDebug] line and a blank line
+    assert s["invalid_lines"] == 1  # the [SandboxDebug] line (a blank line is no invalid one)
     assert s["warnings"] == []
 
 

@@ -49,7 +49,7 @@ FAILURES = [
     ("command not found", ["run", "--", "spoolparse-no-such-command-x"], 127,
      "cannot start 'spoolparse-no-such-command-x': No such file or directory"),
     ("not executable", ["run", "--", "{script}"], 126, "Permission denied"),
-    ("missing cwd", ["run", "--cwd", "{tmp}/nowhere", "--", "true"], 127, "({tmp}/nowhere)"),
+    ("missing cwd", ["run", "--cwd", "{tmp}/nowhere", "--", "true"], 2, "--cwd '{tmp}/nowhere': no such directory"),
     ("spool full", ["run", "--max-spool-bytes", "64K", "--", "sh", "-c", "yes '{}'"], 125,
      "max_spool_bytes 65536 exceeded"),
     ("bad --max-line", ["run", "--max-line", "lots", "--", "true"], 2, "not a size: 'lots'"),

@@ -38,8 +38,6 @@ def test_every_generator_has_its_block_and_every_block_its_generator() -> None:
     used: dict[str, int] = {}
     for page in gen.pages():
         for name, _ in gen.blocks_of(page.read_text()):
-            if name in gen.GENERATED_ELSEWHERE:
-                continue
             assert name in gen.BLOCKS, f"{page.relative_to(ROOT)}: no generator named {name!r}"
             used[name] = used.get(name, 0) + 1
     assert set(used) == set(gen.BLOCKS), f"generated blocks no page holds: {sorted(set(gen.BLOCKS) - set(used))}"
@@ -52,8 +50,8 @@ def test_a_stale_block_is_found_and_rewritten() -> None:
     new = gen.render(page)
     assert new != page and "an old table" not in new and new.startswith("intro\n") and new.endswith("after\n")
     assert "| 124 |" in new and gen.render(new) == new
-    elsewhere = "<!-- generated: traps -->\nkept as it is\n<!-- end: traps -->\n"
-    assert gen.render(elsewhere) == elsewhere, "a block another generator owns is left alone"
+    with pytest.raises(SystemExit, match="unknown generated block 'nobody'"):
+        gen.render("<!-- generated: nobody -->\nx\n<!-- end: nobody -->\n")
 
 
 def test_every_json_key_has_a_meaning() -> None:
@@ -183,3 +181,11 @@ def test_the_documented_test_commands_select_what_they_say() -> None:
     assert quick and not quick & slow and asked == slow, (quick, asked)
     assert "created: 3/3 workers" in pytest_run("-k", "skip_says")
     assert "workers" not in pytest_run("-k", "skip_says", "-n", "0")
+
+
+def test_every_task_key_is_described() -> None:
+    from spoolparse.runner.tasks import TASK_KEY_HELP, TASK_KEYS
+
+    missing = set(TASK_KEYS) - set(TASK_KEY_HELP)
+    assert not missing, f"say what each key is in TASK_KEY_HELP (spoolparse/runner/tasks.py): {sorted(missing)}"
+    assert set(TASK_KEY_HELP) <= set(TASK_KEYS), "TASK_KEY_HELP describes a key that is no task key"

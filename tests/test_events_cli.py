@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 
 import spoolparse
 
-from .helpers import FAKE_CODEX, FIXTURES
+from .helpers import FAKE_CODEX, FIXTURES, on_a_terminal
 from .runner_support import wait_for
 
 CLI = [sys.executable, "-m", "spoolparse"]
@@ -154,32 +153,9 @@ def test_failed_run_still_prints_events_then_summary() -> None:
 
 
 def test_progress_is_drawn_on_a_terminal_stderr() -> None:
-    master, slave = os.openpty()
-    try:
-        proc = subprocess.Popen(
-            [*CLI, "run", "--", *LIVE_AGENT, "--ticks", "3", "--interval", "0.4"],
-            stdout=subprocess.PIPE, stderr=slave, env={**os.environ, "TERM": "xterm", "COLUMNS": "120"},
-        )
-        os.close(slave)
-        slave = -1
-        drawn = b""
-        while True:
-            ready, _, _ = select.select([master], [], [], 30)
-            if not ready:
-                break
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the terminal's last writer is gone
-                break
-            if not chunk:
-                break
-            drawn += chunk
-        out, _ = proc.communicate(timeout=30)
-    finally:
-        os.close(master)
-        if slave >= 0:
-            os.close(slave)
-    assert proc.returncode == 0
+    status, out, drawn = on_a_terminal([*CLI, "run", "--", *LIVE_AGENT, "--ticks", "3", "--interval", "0.4"],
+                               {**os.environ, "TERM": "xterm", "COLUMNS": "120"})
+    assert status == 0
     assert json.loads(out)["ok"]
     assert b"spooled" in drawn and b"tokens" in drawn and b"tools" in drawn
     assert b"\x1b[" in drawn  # drawn in place, not printed line after line

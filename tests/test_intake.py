@@ -6,6 +6,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,3 +188,51 @@ def test_after_a_halt_an_input_that_pauses_is_not_waited_for() -> None:
     assert [(seq, o.id) for seq, o in rest] == [(1, "b"), (2, "c")]
     assert not intake.exhausted
     assert waited < 30, f"waited {waited:.1f} s for a paused input (HALT_INPUT_WAIT {_limits.HALT_INPUT_WAIT} s)"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_bounded_resume_table_skips_what_the_job_log_rule_skips(seed: int, tmp_path: Path) -> None:
+    """``DoneIds`` (a spill-file table) and ``done_ids`` (a set) answer alike for any job log: the last final
+    verdict of an id decides, a cancelled one never skips, ``--resume-failed`` skips only ``ok``."""
+    import json
+    import random
+
+    from spoolparse.runner.joblog import DoneIds, done_ids
+
+    rnd = random.Random(seed)
+    ids = [f"t{i}" for i in range(rnd.randint(1, 40))] + ["\udcff", "x" * 300]
+    log = tmp_path / "jobs.ndjson"
+    with open(log, "w") as f:
+        for _ in range(rnd.randint(0, 200)):
+            rec = {"id": rnd.choice(ids), "final": rnd.random() < 0.7,
+                   "verdict": rnd.choice(["ok", "failed", "timeout", "cancelled", "spawn_error"])}
+            f.write(json.dumps(rec) + "\n")
+            if rnd.random() < 0.05:
+                f.write('{"id": "cut short\n')
+    for resume in (True, "failed"):
+        table = DoneIds(log, resume)
+        try:
+            assert {i for i in ids if i in table} == done_ids(log, resume), resume
+        finally:
+            table.close()
+
+
+def test_ids_are_told_apart_by_themselves_not_by_their_fingerprints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fingerprints that collide all the time (a 3-bit one here) and tables that fill and grow: each id is
+    confirmed against the spill file, so no new id is taken for a duplicate and no duplicate for a new id."""
+    from spoolparse.runner import ids as ids_mod
+
+    monkeypatch.setattr(ids_mod, "FIRST_SLOTS", 16)
+    monkeypatch.setattr(ids_mod, "_fingerprint", lambda raw: 1 + (ids_mod.hashlib.md5(raw).digest()[0] & 7))
+    seen = ids_mod.SeenIds()
+    try:
+        names = [f"id-{i}" for i in range(300)] + ["\udcff", ""]
+        assert all(seen.add(n, i % 7) for i, n in enumerate(names))
+        assert len(seen._tables) > 2  # grown past the table in memory, into the spill file
+        assert not any(seen.add(n) for n in names)
+        assert [seen.get(n) for n in names] == [i % 7 for i in range(len(names))]
+        assert seen.get("id-300") is None and "id-300" not in seen
+        seen.put("id-3", 99)
+        assert seen.get("id-3") == 99 and seen.get("id-4") == 4
+    finally:
+        seen.close()

@@ -20,12 +20,14 @@ import spoolparse
 from spoolparse import SpawnError
 from spoolparse.spool import empty_pool
 
+from .helpers import placement_fd
+
 
 def _snapshot(spool_dir: Path) -> dict[str, object]:
     empty_pool()  # spools kept for reuse are closed first: what is left open is a leak
     me = psutil.Process()
     return {
-        "fds": sorted(os.listdir("/proc/self/fd")),
+        "fds": sorted(fd for fd in os.listdir("/proc/self/fd") if not placement_fd(fd)),
         "threads": threading.active_count(),
         "tasks": len(os.listdir("/proc/self/task")),
         "children": sorted(p.pid for p in me.children(recursive=True)),

@@ -84,8 +84,8 @@ def test_every_chunking_gives_the_same_records(chunk: int | None) -> None:
     ]
     assert out[2] == Dropped(7, len(b'{"type":"broken",'), "broken", "invalid")  # kept by its type: reported
     assert sc.lines == 8
-    # blank line, non-JSON line, JSON that is not an object, a kept line that does not decode
-    assert sc.invalid_lines == 4
+    # non-JSON line, JSON that is not an object, a kept line that does not decode; the blank line apart
+    assert sc.invalid_lines == 3 and sc.blank_lines == 1
     text = out[1].data["item"]["text"]  # type: ignore[union-attr]
     assert text == "café \ufffd"
 
@@ -231,3 +231,17 @@ def test_a_retained_line_found_by_its_key_scan_that_cannot_be_decoded_is_a_dropp
     assert out[0].type == "item.completed"
     assert (out[1].type, out[1].reason, out[1].line, out[1].bytes) == ("item.completed", "invalid", 2, len(bad))
     assert scanner.invalid_lines == 1
+
+
+def test_blank_lines_are_counted_apart_not_as_invalid() -> None:
+    """A million blank lines were "1000000 not JSON objects"."""
+    import spoolparse
+
+    r = spoolparse.parse(io.BytesIO(b"\n" * 1_000_000))
+    assert r.error == "no JSON event: the transcript holds only blank lines (1000000)"
+    assert r.invalid_lines == 0 and r.lines == 1_000_000
+    r = spoolparse.parse(io.BytesIO(b"\n \t\r\nnoise\n\n"))
+    assert r.error == "no JSON event: not a recognised format (4 lines, 1 not JSON objects, 3 blank)"
+    for chunk in (1, 3, None):
+        sc, _ = scan(b"\r\n\n  \n" + jl({"type": "x"}) + b" ", keep("x"), chunk)
+        assert (sc.lines, sc.blank_lines, sc.invalid_lines) == (5, 4, 0), chunk  # the last line has no newline

@@ -272,6 +272,22 @@ def test_rich_tables_where_rich_is_installed() -> None:
     assert "Failures by cause" in out.getvalue() and "┃" in out.getvalue()
 
 
+@pytest.mark.parametrize("use_rich", [False, True])
+def test_no_control_sequence_of_an_agent_reaches_the_terminal(use_rich: bool) -> None:
+    if use_rich:
+        pytest.importorskip("rich")
+    hostile = "t\x1b]0;owned\x07\x1b[2J\u009b31m\nnext"
+    outs = [outcome(0, "failed", f"agent said {hostile}", id=hostile,
+                    summary={"provider": "codex", "model": "m\x1b[2J", "usage": {}}),
+            outcome(1, "ok", None)]
+    r, _ = build(lines(outs))
+    out = io.StringIO()
+    write(r, out, rich=use_rich)
+    text = out.getvalue()
+    assert "\x1b]" not in text and "\x1b[2J" not in text and "\x07" not in text and "\u009b" not in text
+    assert "\\x1b]0;owned\\x07" in text  # spelled out, not dropped
+
+
 #: The most a report of any number of outcomes may hold, the page's rows included (a fresh interpreter with
 #: orjson and the report's modules is about 25 MiB of it; the price data, where an outcome needs pricing, 27 MiB).
 RSS_BOUND = 100 << 20
@@ -294,3 +310,10 @@ def test_a_million_outcomes_stay_within_the_memory_bound(tmp_path: Path) -> None
     assert gen.wait() == 0 and rep.returncode == 0
     assert json.loads(out)["outcomes"] == 1_000_000
     assert usage.ru_maxrss * 1024 < RSS_BOUND, f"peak RSS {usage.ru_maxrss // 1024} MiB"
+
+
+def test_every_report_bound_is_described() -> None:
+    sys.path.insert(0, str(ROOT / "docs"))
+    import generate
+
+    assert set(fold_module.BOUNDS) == set(generate._REPORT_BOUND_TEXT)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,79 @@ def test_the_naive_capture_path_grows_by_hundreds_of_mib() -> None:
     print(f"\nnaive capture_output peak RSS growth for 128 MiB: {growth / MiB:.0f} MiB")
     assert big["text"] == tiny["text"]
     assert growth > 8 * LIMIT
+
+
+# -- a batch's memory does not grow with the number of its tasks ---------------------------------------------
+
+INTAKE = """
+import json, os, sys, tempfile
+from spoolparse.runner.intake import END, Intake, InvalidTask
+from spoolparse.runner.joblog import DoneIds
+from spoolparse.runner.tasks import Task
+n = int(sys.argv[1])
+def tid(i):
+    return f"task-{i % n:09d}-" + "x" * 40
+# a job log that has the even tasks done: a resumed batch skips them
+with tempfile.NamedTemporaryFile("w", suffix=".ndjson", delete=False) as log:
+    for i in range(0, n, 2):
+        log.write(json.dumps({"id": tid(i), "attempt": 1, "final": True, "verdict": "ok"}) + "\\n")
+done = DoneIds(log.name, True)
+os.unlink(log.name)
+numbers = iter(range(n + 1))
+def pull():
+    i = next(numbers, None)
+    # n tasks, then one more with the first one's id: the duplicate must still be caught
+    return END if i is None else Task(argv=["true"], id=tid(i))
+intake = Intake(pull, skip=done)
+duplicates = 0
+while (task := intake.hold_next()) is not None:
+    duplicates += isinstance(task, InvalidTask)
+    intake.release()
+intake.close()
+done.close()
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+print(json.dumps({"maxrss": int(hwm.split()[1]) * 1024, "duplicates": duplicates, "skipped": intake.skipped}))
+"""
+
+
+def _intake_peak(n: int) -> dict:  # type: ignore[type-arg]
+    p = subprocess.run([sys.executable, "-c", INTAKE, str(n)], capture_output=True, check=True, timeout=600)
+    return json.loads(p.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+def test_a_million_task_ids_take_no_more_memory_than_ten_thousand() -> None:
+    """The ids read were kept in a set to catch a duplicate, and those a resumed job log had done in another:
+    100,000 tasks peaked at 39 MB, 1,000,000 at 124 MB. The tasks come from a pull function (no process
+    starts): what is measured is the intake alone, resuming a job log that has half of them done."""
+    few, many = _intake_peak(10_000), _intake_peak(1_000_000)
+    growth = many["maxrss"] - few["maxrss"]
+    print(f"\npeak RSS of the intake: 10,000 tasks {few['maxrss'] / MiB:.1f} MiB, 1,000,000 tasks "
+          f"{many['maxrss'] / MiB:.1f} MiB, growth {growth / MiB:.1f} MiB")
+    assert few["duplicates"] == many["duplicates"] == 1
+    assert (few["skipped"], many["skipped"]) == (5_000, 500_000)
+    assert growth < 16 * MiB
+
+
+@pytest.mark.slow
+def test_batch_check_of_a_million_lines_takes_no_more_memory_than_ten_thousand(tmp_path: Path) -> None:
+    def check(n: int) -> int:
+        tasks = tmp_path / f"{n}.jsonl"
+        with open(tasks, "w") as f:
+            for i in range(n):
+                f.write(f'{{"id":"task-{i:09d}","cmd":["true"],"timeout":60}}\n')
+            f.write('{"id":"task-000000000","cmd":["true"]}\n\n')
+        script = ("import resource, sys\nfrom spoolparse.cli import main\nstatus = main(sys.argv[1:])\n"
+                  "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
+                  "sys.stderr.write(f'VmHWM {int(hwm.split()[1]) * 1024}\\n')\nsys.exit(status)\n")
+        p = subprocess.run([sys.executable, "-c", script, "batch", "--check", str(tasks)], capture_output=True,
+                           timeout=600)
+        assert p.returncode == 1 and json.loads(p.stdout)["line"] == n + 1, p.stderr[-2000:]
+        lines = p.stderr.decode().splitlines()
+        assert lines[0] == f"spoolparse: check: {n + 1} task lines, 1 bad, 1 blank line", lines
+        return int(lines[1].split()[1])
+
+    few, many = check(10_000), check(1_000_000)
+    print(f"\npeak RSS of batch --check: 10,000 lines {few / MiB:.1f} MiB, 1,000,000 lines {many / MiB:.1f} MiB, "
+          f"growth {(many - few) / MiB:.1f} MiB")
+    assert many - few < 16 * MiB

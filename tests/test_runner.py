@@ -348,6 +348,7 @@ def test_keyboard_interrupt_cancels_started_tasks_and_leaves_nothing(tmp_path: P
     timer.cancel()
     assert sorted(o.id for o in batch.cancelled) == ["k0", "k1", "k2"]
     assert all(o.verdict == "cancelled" for o in batch.cancelled)
+    assert {o.error for o in batch.cancelled} == {"cancelled (SIGINT to spoolparse)"}  # not "killed by SIGTERM"
     assert wait_gone(token) == []
     finals = [orjson.loads(x) for x in log.read_bytes().splitlines()]
     assert sorted(r["id"] for r in finals if r["final"]) == ["k0", "k1", "k2"]
@@ -363,6 +364,7 @@ def test_closing_a_batch_early_cancels_the_rest() -> None:
     assert first.id == "quick"
     cancelled = batch.close()
     assert sorted(o.id for o in cancelled) == ["s0", "s1"]
+    assert {o.error for o in cancelled} == {"cancelled (the batch was closed)"}
     assert wait_gone(token) == []
     assert batch.close() is cancelled  # idempotent
 
@@ -375,6 +377,7 @@ def test_halt_now_cancels_the_running_tasks() -> None:
     got = one_each(outs, ["s0", "s1", "bad", "never"])
     assert got["bad"].verdict == "failed"
     assert got["s0"].verdict == got["s1"].verdict == "cancelled"
+    assert got["s0"].error == got["s1"].error == "cancelled: the batch halted (--halt now)"
     assert got["never"].verdict == "skipped" and got["never"].attempts == 0
     assert wait_gone(token) == []
 

@@ -165,11 +165,14 @@ def _interrupt_batch(tmp_path: Path, sig: int) -> None:
     assert sorted(o["id"] for o in outs) == ["long0", "long1", "long2"]
     assert {o["verdict"] for o in outs} == {"cancelled"}
     name = signal.Signals(sig).name
+    # why they were cancelled: the signal spoolparse got, not the SIGTERM it sent them ("killed by SIGTERM")
+    assert {o["error"] for o in outs} == {f"cancelled ({name} to spoolparse)"}, outs
     assert err.strip().splitlines()[-1] == f"spoolparse: error: interrupted by {name}".encode()
     assert wait_gone(token) == []
     assert os.listdir(spool) == []
     finals = [json.loads(x) for x in log.read_text().splitlines()]
     assert sorted(r["id"] for r in finals if r["final"]) == ["long0", "long1", "long2"]
+    assert {r["error"] for r in finals if r["final"]} == {f"cancelled ({name} to spoolparse)"}
     from spoolparse.runner.cgroup import Placement
 
     where = Placement.detect()
@@ -249,9 +252,11 @@ def test_calibrate_stops_before_pressure_and_reports_failures() -> None:
     assert failing["failures"] and failing["levels"][0]["verdicts"] == {"failed": 1}
 
 
-def test_calibrate_records_its_estimate_and_batch_reserves_it_for_that_program(tmp_path: Path) -> None:
+def test_calibrate_records_its_estimate_and_batch_reserves_it_for_that_command(tmp_path: Path) -> None:
+    """The estimate was recorded under the program's name: one ``python`` calibration applied to every later
+    Python task, whatever the script."""
     from spoolparse.runner import Batch, Task
-    from spoolparse.runner.calibrations import recorded
+    from spoolparse.runner.calibrations import command_key, recorded
 
     from .runner_support import FixedProbe
 
@@ -261,26 +266,119 @@ def test_calibrate_records_its_estimate_and_batch_reserves_it_for_that_program(t
                        capture_output=True, env=env)
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stdout)
-    program = os.path.basename(HOG[0])
+    key = f"{os.path.basename(HOG[0])} {os.path.basename(HOG[1])} --mib"  # the program, its script, its mode
+    assert command_key([*HOG, "--mib", "20"]) == key
     assert report["recorded"] == str(path)
-    assert recorded(str(path)) == {program: report["memory_per_task"]}
+    assert recorded(str(path)) == {key: report["memory_per_task"]}
     # --no-record leaves the file as it was
     again = subprocess.run([*CLI, "calibrate", "--no-record", "--max-concurrency", "1", "--", "true"],
                            capture_output=True, env=env)
     assert again.returncode == 0 and "recorded" not in json.loads(again.stdout)
-    assert set(recorded(str(path))) == {program}
+    assert set(recorded(str(path))) == {key}
+    listed = subprocess.run([*CLI, "calibrate", "--list"], capture_output=True, env=env)
+    assert listed.returncode == 0 and listed.stderr == b""
+    shown = json.loads(listed.stdout)
+    assert shown["path"] == str(path) and list(shown["calibrations"]) == [key]
+    assert shown["calibrations"][key]["memory_per_task"] == report["memory_per_task"]
 
     os.environ["SPOOLPARSE_CALIBRATIONS"], saved = str(path), os.environ["SPOOLPARSE_CALIBRATIONS"]
     try:
         probe = FixedProbe(1 << 40)
         with Batch([], memory_probe=probe) as b:  # no memory_per_task: the record counts
             assert b.estimate_for(Task([*HOG, "--mib", "1"])) == report["memory_per_task"]
+            assert b.estimate_for(Task([HOG[0], "other_script.py"])) == 1 << 30  # the same python, another CLI
             assert b.estimate_for(Task(["sleep", "1"])) == 1 << 30  # not calibrated: the default
             assert b.estimate_for(Task(["sleep", "1"], memory=5 << 20)) == 5 << 20  # the task's own first
         with Batch([], memory_per_task=64 << 20, memory_probe=probe) as b:  # given: it wins over the record
             assert b.estimate_for(Task([*HOG, "--mib", "1"])) == 64 << 20
     finally:
         os.environ["SPOOLPARSE_CALIBRATIONS"] = saved
+
+
+IDENTITIES = {  # a command line, and the identity its calibration is recorded under
+    ("/usr/local/bin/codex", "exec", "--json", "fix the bug"): "codex exec",
+    ("codex", "exec", "summarise"): "codex exec",
+    ("claude", "-p", "--output-format", "stream-json", "--verbose", "…"): "claude -p",
+    ("gemini", "-o", "stream-json", "-p", "…"): "gemini -o",
+    ("opencode", "run", "--format", "json", "…"): "opencode run",
+    ("codex", "What is wrong here?"): "codex",
+    ("python3", "-u", "fixtures/fake_codex.py", "--size", "64M"): "python3 fake_codex.py --size",
+    ("python", "-m", "agent.cli", "go"): "python -m agent.cli",
+    ("sh", "-c", "codex exec …"): "sh -c",
+    ("npx", "-y", "@openai/codex", "exec", "…"): "npx codex exec",
+    ("env", "-i", "HOME=/h", "claude", "-p", "…"): "env claude -p",
+}
+
+
+@pytest.mark.parametrize("argv", sorted(IDENTITIES))
+def test_a_commands_identity_is_its_program_and_the_arguments_that_pick_its_cli(argv: tuple[str, ...]) -> None:
+    from spoolparse.runner.calibrations import command_key
+
+    assert command_key(list(argv)) == IDENTITIES[argv]
+
+
+def test_a_record_of_an_older_spoolparse_is_read_under_its_commands_identity(tmp_path: Path) -> None:
+    from spoolparse.runner.calibrations import recorded
+
+    path = tmp_path / "calibrations.json"
+    path.write_text(json.dumps({"codex": {"memory_per_task": 5 << 20, "command": ["codex", "exec", "x"]},
+                                "bad": {"memory_per_task": -1}, "odd": 7}))
+    assert recorded(str(path)) == {"codex exec": 5 << 20}
+
+
+def _hostile(path: Path, kind: str) -> None:
+    if kind == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    elif kind == "deep object":
+        path.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink":
+        (path.parent / "real.json").write_text(json.dumps({"x": {"memory_per_task": 1 << 20}}))
+        path.symlink_to(path.parent / "real.json")
+    elif kind == "large":
+        path.write_text(json.dumps({"x": {"memory_per_task": 1 << 20, "pad": "x" * (2 << 20)}}))
+    elif kind == "not JSON":
+        path.write_bytes(b"\xff{")
+    elif kind == "another user's":
+        if os.geteuid() != 0:
+            pytest.skip("needs root to give the file to another user (chown)")
+        path.write_text(json.dumps({"x": {"memory_per_task": 1 << 20}}))
+        os.chown(path, 65534, 65534)
+    elif kind == "directory":
+        path.mkdir()
+
+
+HOSTILE = {"deep": "is not JSON", "deep object": "is not JSON", "fifo": "is not a regular file",
+           "symlink": "is a symbolic link", "large": "is larger than 1048576 bytes", "not JSON": "is not JSON",
+           "another user's": "is owned by another user (uid 65534)", "directory": "is not a regular file"}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_hostile_calibrations_file_is_a_warning_and_no_calibration(tmp_path: Path, kind: str) -> None:
+    """100,000 nested brackets ended the batch with "internal error: RecursionError" (exit 125, nothing run);
+    a FIFO in the file's place hung the batch before anything started."""
+    path = tmp_path / "calibrations.json"
+    _hostile(path, kind)
+    env = {**os.environ, "SPOOLPARSE_CALIBRATIONS": str(path)}
+    p = subprocess.run([*CLI, "batch", "-"], input=b'{"id":"a","cmd":["true"]}\n', capture_output=True, env=env,
+                       timeout=60)
+    assert p.returncode == 0 and [o["verdict"] for o in _outcomes(p.stdout)] == ["ok"], p.stderr
+    err = p.stderr.decode()
+    assert err.startswith(f"spoolparse: warning: calibrations file {str(path)!r} {HOSTILE[kind]}"), err
+    assert err.endswith(": no calibration is used\n") and err.count("\n") == 1, err
+    listed = subprocess.run([*CLI, "calibrate", "--list"], capture_output=True, env=env, timeout=60)
+    assert listed.returncode == 0 and json.loads(listed.stdout)["calibrations"] == {}
+    assert HOSTILE[kind] in listed.stderr.decode()
+    from spoolparse.runner.calibrations import record
+
+    report = {"memory_per_task": 1 << 20, "per_task_peak": 1 << 20, "peak_source": "cgroup", "command": ["x"]}
+    if kind in ("not JSON", "deep", "deep object", "large"):  # a regular file of ours that is no record: replaced
+        assert record(report, str(path)) == str(path)
+        assert json.loads(path.read_text())["x"]["memory_per_task"] == 1 << 20
+    else:  # not ours to replace
+        with pytest.raises(OSError, match=HOSTILE[kind].replace("(", r"\(").replace(")", r"\)")):
+            record(report, str(path))
 
 
 def test_the_progress_header_says_what_bounds_the_concurrency(tmp_path: Path) -> None:

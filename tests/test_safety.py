@@ -158,3 +158,50 @@ def test_commands_are_shown_as_quoted_argv() -> None:
         assert shlex.split(r.command) == argv
     with spoolparse.run("echo '{}'", shell=True) as r:
         assert r.command == "echo '{}'"  # a shell command is shown as given
+
+
+# -- the API takes what subprocess takes, or says what it wants ------------------------------------------------
+
+
+def test_argv_of_bytes_and_paths_runs_as_subprocess_runs_it(tmp_path: Path) -> None:
+    """``run([b"/bin/echo", ...])`` raised a raw ``TypeError`` from deep inside the start (subprocess takes bytes)."""
+    name = b"f\xff"  # not UTF-8: bytes reach the child as they are
+    say = tmp_path / "say.py"
+    say.write_text("import json, os, sys\n"
+                   "print(json.dumps({'type': 'result', 'result': os.fsencode(sys.argv[1]).hex() + sys.argv[2]}))\n")
+    for argv in ([os.fsencode(sys.executable), bytes(say), name, b"-end"],
+                 [Path(sys.executable), say, os.fsdecode(name), "-end"]):
+        with spoolparse.run(argv) as r:  # type: ignore[arg-type]
+            assert r.ok and r.text == name.hex() + "-end", (argv, r.error)
+    with pytest.raises(UsageError, match="shell=True"):
+        spoolparse.run(b"true")
+    with spoolparse.run(b"true", shell=True) as r:
+        assert r.returncode == 0
+    with pytest.raises(UsageError, match="an argument is a string, bytes or a path, not int"):
+        spoolparse.run(["echo", 1])  # type: ignore[list-item]
+
+
+def test_a_missing_working_directory_is_named_as_such(tmp_path: Path) -> None:
+    """``run --cwd /nonexistent`` exited 127 blaming the command ("cannot start 'true': No such file")."""
+    missing = tmp_path / "missing"
+    with pytest.raises(spoolparse.SpawnError, match=f"cannot start 'true': No such file or directory \\({missing}\\)"):
+        spoolparse.run(["true"], cwd=missing)  # the library's, as subprocess's: it names the directory
+    with spoolparse.run(["true"], cwd=os.fsencode(tmp_path)) as r:  # type: ignore[arg-type]
+        assert r.returncode == 0
+    for given in (str(missing), "/nonexistent"):
+        p = subprocess.run([sys.executable, "-m", "spoolparse", "run", "--cwd", given, "--", "true"],
+                           capture_output=True, timeout=60)
+        assert p.returncode == 2 and p.stdout == b""
+        assert p.stderr.decode() == f"spoolparse: error: --cwd {given!r}: no such directory\n"
+
+
+def test_parse_takes_a_path_of_bytes_and_refuses_what_is_no_file(tmp_path: Path) -> None:
+    """``parse(b"path")`` raised ``AttributeError: 'bytes' object has no attribute 'read'``."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"type":"result","result":"hi"}\n')
+    assert spoolparse.parse(os.fsencode(path)).text == "hi"
+    import io
+
+    for wrong in (io.StringIO("{}"), 42, None):
+        with pytest.raises(UsageError, match="a path or a file opened in binary mode"):
+            spoolparse.parse(wrong)  # type: ignore[arg-type]

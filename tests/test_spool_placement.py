@@ -274,3 +274,139 @@ def test_fcntl_flags_constants_match_this_platform() -> None:
         assert (spool_mod._FS_IOC_GETFLAGS, spool_mod._FS_IOC_SETFLAGS) == (0x80086601, 0x40086602)
     else:
         assert (spool_mod._FS_IOC_GETFLAGS, spool_mod._FS_IOC_SETFLAGS) == (0x80046601, 0x40046602)
+
+
+# -- another local user cannot steer where root makes and removes directories ---------------------------------
+
+
+@pytest.fixture
+def other_user() -> Iterator[tuple[int, int]]:
+    """A second user, made for the test and removed after it: (uid, gid)."""
+    import pwd
+
+    if os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("userdel") is None:
+        pytest.skip("needs root and useradd/userdel (passwd) to make a second user")
+    name = f"spx{os.getpid() % 100000}"
+    made = subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/false", name], capture_output=True,
+                          check=False)
+    if made.returncode != 0:
+        pytest.skip(f"needs useradd to make a second user here ({made.stderr.decode().strip()})")
+    try:
+        pw = pwd.getpwnam(name)
+        yield pw.pw_uid, pw.pw_gid
+    finally:
+        subprocess.run(["userdel", name], capture_output=True, check=False)
+
+
+@pytest.fixture
+def shared_base() -> Iterator[Path]:
+    """A directory under the system temp dir that another user can reach (a test's tmp_path is root's alone)."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="spoolparse-attack-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_spool_directory_of_another_user_is_refused(other_user: tuple[int, int], shared_base: Path) -> None:
+    """``PDD_AGENT_SPOOL_DIR`` naming a directory another user owns was used without a word: she could rename
+    what spoolparse made in it at will."""
+    theirs = shared_base / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, *other_user)
+    p = subprocess.run([sys.executable, "-m", "spoolparse", "run", "--", "true"], capture_output=True, cwd=ROOT,
+                       env={**os.environ, "PDD_AGENT_SPOOL_DIR": str(theirs)}, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert f"is owned by another user (uid {other_user[0]})".encode() in p.stderr, p.stderr
+    assert os.listdir(theirs) == []
+    with pytest.raises(spool_mod.SpoolDirError, match="owned by another user"):
+        spool_mod.resolve_spool_dir(theirs)
+
+
+def _swap_as(user: tuple[int, int], a: Path, b: Path, stop: Path) -> tuple[int, int]:
+    """A process of ``user``'s exchanging ``a`` and ``b`` (``renameat2`` with ``RENAME_EXCHANGE``: atomic) again
+    and again until ``stop`` exists: (its pid, the read end of a pipe that gets how many swaps it made)."""
+    import ctypes
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(w)
+        return pid, r
+    status = 1
+    try:  # the child: her process from here on, with nothing of root's
+        os.close(r)
+        os.setgroups([])
+        os.setgid(user[1])
+        os.setuid(user[0])
+        libc = ctypes.CDLL(None, use_errno=True)
+        exchange = getattr(libc, "renameat2", None)
+        nr = {"x86_64": 316, "aarch64": 276}.get(os.uname().machine)  # an older C library: the system call
+        at_fdcwd, rename_exchange = -100, 2
+        pa, pb, ps = bytes(a), bytes(b), bytes(stop)
+        swaps = 0
+        while not os.path.exists(ps):
+            for _ in range(200):
+                if exchange is not None:
+                    swaps += exchange(at_fdcwd, pa, at_fdcwd, pb, rename_exchange) == 0
+                else:
+                    swaps += libc.syscall(nr, at_fdcwd, pa, at_fdcwd, pb, rename_exchange) == 0
+        os.write(w, str(swaps).encode())
+        status = 0
+    finally:
+        os._exit(status)
+
+
+# Makes a new placement in argv[1] argv[2] times (each: the shared directory made or checked, swept, and a
+# directory of the process's own made in it), a spool in each.
+PLACE = r"""
+import os, sys
+from spoolparse import spool
+placed = 0
+for _ in range(int(sys.argv[2])):
+    spool._made_in.pop(sys.argv[1], None)  # forget the placement: the next spool makes a new one
+    f = spool.open_spool(sys.argv[1])
+    placed += os.path.dirname(os.readlink(f"/proc/self/fd/{f.fileno()}")) != sys.argv[1]
+    f.close()
+print(placed)
+"""
+
+
+def test_a_swap_loop_of_another_user_never_makes_root_touch_her_target(
+    other_user: tuple[int, int], shared_base: Path
+) -> None:
+    """A world-writable spool directory without the sticky bit: its ``spoolparse-0`` was checked once with
+    ``lstat``, then swept and ``mkdtemp``'d in by path. Swapping it for a symlink to a directory of her choosing
+    in between (a ``renameat2(RENAME_EXCHANGE)`` loop) made root remove ``99999-important`` there and make its
+    ``<pid>-...`` placements there."""
+    shared, target = shared_base / "shared", shared_base / "target"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone may rename entries in it: no sticky bit
+    if not spool_mod._ext4_without_journal(str(shared)):
+        pytest.skip("needs the temp dir on an ext4 without a journal (the only filesystem where spools get a "
+                    "placement); run with TMPDIR on one")
+    target.mkdir()
+    (target / "99999-important").mkdir()  # what a sweep would take for a dead process's placement
+    before = {p.name: p.stat().st_ino for p in target.iterdir()}
+    (shared / "decoy").symlink_to(target)
+    (shared / f"spoolparse-{UID}").mkdir(mode=0o700)  # root's own, as the first run leaves it
+    stop = shared_base / "stop"
+    pid, swaps = _swap_as(other_user, shared / f"spoolparse-{UID}", shared / "decoy", stop)
+    placed = 0
+    try:
+        for _ in range(3):
+            run = subprocess.run([sys.executable, "-c", PLACE, str(shared), "300"], capture_output=True, cwd=ROOT,
+                                 timeout=300)
+            assert run.returncode == 0, run.stderr
+            placed += int(run.stdout)
+    finally:
+        stop.touch()
+        _, status = os.waitpid(pid, 0)
+        with os.fdopen(swaps, "rb") as f:
+            made = f.read()
+    assert status == 0 and int(made) > 0  # she did swap, all along
+    assert placed > 0  # and placements were made all the same, whenever the name was root's own directory
+    assert {p.name: p.stat().st_ino for p in target.iterdir()} == before  # nothing removed, nothing made

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from spoolparse import parse
 from spoolparse.providers import PROVIDERS, traps
 
-from .helpers import FIXTURES, ROOT, jl
+from .helpers import FIXTURES, jl
 
 
 def rows(name: str) -> list[dict[str, Any]]:
@@ -175,15 +174,3 @@ def test_every_trap_names_known_providers_and_a_source() -> None:
 def test_unknown_cli_or_line_springs_nothing() -> None:
     assert traps.check("codex", "result", {"subtype": "success"}) is None
     assert traps.check("qwen", "assistant", {"result": "[API Error: x]"}) is None
-
-
-GENERATED = re.compile(r"<!-- generated: traps -->\n(.*?)<!-- end: traps -->", re.S)
-
-
-def test_traps_page_is_the_table_in_the_code() -> None:
-    page = (ROOT / "docs" / "clis" / "traps.md").read_text()
-    m = GENERATED.search(page)
-    assert m is not None, "docs/clis/traps.md has no <!-- generated: traps --> block"
-    assert m.group(1) == traps.markdown(), (
-        "docs/clis/traps.md is out of date: replace its generated block with "
-        "python -c 'from spoolparse.providers import traps; print(traps.markdown(), end=\"\")'")

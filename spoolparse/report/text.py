@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import IO
 
+from .._terminal import printable
 from ..types import ReportDict
 from .layout import Table, tables
 
@@ -51,9 +52,9 @@ def _rich(report: ReportDict, console: object) -> None:
                              MAX_CELL)
         for i, row in enumerate(t.rows):
             link = t.links[i] if i < len(t.links) and t.key == "failures" else None
-            cells = [escape(c) for c in row]
+            cells = [escape(printable(c)) for c in row]  # ids and errors are the agents' and the task file's
             if link:
-                cells[-1] = f"{cells[-1]}\n[dim]{escape(link)}[/dim]"
+                cells[-1] = f"{cells[-1]}\n[dim]{escape(printable(link))}[/dim]"
             table.add_row(*cells, style="bold" if t.key == "spend" and i == len(t.rows) - 1 else None)
         console.print(table)
         if t.note:
@@ -62,7 +63,8 @@ def _rich(report: ReportDict, console: object) -> None:
 
 
 def _cell(text: str) -> str:
-    text = " ".join(text.split())  # one line: a cause or an id never breaks the columns
+    # one line: a cause or an id never breaks the columns, and no control sequence of an agent's reaches the terminal
+    text = printable(" ".join(text.split()))
     return text if len(text) <= MAX_PLAIN_CELL else text[: MAX_PLAIN_CELL - 1] + "…"
 
 
@@ -82,7 +84,7 @@ def _plain_table(t: Table) -> list[str]:
         out.append(line(row).rstrip())
         link = t.links[i] if i < len(t.links) and t.key == "failures" else None
         if link:
-            out.append(f"    transcript: {link}")
+            out.append(f"    transcript: {printable(link)}")
     if t.note:
         out.append(f"({t.note})")
     return out

@@ -1,22 +1,83 @@
-"""What ``spoolparse calibrate`` recorded: a per-task memory estimate for each program it measured.
+"""What ``spoolparse calibrate`` recorded: a per-task memory estimate for each command it measured.
 
-``calibrate`` writes its recommendation here (one JSON object, program name →
-``memory_per_task`` and how it was measured); a batch given no
-``memory_per_task`` reserves that much for a task whose program was
-calibrated (:meth:`spoolparse.runner.Batch.estimate_for`).
+``calibrate`` writes its recommendation here (one JSON object, the command's
+identity → ``memory_per_task`` and how it was measured); a batch given no
+``memory_per_task`` reserves that much for a task whose command has that
+identity (:meth:`spoolparse.runner.Batch.estimate_for`); ``calibrate --list``
+shows them.
+
+A command's identity (:func:`command_key`) is its program and the arguments
+that pick the CLI it is, not the whole command line (a prompt changes with
+every task): ``codex exec``, ``claude -p``, ``python fake_codex.py --size``.
+
+The file may sit in a shared cache, or be named by ``$SPOOLPARSE_CALIBRATIONS``
+to anything: it is opened ``O_NOFOLLOW | O_NONBLOCK`` (a symlink is refused, a
+FIFO does not hang the batch), must be a regular file of ours of at most
+:data:`MAX_BYTES`, and is read by orjson (nesting past 1,024 levels is refused,
+not a ``RecursionError``). Anything else is a warning, and no calibration is
+used.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import errno
+import logging
 import os
+import re
+import stat
 import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["calibrations_path", "record", "recorded", "program_of"]
+import orjson
+
+from .._json import dumps
+
+__all__ = ["calibrations_path", "record", "recorded", "listing", "command_key", "MAX_BYTES", "LAUNCHERS"]
+
+log = logging.getLogger("spoolparse.runner")
+
+#: Largest calibrations file read (bytes); a larger one is refused.
+MAX_BYTES = 1 << 20
+
+#: Programs that run the script, module or program named after their own options: a command's identity goes
+#: on to name that one (a version suffix aside: ``python3.12`` is ``python``).
+LAUNCHERS = frozenset({
+    "python", "pypy", "node", "nodejs", "bun", "deno", "ruby", "perl", "php", "sh", "bash", "dash", "zsh",
+    "env", "npx", "bunx", "pnpx", "uvx",
+})
+
+#: An argument that picks a CLI's mode: a subcommand word (``exec``, ``run``) or a switch (``-p``, ``--print``).
+_SELECTOR = re.compile(r"[a-z][a-z0-9_-]{0,31}|--?[A-Za-z][A-Za-z0-9-]{0,31}")
+_VERSION = re.compile(r"[0-9.]+$")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def command_key(argv: Sequence[str]) -> str:
+    """What a recommendation is recorded under: the program's name, then the argument that picks its mode
+    when the first one does (a subcommand word or a switch): ``codex exec`` for ``/usr/bin/codex exec --json
+    "…"``, ``claude -p`` for ``claude -p "…"``. A launcher (:data:`LAUNCHERS`) is followed by what it runs:
+    ``python fake_codex.py --size`` for ``python3 fixtures/fake_codex.py --size 64M``, ``python -m pkg``,
+    ``sh -c``, ``npx codex exec``."""
+    words: list[str] = []
+    rest = [os.fsdecode(a) for a in argv]
+    while rest:
+        program = os.path.basename(rest.pop(0).rstrip("/")) or "/"
+        words.append(program)
+        if _VERSION.sub("", program) not in LAUNCHERS:
+            if rest and _SELECTOR.fullmatch(rest[0]):
+                words.append(rest[0])
+            break
+        while rest and (rest[0].startswith("-") or _ASSIGNMENT.match(rest[0])):  # its own options, env's VAR=x
+            option = rest.pop(0)
+            if option in ("-m", "-c", "-e", "--eval"):
+                words.append(option)
+                if option == "-m" and rest:
+                    words.append(rest[0])  # the module is the program
+                return " ".join(words)
+    return " ".join(words)
 
 
 def calibrations_path() -> str:
@@ -29,42 +90,97 @@ def calibrations_path() -> str:
     return os.path.join(cache, "spoolparse", "calibrations.json")
 
 
-def program_of(argv: Sequence[str]) -> str:
-    """What a recommendation is recorded under: the program's name (``codex`` for ``/usr/bin/codex exec``)."""
-    return os.path.basename(argv[0]) if argv else ""
+class _Refused(OSError):
+    """The calibrations file is not one to read (``strerror`` says why)."""
 
 
-def recorded(path: str | None = None) -> dict[str, int]:
-    """The recorded ``memory_per_task`` of each calibrated program (empty when there is no record)."""
+def _load(path: str) -> dict[str, Any]:
+    """The file's object (empty when there is no file); :class:`_Refused` when it is not a regular file of
+    ours of at most :data:`MAX_BYTES`, or not a JSON object."""
     try:
-        with open(path or calibrations_path(), "rb") as f:
-            data = json.loads(f.read(1 << 20))
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
         return {}
-    if not isinstance(data, dict):
-        return {}
-    out: dict[str, int] = {}
-    for program, entry in data.items():
-        value = entry.get("memory_per_task") if isinstance(entry, dict) else None
-        if isinstance(program, str) and isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            out[program] = value
+    except OSError as e:
+        why = "is a symbolic link" if e.errno == errno.ELOOP else f"cannot be read ({e.strerror})"
+        raise _Refused(e.errno or errno.EIO, why) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Refused(errno.EINVAL, "is not a regular file")
+        if st.st_uid != os.geteuid():
+            raise _Refused(errno.EPERM, f"is owned by another user (uid {st.st_uid})")
+        if st.st_size > MAX_BYTES:
+            raise _Refused(errno.EFBIG, f"is larger than {MAX_BYTES} bytes")
+        data = b""
+        while len(data) <= MAX_BYTES and (chunk := os.read(fd, MAX_BYTES + 1 - len(data))):
+            data += chunk  # a file that grew meanwhile is read no further than the bound
+    except _Refused:
+        raise
+    except OSError as e:
+        raise _Refused(e.errno or errno.EIO, f"cannot be read ({e.strerror})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise _Refused(errno.EFBIG, f"is larger than {MAX_BYTES} bytes")
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise _Refused(errno.EINVAL, f"is not JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise _Refused(errno.EINVAL, "is not a JSON object")
+    return obj
+
+
+def _entries(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The well-formed entries, each under its command's identity (one recorded under a program's name alone,
+    as an older spoolparse did, under the identity of the command it names)."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, entry in data.items():
+        if not isinstance(entry, dict):
+            continue
+        value = entry.get("memory_per_task")
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            continue
+        command = entry.get("command")
+        if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
+            key = command_key(command)
+        out[str(key)] = entry
     return out
 
 
+def listing(path: str | None = None) -> dict[str, dict[str, Any]]:
+    """Every recorded calibration by command identity (``calibrate --list``); a file that cannot be used is a
+    warning and gives none."""
+    path = path or calibrations_path()
+    try:
+        return _entries(_load(path))
+    except _Refused as e:
+        log.warning("calibrations file %r %s: no calibration is used", path, e.strerror)
+        return {}
+
+
+def recorded(path: str | None = None) -> dict[str, int]:
+    """The recorded ``memory_per_task`` of each calibrated command identity (empty when there is no record, or
+    the file cannot be used: a warning then)."""
+    return {key: entry["memory_per_task"] for key, entry in listing(path).items()}
+
+
 def record(report: dict[str, Any], path: str | None = None) -> str | None:
-    """Record a report's ``memory_per_task`` under its program (replacing an older one); the file's path, or
-    ``None`` when there is nothing to record. The file is replaced whole (a reader never sees half of it)."""
+    """Record a report's ``memory_per_task`` under its command's identity (replacing an older one); the file's
+    path, or ``None`` when there is nothing to record. The file is replaced whole (a reader never sees half of
+    it); one that is not ours to replace (a symlink, another user's, not a regular file) is an ``OSError``."""
     if not report.get("memory_per_task") or report.get("failures"):
         return None
     path = path or calibrations_path()
     try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read(1 << 20))
-        if not isinstance(data, dict):
-            data = {}
-    except (OSError, ValueError):
-        data = {}
-    data[program_of(report["command"])] = {
+        data = _load(path)
+    except _Refused as e:
+        if e.errno not in (errno.EINVAL, errno.EFBIG) or not os.path.isfile(path) or os.path.islink(path):
+            raise OSError(e.errno, f"{path} {e.strerror}") from None
+        data = {}  # ours, but not a calibrations object: replaced
+    data = _entries(data)
+    data[command_key(report["command"])] = {
         "memory_per_task": report["memory_per_task"],
         "per_task_peak": report["per_task_peak"],
         "peak_source": report["peak_source"],
@@ -74,8 +190,8 @@ def record(report: dict[str, Any], path: str | None = None) -> str | None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".calibrations-")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
+        with os.fdopen(fd, "wb") as f:
+            f.write(dumps(data, pretty=True))  # a lone surrogate in a command spelled out: orjson reads it back
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

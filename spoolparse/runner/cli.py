@@ -26,8 +26,6 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
-import orjson
-
 from .. import _limits
 from .._cli_common import (
     EXIT_INTERRUPTED,
@@ -42,15 +40,17 @@ from .._cli_common import (
     warn,
 )
 from .._signals import Interrupted, helper_thread, interrupts
-from ..errors import Error, UsageError
-from ..lines import exact_ints
+from .._terminal import printable
+from ..errors import UsageError
 from .admission import cpu_cap
 from .calibrate import calibrate
-from .calibrations import calibrations_path, record
+from .calibrations import calibrations_path, listing, record
 from .halt import Halt, parse_halt
+from .ids import SeenIds, duplicate_error
 from .options import ENFORCE_MODES, BatchOptions
 from .scheduler import Batch, InvalidTask, run_many
-from .tasks import Outcome, Task, id_text
+from .taskfile import TaskLines
+from .tasks import Outcome, Task
 from .verdicts import RETRY_VERDICTS
 
 if TYPE_CHECKING:
@@ -74,8 +74,9 @@ each input line: {"id": "t1", "cmd": ["codex", "exec", "--json", "..."], "input"
 
 CALIBRATE_EXAMPLES = """\
 examples:
-  spoolparse calibrate -- codex exec --json "summarise README.md"
+  spoolparse calibrate -- codex exec --json "summarise README.md"     # recorded for "codex exec"
   spoolparse calibrate --max-concurrency 8 -- python fixtures/fake_codex.py --size 64M
+  spoolparse calibrate --list                                          # what batch will reserve, by command
 """
 
 
@@ -149,11 +150,14 @@ def register(sub: Any) -> None:
         argument_default=argparse.SUPPRESS,
     )
     b.add_argument("tasks", metavar="TASKS.jsonl|-", help="one JSON task per line, or - for stdin")
+    b.add_argument("--check", action="store_true", default=False,
+                   help="run nothing: read every line and print one NDJSON line per bad one (line, id, error); "
+                   "exit 0 when every line is a task, 1 when one is not, 2 when the file cannot be read")
     b.add_argument("-j", "--jobs", dest="max_concurrent", type=_positive, metavar="N",
                    help=f"most tasks at once (default: from memory, at most {cpu_cap()} here)")
     b.add_argument("--memory-per-task", type=positive_size, metavar="SIZE",
                    help="memory reserved for a task that names none (default: what calibrate recorded for the task's "
-                   "program, else 1G)")
+                   "command, see calibrate --list, else 1G)")
     b.add_argument("--memory-limit", type=positive_size, metavar="SIZE",
                    help="cap each task's process tree (cgroup if possible, else an RSS watchdog)")
     b.add_argument("--reserve", type=parse_size, metavar="SIZE",
@@ -228,9 +232,12 @@ def register(sub: Any) -> None:
     _stop_at(c, "never go where the next level could pass this", default=_limits.STOP_AT)
     c.add_argument("--pretty", action="store_true", help="indent the JSON")
     c.add_argument("--record", action=argparse.BooleanOptionalAction, default=True,
-                   help="record the recommended --memory-per-task for this program, which batch then uses for its "
-                   "tasks when --memory-per-task is not given (default: yes; the file: $SPOOLPARSE_CALIBRATIONS, "
+                   help="record the recommended --memory-per-task for this command (its program and the argument "
+                   "that picks its mode: codex exec, claude -p), which batch then uses for its tasks with that "
+                   "command when --memory-per-task is not given (default: yes; the file: $SPOOLPARSE_CALIBRATIONS, "
                    "else ~/.cache/spoolparse/calibrations.json)")
+    c.add_argument("--list", action="store_true",
+                   help="measure nothing: print the recorded calibrations, by command, as one JSON object")
     c.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARG ...]", help="the command to measure")
     c.set_defaults(func=_cmd_calibrate)
 
@@ -238,51 +245,12 @@ def register(sub: Any) -> None:
 # -- batch -------------------------------------------------------------------
 
 
-def _size_field(obj: dict[str, Any], key: str) -> None:
-    v = obj.get(key)
-    if isinstance(v, str):
-        try:
-            obj[key] = parse_size(v)
-        except argparse.ArgumentTypeError as e:
-            raise UsageError(str(e)) from None
-
-
-def _duration_field(obj: dict[str, Any], key: str) -> None:
-    v = obj.get(key)
-    if isinstance(v, str):  # "10m", "1.5s": the units the options take
-        try:
-            obj[key] = parse_duration(v)
-        except argparse.ArgumentTypeError as e:
-            raise UsageError(f"{key}: {e}") from None
-
-
-def _bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes | int]:
-    """The stream's lines, each at most ``limit`` bytes; a longer one is drained and given as its length.
-
-    Memory stays within ``limit`` whatever the input (``/dev/zero`` included: it is one endless line).
-    """
-    while True:
-        line = stream.readline(limit + 1)
-        if not line:
-            return
-        if len(line) <= limit or line.endswith(b"\n"):
-            yield line
-            continue
-        size = len(line)
-        while not line.endswith(b"\n"):
-            line = stream.readline(limit)
-            if not line:
-                break
-            size += len(line)
-        yield size
-
-
 def _read_tasks(stream: IO[bytes], max_line: int = _limits.MAX_TASK_LINE) -> Generator[Task | InvalidTask, None, None]:
     """Tasks from NDJSON lines; a bad line becomes an :class:`InvalidTask` (its id: the line number).
 
     Closes ``stream`` when it ends."""
     with stream:
-        yield from _tasks_of(stream, max_line)
+        yield from TaskLines(stream, max_line)
 
 
 def _close_unread(tasks: Generator[Any, None, None], stream: IO[bytes]) -> None:
@@ -291,32 +259,24 @@ def _close_unread(tasks: Generator[Any, None, None], stream: IO[bytes]) -> None:
         stream.close()
 
 
-def _tasks_of(stream: IO[bytes], max_line: int) -> Iterator[Task | InvalidTask]:
-    for lineno, line in enumerate(_bounded_lines(stream, max_line), 1):
-        default_id = str(lineno)
-        if isinstance(line, int):
-            yield InvalidTask(default_id, f"line {lineno}: {line} bytes, longer than --max-task-line ({max_line})")
-            continue
-        if lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
-            line = line[3:]  # a byte order mark (editors and PowerShell on Windows write one): no part of the task
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            yield InvalidTask(default_id, f"line {lineno}: not JSON ({e})")
-            continue
-        obj = exact_ints(obj, line)  # an integer past 64 bits (an id) is kept exact: orjson makes it a float
-        try:
-            if isinstance(obj, dict):
-                _size_field(obj, "memory")
-                _size_field(obj, "memory_limit")
-                _duration_field(obj, "timeout")
-                _duration_field(obj, "soft_timeout")
-            yield Task.from_json(obj, default_id=default_id)
-        except Error as e:
-            tid = obj.get("id") if isinstance(obj, dict) else None
-            yield InvalidTask(default_id if tid is None else id_text(tid), f"line {lineno}: {e}")
+def _check(stream: IO[bytes], max_line: int, spool_dir: str | None) -> int:
+    """``batch --check``: every bad line of the input as one NDJSON object on stdout (``line``, ``id``,
+    ``error``: what its outcome would say), the counts on stderr; nothing runs. 0 when every line is a task,
+    1 when one is not."""
+    lines = TaskLines(stream, max_line)
+    tasks = bad = 0
+    with stream, SeenIds(spool_dir) as seen:
+        for item in lines:
+            tasks += 1
+            tid = str(item.id)
+            if not seen.add(tid):  # as the batch would find it
+                item = InvalidTask(tid, f"line {lines.lines}: {duplicate_error(tid)}", line=lines.lines)
+            if isinstance(item, InvalidTask):
+                bad += 1
+                emit_json({"line": item.line, "id": item.id, "error": item.error})
+    blank = f", {lines.blank} blank line{'s' if lines.blank != 1 else ''}" if lines.blank else ""
+    sys.stderr.write(f"spoolparse: check: {tasks} task line{'s' if tasks != 1 else ''}, {bad} bad{blank}\n")
+    return EXIT_NOT_OK if bad else EXIT_OK
 
 
 def _gib(n: int) -> str:
@@ -353,7 +313,8 @@ class _Progress:
             return
         self.next = now + 0.2
         if not isinstance(batch, Batch):
-            self.out.write(f"\r\x1b[K{batch.status()}{self.spend.text()}")
+            # node names: the cluster's to choose
+            self.out.write(f"\r\x1b[K{printable(batch.status())}{self.spend.text()}")
             self.out.flush()
             return
         a = batch.admission
@@ -488,6 +449,8 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         stream: IO[bytes] = os.fdopen(os.dup(0), "rb") if args.tasks == "-" else open(args.tasks, "rb")  # noqa: SIM115
     except OSError as e:
         raise UsageError(f"cannot read {args.tasks!r}: {e.strerror}") from None
+    if args.check:
+        return _check(stream, args.max_task_line, getattr(args, "spool_dir", None))
     tasks = _read_tasks(stream, args.max_task_line)
     with contextlib.ExitStack() as stack:
         stack.callback(_close_unread, tasks, stream)
@@ -562,6 +525,8 @@ def _run_batch(
                 sys.stderr.write(skipped)
         except KeyboardInterrupt as e:
             if batch is not None:
+                if isinstance(batch, Batch):
+                    batch.interrupted_by(e)  # the cancelled tasks' error names the signal we got
                 for outcome in batch.close():  # each ended task's outcome, then its final job-log line
                     with contextlib.suppress(OSError):
                         emit_json(outcome.to_dict(), out=out)
@@ -594,6 +559,12 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+    if args.list:
+        if command:
+            raise UsageError("calibrate --list takes no command")
+        with _runner_messages():  # a file that cannot be used is a warning
+            emit_json({"path": calibrations_path(), "calibrations": listing()}, pretty=args.pretty)
+        return 0
     if not command:
         raise UsageError("calibrate needs a command: spoolparse calibrate [options] -- CMD [ARG ...]")
     report = calibrate(

@@ -10,7 +10,7 @@ waits go once nothing can fill them.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 
 from .intake import Intake
 from .joblog import JobLog
@@ -39,7 +39,7 @@ class HandsOut(Iterator[Outcome]):
         return self.intake.skipped
 
     @property
-    def skip(self) -> set[str]:
+    def skip(self) -> Container[str]:
         """The ids ``resume`` skips."""
         return self.intake.skip
 

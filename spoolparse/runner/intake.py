@@ -12,9 +12,9 @@ yet and :data:`END` when nothing will be (:class:`AsyncSource` makes one from
 an async iterable). Any other iterable is pulled in a thread of its own, at
 most ``depth`` items ahead: whatever it does to produce an item (a read of
 stdin, a queue, a slow generator) happens off the supervising thread, whose
-timeouts and kills never wait for it. Memory is O(``depth``) items plus the
-set of ids read so far (a few dozen bytes each): it is what catches a
-duplicate.
+timeouts and kills never wait for it. Memory is O(``depth``) items: the ids
+read so far, which catch a duplicate, are kept in a spill file beside the
+spools (:class:`~spoolparse.runner.ids.SeenIds`), not in memory.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from .. import _limits
 from .._json import text as json_text
 from ..errors import Error
+from .ids import SeenIds, duplicate_error
 from .tasks import Outcome, Task, TaskLike, as_task
 
 __all__ = ["InvalidTask", "Intake", "END", "LATER", "AsyncSource"]
@@ -43,10 +44,12 @@ LATER = object()
 
 @dataclass
 class InvalidTask:
-    """An input item that is not a task (a bad batch line): it gets a ``spawn_error`` outcome."""
+    """An input item that is not a task (a bad batch line): it gets a ``spawn_error`` outcome. ``line``: its
+    line in a task file."""
 
     id: str
     error: str
+    line: int | None = None
 
 
 class _Failed:
@@ -248,16 +251,17 @@ class Intake:
     ``held_seq`` in the order of the tasks that run); the runner takes it with
     :meth:`release` once it started (or failed) it. ``skip`` holds the ids a
     resumed job log has done: those are counted in ``skipped`` and take no
-    place in the order.
+    place in the order. ``spill_dir``: where the ids read go (default: where spools go).
     """
 
     def __init__(
         self,
         tasks: Iterable[TaskLike | InvalidTask] | Callable[[], Any],
-        skip: set[str],
+        skip: Container[str],
         *,
         depth: int = 1,
         wake: Callable[[], Any] | None = None,
+        spill_dir: str | None = None,
     ) -> None:
         self._pull = _puller(tasks, depth)
         # an item that comes after a pull found none wakes the runner's loop
@@ -269,7 +273,7 @@ class Intake:
         self.exhausted = False  # the input said END
         self.seq = 0  # the next task's place in the order
         self._pulled = 0  # items read: the id of a bare argv list is its input position, stable across resumes
-        self._ids: set[str] = set()
+        self._ids = SeenIds(spill_dir)
 
     def _read(self, *, wait: float = 0.0) -> Task | InvalidTask | None:
         """The next item as a task (or an invalid one); ``None`` when nothing is there now (``wait``: nor
@@ -297,13 +301,11 @@ class Intake:
             if task is None:
                 return None
             tid = str(task.id)
-            if tid in self._ids:  # never merged with the first, nor skipped for it on --resume
-                task = InvalidTask(tid, f"duplicate task id {tid!r}: ids must be unique")
-            else:
-                self._ids.add(tid)
-                if json_text(tid) in self.skip:  # as its job log line spells it
-                    self.skipped += 1
-                    continue
+            if not self._ids.add(tid):  # never merged with the first, nor skipped for it on --resume
+                task = InvalidTask(tid, duplicate_error(tid))
+            elif json_text(tid) in self.skip:  # as its job log line spells it
+                self.skipped += 1
+                continue
             self.held, self.held_seq = task, self.seq
             self.seq += 1
         return self.held
@@ -330,5 +332,6 @@ class Intake:
             self.seq += 1
 
     def close(self) -> None:
-        """The runner is done with its input: a thread reading it reads no more."""
+        """The runner is done with its input: a thread reading it reads no more, and the ids read are let go."""
         self._pull.close()
+        self._ids.close()

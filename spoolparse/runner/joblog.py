@@ -15,19 +15,21 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from typing import IO, Literal, TypeAlias, cast
 
 import orjson
 
 from .._json import dumps
 from ..types import JobLogRecord, Verdict
+from .ids import SeenIds
 from .tasks import Outcome
 
 #: ``True``: skip every task with a final outcome in the log (GNU parallel's ``--resume``);
 #: ``"failed"``: skip only those whose final outcome was ``ok``, run the others again (``--resume-failed``).
 Resume: TypeAlias = bool | Literal["failed"]
 
-__all__ = ["JobLog", "Resume", "done_ids", "finished_ok"]
+__all__ = ["JobLog", "Resume", "DoneIds", "done_ids", "finished_ok"]
 
 
 class JobLog:
@@ -101,21 +103,13 @@ def finished_ok(path: str | os.PathLike[str]) -> set[str]:
     return done_ids(path, "failed")
 
 
-def done_ids(path: str | os.PathLike[str], resume: Resume) -> set[str]:
-    """The ids a resumed batch skips: see :data:`Resume`. A missing log gives none.
-
-    A ``cancelled`` outcome (the batch was interrupted) is never final for a
-    resume: that task runs again either way. Lines that do not parse, such as
-    one cut short by a crash, are skipped. Memory is O(distinct ids in the log).
-    """
-    if not resume:
-        return set()
-    only_ok = resume == "failed"
-    last: dict[str, str] = {}
+def _final_verdicts(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
+    """(id, verdict) of each final record of the log, in order; none for a missing log. Lines that do not
+    parse, such as one cut short by a crash, are skipped."""
     try:
         f = open(path, "rb")  # noqa: SIM115
     except FileNotFoundError:
-        return set()
+        return
     with f:
         for line in f:
             try:
@@ -123,5 +117,44 @@ def done_ids(path: str | os.PathLike[str], resume: Resume) -> set[str]:
             except orjson.JSONDecodeError:
                 continue
             if isinstance(rec, dict) and rec.get("final") and isinstance(rec.get("id"), str):
-                last[rec["id"]] = str(rec.get("verdict"))
-    return {k for k, v in last.items() if v == "ok" or (not only_ok and v != "cancelled")}
+                yield rec["id"], str(rec.get("verdict"))
+
+
+def _skipped(verdict: str, resume: Resume) -> bool:
+    """Whether a task whose last final verdict is ``verdict`` is skipped on ``resume`` (a ``cancelled`` one
+    never is: the batch was interrupted)."""
+    return verdict == "ok" or (resume != "failed" and verdict != "cancelled")
+
+
+def done_ids(path: str | os.PathLike[str], resume: Resume) -> set[str]:
+    """The ids a resumed batch skips: see :data:`Resume`. A missing log gives none.
+
+    A ``cancelled`` outcome (the batch was interrupted) is never final for a
+    resume: that task runs again either way. Lines that do not parse, such as
+    one cut short by a crash, are skipped. Memory is O(distinct ids in the log): :class:`DoneIds` is the same
+    in bounded memory.
+    """
+    if not resume:
+        return set()
+    last = dict(_final_verdicts(path))
+    return {k for k, v in last.items() if _skipped(v, resume)}
+
+
+class DoneIds:
+    """:func:`done_ids` in memory that does not grow with the log (a :class:`~.ids.SeenIds` holds each id
+    and whether its last final verdict skips it); ``tid in done`` asks. Close it to free its spill file."""
+
+    def __init__(self, path: str | os.PathLike[str], resume: Resume, spill_dir: str | None = None) -> None:
+        self._ids = SeenIds(spill_dir)
+        if resume:
+            for tid, verdict in _final_verdicts(path):
+                self._ids.put(tid, _SKIP if _skipped(verdict, resume) else _RUN)
+
+    def __contains__(self, tid: object) -> bool:
+        return isinstance(tid, str) and self._ids.get(tid) == _SKIP
+
+    def close(self) -> None:
+        self._ids.close()
+
+
+_RUN, _SKIP = 1, 2  # a DoneIds value: the task runs again, or is skipped

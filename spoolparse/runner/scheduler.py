@@ -46,20 +46,20 @@ from ..errors import UsageError
 from ..providers.base import LiveEvent
 from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
-from .calibrations import program_of, recorded
+from .calibrations import command_key, recorded
 from .cgroup import ChildCgroup, Placement, enforcement_of
 from .driver import Driver
 from .emission import Emission, HandsOut
 from .halt import Tally
 from .intake import Intake, InvalidTask
-from .joblog import JobLog, done_ids
+from .joblog import DoneIds, JobLog
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .options import ENFORCE_MODES, BatchOptions
-from .results import Keeper
+from .results import Keeper, ResultsDir
 from .slot import Slot, outcome_of
 from .spawning import Pending, Spawner, child_for, launched
 from .tasks import Outcome, Task, TaskLike
-from .verdicts import RETRY_VERDICTS
+from .verdicts import HALTED_NOW, RETRY_VERDICTS, cancelled_error
 
 if TYPE_CHECKING:
     from .ray_backend import RayBatch
@@ -178,11 +178,8 @@ class Batch(HandsOut):
         self.halt = o.halt_condition
         if o.spool_dir is not None:
             resolve_spool_dir(o.spool_dir)  # a directory that cannot hold spools stops the batch before it starts
-        if o.results is not None:
-            try:  # so is a results folder that cannot be made
-                os.makedirs(o.results, mode=0o700, exist_ok=True)
-            except OSError as e:
-                raise UsageError(f"cannot make the results folder {os.fspath(o.results)!r}: {e.strerror}") from None
+        # so is a results folder that cannot be made (or is a symlink): held by a descriptor from here on
+        self._results = ResultsDir(o.results) if o.results is not None else None
         raise_open_files_limit()  # many children hold many descriptors
         preload_prices()  # here, not in the loop at the first summary to price (a third of a second)
         self.probe: MemoryProbe = o.memory_probe if o.memory_probe is not None else HostMemory()
@@ -192,7 +189,7 @@ class Batch(HandsOut):
         total = self.probe.total()
         self.reserve = default_reserve(total) if o.reserve is None else o.reserve
         self.memory_per_task = o.default_estimate
-        #: Recorded ``calibrate`` estimates by program, used when ``memory_per_task`` is not given.
+        #: Recorded ``calibrate`` estimates by command identity, used when ``memory_per_task`` is not given.
         self.calibrated: dict[str, int] = recorded() if o.memory_per_task is None else {}
         max_concurrent = o.max_concurrent
         if max_concurrent is None:
@@ -210,13 +207,18 @@ class Batch(HandsOut):
         self._failures: dict[int, int] = {}  # failed attempts per task retried so far (by input order)
         self.window = o.window if o.window is not None else 2 * max_concurrent
         if self.window < max_concurrent:
+            if self._results is not None:
+                self._results.close()
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
         self.placement = Placement.detect() if o.enforce != "watchdog" else Placement(None)
         self._waker = _Waker()
         # read ahead by at most -j tasks, in a thread of its own where the input may wait (see intake)
+        spill_dir = None if o.spool_dir is None else os.fspath(o.spool_dir)
+        # the ids a resumed job log has done, and those read, in spill files: memory flat in their number
+        self._done = DoneIds(o.joblog, o.resume, spill_dir) if o.resume and o.joblog is not None else None
         self.intake = Intake(
-            tasks, done_ids(o.joblog, o.resume) if o.resume and o.joblog is not None else set(),
-            depth=max_concurrent, wake=self._waker.wake,
+            tasks, self._done if self._done is not None else set(), depth=max_concurrent, wake=self._waker.wake,
+            spill_dir=spill_dir,
         )
         self.joblog = JobLog(o.joblog) if o.joblog is not None else None
         self._emission = Emission(ordered=self.options.ordered)
@@ -263,6 +265,7 @@ class Batch(HandsOut):
         self._stop = threading.Event()
         self._closed = False
         self.cancelled: list[Outcome] = []
+        self._cancel_cause: str | None = None  # what a cancelled task's error says (see interrupted_by)
         #: Counters for progress displays.
         self.tally = Tally()
         self.on_tick: Callable[[Batch], None] | None = None
@@ -301,7 +304,8 @@ class Batch(HandsOut):
             return self._driver.take()
         except StopIteration:
             raise
-        except BaseException:  # Ctrl-C (or a signal made an exception) while waiting: cancel, as the loop did
+        except BaseException as e:  # Ctrl-C (or a signal made an exception) while waiting: cancel, as the loop did
+            self.interrupted_by(e)
             self._stop_driver()
             raise
 
@@ -320,12 +324,19 @@ class Batch(HandsOut):
 
     def estimate_for(self, task: Task) -> int:
         """The memory admission reserves for ``task``: its own ``memory``, else what ``calibrate`` recorded
-        for its program (when ``memory_per_task`` was not given), else ``memory_per_task``."""
+        for its command's identity (:func:`~.calibrations.command_key`; when ``memory_per_task`` was not
+        given), else ``memory_per_task``."""
         if task.memory:
             return task.memory
         if self.calibrated:
-            return self.calibrated.get(program_of(task.argv), self.memory_per_task)
+            return self.calibrated.get(command_key(task.argv), self.memory_per_task)
         return self.memory_per_task
+
+    def interrupted_by(self, cause: BaseException) -> None:
+        """Say why the batch is about to be cancelled (a signal to spoolparse, say), before :meth:`close`: the
+        error of every task it cancels names it (:func:`~.verdicts.cancelled_error`). The first cause stays."""
+        if self._cancel_cause is None:
+            self._cancel_cause = cancelled_error(cause)
 
     def request_stop(self) -> None:
         """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
@@ -390,6 +401,8 @@ class Batch(HandsOut):
                 self.on_tick(self)
             return self._drain(), True
         except BaseException as e:  # a stop asked from another thread, or a failure: cancel what runs
+            if not isinstance(e, _Stop):
+                self.interrupted_by(e)
             self._cancel_all()
             self._finish_supervision()
             if isinstance(e, _Stop):
@@ -883,9 +896,11 @@ class Batch(HandsOut):
         # the rest of the backlog's events reach the listener too (the last text, the usage), a step at a time
         emit = functools.partial(self._emit_events, s.task) if self.on_event is not None else None
         out, later = outcome_of(
-            s, cancelled=cancelled, soft_signal=self.options.soft_signal, results=self.options.results,
+            s, cancelled=cancelled, soft_signal=self.options.soft_signal, results=self._results,
             keep_transcript=self.options.keep_transcript, emit=emit,
         )
+        if out.verdict == "cancelled":  # why spoolparse cancelled it, not the signal that ended it
+            out.error = self._cancel_cause or (HALTED_NOW if self._halted else cancelled_error(None))
         if later is not None:
             self._hold(out)
             self._keeper.submit(functools.partial(_kept, later, self._release_fn(out)))
@@ -972,9 +987,8 @@ class Batch(HandsOut):
         undelivered = self._emission.take_undelivered()
         self.cancelled[:0] = undelivered
         for r in self._retry:
-            out = Outcome(
-                id=str(r.task.id), verdict="cancelled", attempts=r.attempts, error="cancelled before a retry"
-            )
+            why = self._cancel_cause or cancelled_error(None)
+            out = Outcome(id=str(r.task.id), verdict="cancelled", attempts=r.attempts, error=f"{why}, before a retry")
             self._log(out, r.task, final=True, started=time.time())
             self.cancelled.append(out)
         self._retry.clear()
@@ -1007,8 +1021,12 @@ class Batch(HandsOut):
         self._running.clear()
         self._spawner.shutdown()
         self.intake.close()
+        if self._done is not None:
+            self._done.close()
         self._keeper.wait()
         self._keeper.close()
+        if self._results is not None:
+            self._results.close()  # after the last transcript was kept
         self._relay.close(wait=_limits.EVENT_JOIN)
 
 
@@ -1051,7 +1069,7 @@ def run_many(
 
     Memory: a task starts only while used memory is below ``stop_at`` of the
     total and its estimate (``Task.memory``, else ``memory_per_task``, else
-    what ``spoolparse calibrate`` recorded for the task's program, else 1 GiB:
+    what ``spoolparse calibrate`` recorded for the task's command, else 1 GiB:
     :meth:`Batch.estimate_for`) fits next to what running tasks have reserved
     but not yet used.
     Above ``kill_at`` the youngest task is killed and requeued after

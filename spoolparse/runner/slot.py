@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from ..providers.base import LiveEvent
 from ..result import Result
 from ..types import Summary
 from .cgroup import ChildCgroup
-from .results import keep
+from .results import ResultsDir
 from .tasks import Outcome, Task
 from .verdicts import memory_kill_error, runner_verdict
 
@@ -65,7 +64,7 @@ def outcome_of(
     *,
     cancelled: bool,
     soft_signal: int,
-    results: str | os.PathLike[str] | None,
+    results: ResultsDir | None,
     keep_transcript: str,
     emit: Callable[[list[LiveEvent]], None] | None,
 ) -> tuple[Outcome, Callable[[], None] | None]:
@@ -74,7 +73,8 @@ def outcome_of(
 
     ``results`` keeps the transcript (all of them with ``keep_transcript="all"``, else those not ``ok``): that
     is left to do (then the child's spools are closed after it), for the caller to run where a copy of any
-    size may take its time.
+    size may take its time; so is removing the transcript an earlier attempt left, once one is ``ok`` and not
+    kept.
     """
     child = s.child
     life = child.life
@@ -97,6 +97,9 @@ def outcome_of(
         error = res.error
         if results is not None and (keep_transcript == "all" or not res_ok or s.forced is not None):
             later = functools.partial(_keep_and_close, results, s.task, res, child)
+        elif results is not None:
+            child.close()
+            later = functools.partial(_forget, results, s.task)
     except Exception as e:
         error = f"cannot read the result: {type(e).__name__}: {e}"
     finally:
@@ -141,13 +144,22 @@ def outcome_of(
     return outcome, later
 
 
-def _keep_and_close(results: str | os.PathLike[str], task: Task, res: Result, child: Child) -> None:
+def _keep_and_close(results: ResultsDir, task: Task, res: Result, child: Child) -> None:
     """The task's transcript into ``results`` (a link where the kernel allows one, else a copy), then its
     spools closed; run in the keeper's thread, where a problem is logged, never raised."""
     assert res.stdout is not None and res.stderr is not None
     try:
-        keep(results, str(task.id), {"stdout": res.stdout, "stderr": res.stderr})
+        results.keep(str(task.id), {"stdout": res.stdout, "stderr": res.stderr})
     except Exception as e:
-        log.warning("cannot keep the transcript of %s in %s: %s", task.id, os.fspath(results), e)
+        log.warning("cannot keep the transcript of %s in %s: %s", task.id, results.path, e)
     finally:
         child.close()
+
+
+def _forget(results: ResultsDir, task: Task) -> None:
+    """The transcript an earlier attempt of ``task`` left in ``results`` goes (this one was ``ok``); run in the
+    keeper's thread, where a problem is logged, never raised."""
+    try:
+        results.forget(str(task.id))
+    except Exception as e:
+        log.warning("cannot remove the transcript an earlier attempt of %s left in %s: %s", task.id, results.path, e)

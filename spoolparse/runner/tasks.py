@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Union, cast
 
 from .. import _json
@@ -13,7 +14,7 @@ from ..errors import UsageError
 from ..providers.base import clip
 from ..types import OUTCOME_FIELDS, OutcomeDict, Summary
 
-__all__ = ["Task", "Outcome", "VERDICTS", "TaskLike", "as_task"]
+__all__ = ["Task", "Outcome", "VERDICTS", "TaskLike", "as_task", "TASK_KEYS", "TASK_KEY_HELP", "unknown_keys"]
 
 #: Every verdict an :class:`Outcome` can carry.
 VERDICTS = ("ok", "failed", "timeout", "killed_memory", "spawn_error", "cancelled", "skipped")
@@ -50,6 +51,9 @@ class Task:
             obj = {"cmd": obj}
         if not isinstance(obj, dict):
             raise UsageError("a task must be a JSON object with a \"cmd\" list (or a bare argv list)")
+        unknown = unknown_keys(obj)
+        if unknown is not None:
+            raise UsageError(unknown)
         cmd = obj.get("cmd", obj.get("argv"))
         if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str) for a in cmd):
             raise UsageError("a task's \"cmd\" must be a non-empty list of strings")
@@ -69,6 +73,46 @@ class Task:
             memory_limit=_opt_int(obj, "memory_limit"),
             provider=str(obj.get("provider", "auto")),
         )
+
+
+#: The keys a task line may hold: a field of :class:`Task` each (``argv`` also as ``cmd``, its usual name), so
+#: that a field added to the task is a key at once. Any other key is that line's error: a misspelt
+#: ``"tiemout"`` would run with no timeout at all.
+TASK_KEYS: tuple[str, ...] = ("cmd", *(f.name for f in fields(Task)))
+
+#: What each key of a task line is, for the documentation (its table is generated from this and checked).
+TASK_KEY_HELP: dict[str, str] = {
+    "cmd": "the command, a non-empty list of strings (a bare list as the whole line is a `cmd` too)",
+    "argv": "the same as `cmd`",
+    "id": "the task's name in its outcome, the job log and `--results`; unique in the batch (default: the line "
+    "number); anything but a string is its JSON text",
+    "input": "text given to the command on its stdin (never logged)",
+    "cwd": "the command's working directory (it must exist)",
+    "env": "variables added to the environment, names to strings",
+    "timeout": "seconds (or `90`, `1.5s`, `10m`, `2h`) before SIGTERM, then SIGKILL after `--grace`",
+    "soft_timeout": "seconds (or a duration) before `--soft-signal` is sent once",
+    "memory": "bytes (or `2G`) reserved for the task before it starts (default: `--memory-per-task`)",
+    "memory_limit": "bytes (or `3G`) the task's process tree may use (default: `--memory-limit`)",
+    "provider": "the stdout format: `auto` (default) or a provider's name",
+}
+
+
+def unknown_keys(obj: Mapping[str, Any]) -> str | None:
+    """The error of a task line holding keys not in :data:`TASK_KEYS` (each named, with the nearest known one
+    when there is one: ``unknown key "tiemout" (did you mean "timeout"?)``), or ``None``."""
+    unknown = [k for k in obj if k not in TASK_KEYS]
+    if not unknown:
+        return None
+    named = []
+    unmatched = len(unknown) > 3
+    for key in unknown[:3]:
+        text = _json.dumps(clip(str(key), 40)).decode()  # as the line spells it, control characters escaped
+        near = difflib.get_close_matches(str(key).lower(), TASK_KEYS, n=1, cutoff=0.6)  # "Id" is "id" too
+        named.append(f'{text} (did you mean "{near[0]}"?)' if near else text)
+        unmatched = unmatched or not near
+    more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+    known = f"; a task's keys are {', '.join(TASK_KEYS)}" if unmatched else ""
+    return f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(named)}{more}{known}"
 
 
 def id_text(tid: Any) -> str:

@@ -9,7 +9,14 @@ timeout (the hard one, or the soft signal that ended it), then a full spool.
 
 from __future__ import annotations
 
-__all__ = ["RETRY_VERDICTS", "REQUEUE_ERROR", "runner_verdict", "memory_kill_error"]
+import signal
+
+from .._signals import Interrupted
+
+__all__ = ["RETRY_VERDICTS", "REQUEUE_ERROR", "runner_verdict", "memory_kill_error", "cancelled_error", "HALTED_NOW"]
+
+#: The error of a task a ``--halt now`` cancelled.
+HALTED_NOW = "cancelled: the batch halted (--halt now)"
 
 #: Verdicts ``retries`` runs again: the agent failed, timed out or outgrew its own memory limit. Not
 #: ``spawn_error`` (a missing command stays missing), ``cancelled`` or ``skipped``; a requeue after host
@@ -45,3 +52,20 @@ def memory_kill_error(*, requeue: bool, limit: int | None, enforcement: str, cgr
         return REQUEUE_ERROR
     error = f"killed: process tree over its memory limit {limit} ({enforcement})"
     return f"{error}; {cgroup_note}" if cgroup_note is not None else error
+
+
+def cancelled_error(cause: BaseException | None) -> str:
+    """The error of a task cancelled because of ``cause``: the signal spoolparse received (``cancelled (SIGINT
+    to spoolparse)``; a ``KeyboardInterrupt`` is a SIGINT), not the one sent to the task to end it; ``None``:
+    the batch was closed by its caller; another exception: the batch's own failure."""
+    if isinstance(cause, Interrupted):
+        try:
+            name = signal.Signals(cause.signum).name
+        except ValueError:
+            name = f"signal {cause.signum}"
+        return f"cancelled ({name} to spoolparse)"
+    if isinstance(cause, KeyboardInterrupt):
+        return "cancelled (SIGINT to spoolparse)"
+    if cause is None:
+        return "cancelled (the batch was closed)"
+    return f"cancelled ({type(cause).__name__} in the batch)"
