@@ -209,9 +209,13 @@ class Guardian:
         """Tell the guardian about a process group and its cgroup directories (from our side)."""
         self._send("".join([f"+g {pgid}\n"] + [f"+c {d}\n" for d in cgroups]))
 
-    def release(self, pgid: int, cgroups: list[str]) -> None:
-        """The group and cgroups are empty: the guardian forgets them."""
-        self._send("".join([f"-g {pgid}\n"] + [f"-c {d}\n" for d in cgroups]))
+    def release(self, pgid: int | None, cgroups: list[str]) -> None:
+        """The group (``None``: none) is empty and the cgroup directories are gone: the guardian forgets them.
+
+        A cgroup is released once its directory is gone, not when its processes are: until then the
+        guardian would kill what is in it and remove it if we died."""
+        lines = [] if pgid is None else [f"-g {pgid}\n"]
+        self._send("".join(lines + [f"-c {d}\n" for d in cgroups]))
 
     def start(self, *, detach: bool = False) -> bool:
         """Start the guardian now (else it starts with the first child); ``False`` when it cannot run.
@@ -329,10 +333,11 @@ class Registration:
             if pid is not None and len(b"+g %d\n" % pid + self._tail) > select.PIPE_BUF:
                 self._owner.hold(pid, self._cgroups)
             elif pid is None:
-                # the child registered itself, then its exec failed: its number is free for reuse
+                # the child registered itself, then its exec failed: its number is free for reuse (its cgroups
+                # are released by whoever removes them, once they are gone)
                 child = int.from_bytes(self._pid[:8], "little")
                 if child > 0:
-                    self._owner.release(child, self._cgroups)
+                    self._owner.release(child, [])
         finally:
             self._pid.close()
 

@@ -131,7 +131,10 @@ def _stdin_for(inp: Input, spool_dir: str) -> tuple[Any, IO[bytes] | None]:
 
 
 class Cgroup(Protocol):
-    """What a child's cgroup offers (:class:`spoolparse.runner.cgroup.ChildCgroup` is one)."""
+    """What a child's cgroup offers (:class:`spoolparse.runner.cgroup.ChildCgroup` is one).
+
+    The guardian holds its ``dirs`` from the child's start: :meth:`remove` tells it to forget each once it is
+    gone (``guardian.release(None, dirs)``); one never removed is removed by the guardian when we exit."""
 
     dirs: list[str]
 
@@ -143,7 +146,7 @@ class Cgroup(Protocol):
 
     def procs(self) -> list[int]: ...
 
-    def remove(self) -> bool: ...
+    def remove(self, within: float = ...) -> bool: ...
 
 
 Containment = Cgroup | Literal["auto"] | None
@@ -595,12 +598,13 @@ class Child:
         return self.returncode
 
     def _release(self) -> None:
-        """The child and its leftovers are gone: the guardian forgets them, our own cgroup goes."""
+        """The child and its leftovers are gone: the guardian forgets its group; our own cgroup goes (and is
+        forgotten once gone: :meth:`Cgroup.remove`)."""
         if self._held:
             self._held = False
-            guardian.release(self.pgid, self._cgroup_dirs())
+            guardian.release(self.pgid, [])
             if self._own_cgroup and self.cgroup is not None:
-                self.cgroup.remove()
+                self.cgroup.remove(self.life.deadlines.grace)
 
     def settle(self) -> None:
         """Block until the lifecycle is done (the synchronous driver's end: reap and sweep)."""
@@ -725,7 +729,7 @@ class Child:
             self._close(self._stdin_close)
         self._close_pidfd()
         if self._own_cgroup and self.cgroup is not None and not self._held:
-            self.cgroup.remove()
+            self.cgroup.remove(self.life.deadlines.grace)
 
     def _close_pidfd(self) -> None:
         if self._pidfd >= 0:

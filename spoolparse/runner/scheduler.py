@@ -46,7 +46,7 @@ from ..providers.base import LiveEvent
 from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
 from .calibrations import program_of, recorded
-from .cgroup import ChildCgroup, Placement, enforcement_of
+from .cgroup import REMOVE_WITHIN, ChildCgroup, Placement, enforcement_of, wait_removed
 from .driver import Driver
 from .emission import Emission, HandsOut
 from .halt import Tally
@@ -489,7 +489,7 @@ class Batch(HandsOut):
             except Exception as e:  # a start that failed, however: that task's spawn_error (see _start)
                 self._spawner.forget(p)
                 if p.cg is not None:
-                    p.cg.remove()
+                    p.cg.remove(REMOVE_WITHIN)
                 out = Outcome(
                     id=str(p.task.id), verdict="spawn_error", attempts=p.attempt, enforcement=p.enforcement,
                     error=str(e),
@@ -985,6 +985,7 @@ class Batch(HandsOut):
         self._finish_supervision()
         self._waker.close()
         wait_closed()  # the spools closing in the background: none of the batch's descriptors outlive it
+        wait_removed()  # cgroups whose processes were still dying: gone (or given up on) when the batch is over
         if self.joblog is not None:
             self.joblog.close()  # after the last outcome was handed out: its final line is in
 
@@ -1001,7 +1002,7 @@ class Batch(HandsOut):
             s.child.kill_now()
             s.child.close()
             if s.cg is not None:
-                s.cg.remove()
+                s.cg.remove(self.options.grace)
         self._running.clear()
         self._spawner.shutdown()
         self.intake.close()
