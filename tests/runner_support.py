@@ -131,3 +131,35 @@ def our_cgroups() -> list[str]:
             if name.startswith(f"spoolparse-{os.getpid()}-"):
                 found.append(os.path.join(parent, name))
     return found
+
+
+def escapee_tag() -> str:
+    """A unique argument for ``sleep``: the way to find a process that cleared its environment (no mark)."""
+    return f"9{uuid.uuid4().int % 10**6:06d}.5"
+
+
+def sleeping(tag: str) -> list[int]:
+    """Live (non-zombie) ``sleep TAG`` processes."""
+    want = b"sleep\0" + tag.encode() + b"\0"
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if f.read() != want:
+                    continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def escaping(tag: str, then: str = "") -> list[str]:
+    """A task's argv that starts ``sleep TAG`` out of its session with an empty environment (no mark of any
+    kind on it: what ``sudo`` on a command that daemonizes does), then runs ``then``."""
+    started = '{"type":"result","result":"done"}'
+    return ["sh", "-c", f"setsid -f env -i sleep {tag}; echo '{started}'; {then}"]

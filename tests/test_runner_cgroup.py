@@ -42,13 +42,16 @@ def test_cgroup_caps_a_hog_and_reports_the_exact_peak() -> None:
     assert our_cgroups() == []
 
 
-def test_the_child_is_in_its_cgroup_before_exec() -> None:
-    # the exec'd shell itself (not a later fork) must already be inside: it reads its own cgroup first thing
+def test_every_task_is_in_its_cgroup_before_exec() -> None:
+    # the exec'd shell itself (not a later fork) must already be inside: it reads its own cgroup first thing;
+    # with a memory limit or without one, a cgroup of its own is what ends whatever it starts with it
     check = ["sh", "-c", "grep -q /spoolparse- /proc/$$/cgroup"]
     tasks = [Task(argv=check, id="capped", memory_limit=64 * MiB), Task(argv=check, id="plain")]
     outs = one_each(run_many(tasks, memory_probe=FixedProbe(BIG)), ["capped", "plain"])
     assert outs["capped"].ok, outs["capped"]
-    assert outs["plain"].verdict == "failed"  # no limit, no cgroup: the check itself can fail
+    assert outs["plain"].ok, outs["plain"]
+    watched = one_each(run_many([Task(argv=check, id="w")], enforce="watchdog", memory_probe=FixedProbe(BIG)), ["w"])
+    assert watched["w"].verdict == "failed" and watched["w"].enforcement == "none"  # the one way to have none
 
 
 def test_timeout_kills_a_process_that_escaped_the_group(tmp_path: Path) -> None:
@@ -96,7 +99,8 @@ def test_outcomes_name_the_enforcement_that_ran() -> None:
     tasks = [Task(argv=["true"], id="capped", memory_limit=64 * MiB), Task(argv=["true"], id="plain")]
     outs = one_each(run_many(tasks, memory_probe=FixedProbe(BIG)), ["capped", "plain"])
     assert outs["capped"].enforcement == WHERE.enforcement
-    assert outs["plain"].enforcement == "none"
+    assert outs["plain"].enforcement == WHERE.enforcement  # contained by its cgroup, no limit in it
+    assert outs["plain"].peak_source == "cgroup"
 
 
 def test_stale_cgroups_of_a_dead_runner_are_removed() -> None:
@@ -240,11 +244,6 @@ def test_a_cgroup_whose_processes_take_long_to_go_is_removed_all_the_same(
         frozen.kill()
         frozen.wait()
         os.rmdir(ice)
-
-
-def _fake_v2(tmp_path: Path) -> Placement:
-    """A v2 placement over a plain directory: the cgroup's files are ordinary ones the test writes."""
-    return Placement("v2", str(tmp_path), str(tmp_path))
 
 
 @pytest.mark.parametrize(

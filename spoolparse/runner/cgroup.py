@@ -42,6 +42,7 @@ from .memory import read_int, v2_dir
 
 __all__ = [
     "Placement", "ChildCgroup", "destroy", "sweep_stale", "enforcement_of", "wait_removed", "REMOVE_WITHIN",
+    "wants_cgroup", "uncontained_note",
     "CGROUP2", "CGROUP1", "WATCHDOG", "NONE", "ENFORCEMENTS", "LEAF",
 ]
 
@@ -67,6 +68,22 @@ _CONTROLLERS = ("memory", "pids")
 REMOVE_WITHIN = 1.0
 
 log = logging.getLogger("spoolparse.runner")
+
+
+def wants_cgroup(enforce: str) -> bool:
+    """Whether a batch's task gets a cgroup of its own where one can be made: every task, with or without a
+    memory limit, unless ``enforce`` is ``"watchdog"``. The one place this is decided (``run``'s
+    ``containment="auto"`` makes one for its child the same way)."""
+    return enforce != "watchdog"
+
+
+def uncontained_note(where: Placement) -> str:
+    """What a batch says, once, where no cgroup can be made for its tasks: why, and what then escapes."""
+    return (
+        f"no cgroup can be made for the tasks ({where.why}): each is ended through its process group and the mark "
+        "in its environment only, so a process it starts that leaves its session and clears its environment "
+        "(setsid, then env -i or sudo) outlives it; see the containment guide"
+    )
 
 
 def enforcement_of(cg: ChildCgroup | None, limit: int | None) -> str:
@@ -255,19 +272,22 @@ def _ours(pid: int) -> bool:
     return False
 
 
-def _v2_parent() -> str | None:
-    """Where this process may make v2 task cgroups with a memory controller, or ``None``."""
+def _v2_parent() -> tuple[str | None, str]:
+    """Where this process may make v2 task cgroups with a memory controller (or ``None``), and why not."""
     own = v2_dir()
     if own is None:
-        return None
+        return None, "no cgroup v2 hierarchy holds this process"
     up = os.path.dirname(own)
     if os.path.basename(own) == LEAF and os.access(up, os.W_OK) and "memory" in _words(
         os.path.join(up, "cgroup.subtree_control")
     ):
-        return up  # started inside a runner's leaf: its parent already hands out controllers
-    if not os.access(own, os.W_OK) or not _delegate(own):
-        return None
-    return own
+        return up, ""  # started inside a runner's leaf: its parent already hands out controllers
+    if not os.access(own, os.W_OK):
+        return None, f"cgroup v2: {own} is not ours to write (neither root nor a delegated cgroup)"
+    if not _delegate(own):
+        return None, (f"cgroup v2: {own} cannot hand the memory controller to cgroups of ours (not offered to it, "
+                      "or other programs share it)")
+    return own, ""
 
 
 class Placement:
@@ -276,10 +296,14 @@ class Placement:
     .. seealso:: :class:`ChildCgroup`
     """
 
-    def __init__(self, kind: str | None, memory_parent: str | None = None, pids_parent: str | None = None) -> None:
+    def __init__(
+        self, kind: str | None, memory_parent: str | None = None, pids_parent: str | None = None, why: str = ""
+    ) -> None:
         self.kind = kind
         self.memory_parent = memory_parent
         self.pids_parent = pids_parent
+        #: Why no cgroup can be made here (``kind`` ``None``), in a few words.
+        self.why = why
 
     @property
     def enforcement(self) -> str | None:
@@ -293,7 +317,7 @@ class Placement:
         On v2 this may move the processes of our cgroup into :data:`LEAF`
         (see the module's docstring).
         """
-        v2 = _v2_parent()
+        v2, why = _v2_parent()
         if v2 is not None and cls._try(v2, "memory.max"):
             return cls("v2", v2, v2)
         mem = _own_v1("memory")
@@ -302,7 +326,11 @@ class Placement:
             if pids is not None and not cls._try(pids, "pids.max"):
                 pids = None
             return cls("v1", mem, pids)
-        return cls(None)
+        if mem is not None:
+            why = f"cgroup v1: the memory cgroup {mem} is not ours to write (root is needed)"
+        elif v2 is not None:
+            why = f"cgroup v2: no cgroup can be made in {v2}"
+        return cls(None, why=why or "no cgroup hierarchy with a memory controller is mounted")
 
     @staticmethod
     def _try(parent: str, knob: str) -> bool:

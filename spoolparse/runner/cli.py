@@ -197,7 +197,9 @@ def register(sub: Any) -> None:
                    help="stop starting tasks: soon or now (now also cancels the running ones), after fail=N "
                    "or fail=X%% tasks not ok, or success=N ok (soon or now alone: fail=1); the tasks never "
                    "started get skipped outcomes")
-    b.add_argument("--enforce", choices=ENFORCE_MODES, help="how --memory-limit is enforced (default: auto)")
+    b.add_argument("--enforce", choices=ENFORCE_MODES,
+                   help="auto (and cgroup): every task in a cgroup of its own where one can be made, --memory-limit "
+                   "enforced there, else by RSS sampling; watchdog: never a cgroup (default: auto)")
     b.add_argument("--pids-max", type=_positive, metavar="N",
                    help=f"processes one task's cgroup may hold, pids.max (default: {_limits.PIDS_MAX})")
     b.add_argument("--spool-dir", metavar="DIR", help="where spools go (default: $PDD_AGENT_SPOOL_DIR or temp)")

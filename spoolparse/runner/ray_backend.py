@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import logging
 import os
 import threading
 import time
@@ -38,6 +39,8 @@ from .ray_wire import dumps, loads
 from .tasks import Outcome, Task, TaskLike
 
 __all__ = ["RayBatch", "run_many_ray", "arun_many_ray", "BACKENDS", "NODE_GRACE", "RAY_MISSING"]
+
+log = logging.getLogger("spoolparse.runner")
 
 #: ``local``: this host only; ``ray``: every node of a Ray cluster.
 BACKENDS = ("local", "ray")
@@ -371,6 +374,8 @@ class RayBatch(HandsOut):
                 continue
             self.wire_bytes[1] += len(data)
             reply = loads(data)
+            if reply.get("uncontained"):  # in a node's first reply only
+                log.warning("node %s (%s): %s", name, self._addresses.get(name, "?"), reply["uncontained"])
             self.ledger.report(name, reply)
             for wire in reply["log"]:
                 rec = self.ledger.attempt(name, wire)

@@ -46,7 +46,15 @@ from ..providers.base import LiveEvent
 from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
 from .calibrations import program_of, recorded
-from .cgroup import REMOVE_WITHIN, ChildCgroup, Placement, enforcement_of, wait_removed
+from .cgroup import (
+    REMOVE_WITHIN,
+    ChildCgroup,
+    Placement,
+    enforcement_of,
+    uncontained_note,
+    wait_removed,
+    wants_cgroup,
+)
 from .driver import Driver
 from .emission import Emission, HandsOut
 from .halt import Tally
@@ -209,7 +217,11 @@ class Batch(HandsOut):
         self.window = o.window if o.window is not None else 2 * max_concurrent
         if self.window < max_concurrent:
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
-        self.placement = Placement.detect() if o.enforce != "watchdog" else Placement(None)
+        # every task in a cgroup of its own where one can be made (wants_cgroup); where none can, it is said once
+        self.placement = Placement.detect() if wants_cgroup(o.enforce) else Placement(None, why="enforce=watchdog")
+        if self.placement.kind is None and wants_cgroup(o.enforce):
+            log.warning("%s", uncontained_note(self.placement))
+        self._cgroup_failed = False  # a cgroup that could not be made is said once
         self._waker = _Waker()
         # read ahead by at most -j tasks, in a thread of its own where the input may wait (see intake)
         self.intake = Intake(
@@ -451,13 +463,14 @@ class Batch(HandsOut):
     def _start(self, seq: int, task: Task, attempt: int, estimate: int) -> None:
         limit = task.memory_limit or self.options.memory_limit
         cg: ChildCgroup | None = None
-        want_cg = self.options.enforce == "cgroup" or (self.options.enforce == "auto" and limit is not None)
-        if want_cg and self.placement.kind is not None:
+        if self.placement.kind is not None:  # made for every task where it can be (see __init__)
             try:
                 cg = self.placement.create(memory_limit=limit, pids_max=self.options.pids_max)
             except OSError as e:
-                log.warning("cannot make a cgroup (%s); falling back to RSS sampling", e)
-                cg = None
+                if not self._cgroup_failed:
+                    self._cgroup_failed = True
+                    log.warning("cannot make a cgroup for task %s (%s): a task that gets none is contained by its "
+                                "process group alone, its memory limit kept by RSS sampling (said once)", task.id, e)
         enforcement = enforcement_of(cg, limit)
         p = Pending(seq, task, attempt, estimate, limit, cg, enforcement, time.time())
         make = functools.partial(child_for, task, self.options, cgroup=cg, read_buffer=self._buf,
