@@ -392,12 +392,13 @@ def test_a_ctrl_c_while_loading_is_told_from_one_in_our_code() -> None:
 # -- a descendant that leaves its session and clears its environment -------------------------------------------
 
 
-def _can_contain() -> str | None:
-    """Why no task cgroup can be made here (then what escapes is the warning's case), or ``None``."""
+def _need_a_task_cgroup() -> None:
+    """Skip where no task cgroup can be made (what escapes there is the warning's case, tested apart)."""
     from spoolparse.runner.cgroup import Placement
 
     where = Placement.detect()
-    return None if where.kind is not None else where.why
+    if where.kind is None:
+        pytest.skip(f"needs a cgroup of its own for a task (root, or a delegated cgroup v2): none here, {where.why}")
 
 
 def _cli_in_a_fork(argv: list[str], out: Path, err: Path) -> int:
@@ -455,9 +456,7 @@ def test_a_descendant_that_leaves_its_session_and_clears_its_environment_ends_wi
 ) -> None:
     """``setsid -f env -i sleep …`` carries neither the group nor any mark: only the task's cgroup (made for
     every task, limit or not) holds it. Gone when the batch is over, whatever ended it."""
-    why = _can_contain()
-    if why is not None:
-        pytest.skip(f"no cgroup can be made here ({why}): what escapes then is said on stderr instead")
+    _need_a_task_cgroup()
     tag = escapee_tag()
     then = "sleep 2" if ending == "exit" else "exec sleep 300"  # long enough to be seen, then its own exit
     tasks = _tasks(tmp_path / "t.jsonl", [{"id": "t", "cmd": escaping(tag, then)}])
@@ -489,9 +488,7 @@ def test_a_descendant_that_leaves_its_session_and_clears_its_environment_ends_wi
 
 def test_the_reported_escapee_is_gone_once_the_batch_ends() -> None:
     """The report's own line, piped into ``spoolparse batch -``: the sleep outlived the batch."""
-    why = _can_contain()
-    if why is not None:
-        pytest.skip(f"no cgroup can be made here ({why})")
+    _need_a_task_cgroup()
     tag = escapee_tag()
     line = json.dumps({"id": "t", "cmd": ["sh", "-c", f"setsid -f env -i sleep {tag}; echo done"]})
     p = subprocess.run([*CLI, "batch", "-"], input=line.encode() + b"\n", capture_output=True, timeout=120)
@@ -505,9 +502,7 @@ def test_run_many_and_arun_many_end_such_a_descendant_too(api: str) -> None:
 
     from spoolparse.runner import Task, arun_many, run_many
 
-    why = _can_contain()
-    if why is not None:
-        pytest.skip(f"no cgroup can be made here ({why})")
+    _need_a_task_cgroup()
     tag = escapee_tag()
     tasks = [Task(argv=escaping(tag), id="t")]
     if api == "run_many":

@@ -262,7 +262,7 @@ def _native_machine() -> int:
     with open("/proc/self/exe", "rb") as f:
         head = f.read(20)
     if head[:6] != b"\x7fELF\x02\x01":
-        pytest.skip("builds ELF64 little-endian files: this interpreter is not one")
+        pytest.skip("needs an ELF64 little-endian interpreter: the test builds ELF files of that kind")
     return int.from_bytes(head[18:20], "little")
 
 

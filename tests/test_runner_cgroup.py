@@ -183,7 +183,7 @@ FREEZER = "/sys/fs/cgroup/freezer"
 
 @pytest.mark.slow
 @pytest.mark.skipif(WHERE.kind != "v1" or not os.access(FREEZER, os.W_OK),
-                    reason="freezes a process with the cgroup v1 freezer (root on a v1 host)")
+                    reason="needs the cgroup v1 freezer (root on a v1 host) to hold a process in a task's cgroup")
 def test_a_cgroup_whose_processes_take_long_to_go_is_removed_all_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -63,6 +63,9 @@ ENFORCEMENTS = (CGROUP2, CGROUP1, WATCHDOG, NONE)
 LEAF = "spoolparse-leaf"
 #: Controllers a task cgroup needs (``pids`` where the kernel offers it).
 _CONTROLLERS = ("memory", "pids")
+#: Why no cgroup can be made here, as a batch's warning says it (``{}``: the cgroup that is not ours).
+WHY_V1 = "cgroup v1: the memory cgroup {} is not ours to write (root is needed)"
+WHY_V2 = "cgroup v2: {} is not ours to write (neither root nor a delegated cgroup)"
 #: Seconds a cgroup's removal is retried at the least (its task's grace when longer): the processes of a fork
 #: bomb took 0.62 s to go once.
 REMOVE_WITHIN = 1.0
@@ -283,7 +286,7 @@ def _v2_parent() -> tuple[str | None, str]:
     ):
         return up, ""  # started inside a runner's leaf: its parent already hands out controllers
     if not os.access(own, os.W_OK):
-        return None, f"cgroup v2: {own} is not ours to write (neither root nor a delegated cgroup)"
+        return None, WHY_V2.format(own)
     if not _delegate(own):
         return None, (f"cgroup v2: {own} cannot hand the memory controller to cgroups of ours (not offered to it, "
                       "or other programs share it)")
@@ -327,7 +330,7 @@ class Placement:
                 pids = None
             return cls("v1", mem, pids)
         if mem is not None:
-            why = f"cgroup v1: the memory cgroup {mem} is not ours to write (root is needed)"
+            why = WHY_V1.format(mem)
         elif v2 is not None:
             why = f"cgroup v2: no cgroup can be made in {v2}"
         return cls(None, why=why or "no cgroup hierarchy with a memory controller is mounted")

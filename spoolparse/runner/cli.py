@@ -41,7 +41,7 @@ from .._cli_common import (
     positive_size,
     warn,
 )
-from .._signals import Interrupted, helper_thread, interrupts
+from .._signals import Interrupted, as_interrupted, helper_thread, interrupts
 from ..errors import Error, UsageError
 from ..lines import exact_ints
 from .admission import cpu_cap
@@ -559,7 +559,8 @@ def _run_batch(
                 progress(batch, force=True)
                 skipped = f"\nspoolparse: batch: skipped {batch.skipped} already ok\n" if batch.skipped else "\n"
                 sys.stderr.write(skipped)
-        except KeyboardInterrupt as e:
+        except KeyboardInterrupt as caught:
+            e = as_interrupted(caught)  # Ray's waits make ours a bare KeyboardInterrupt, whatever the signal
             if batch is not None:
                 for outcome in batch.close():  # each ended task's outcome, then its final job-log line
                     with contextlib.suppress(OSError):

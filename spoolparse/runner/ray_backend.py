@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
 from typing import Any
 
-from .._signals import uninterruptible
+from .._signals import handlers_kept, uninterruptible
 from ..errors import UsageError
 from .arun import relay
 from .emission import Emission, HandsOut
@@ -79,11 +79,12 @@ def _connect(ray: Any, address: str | None) -> bool:
     # nothing leaves the machine on our account, and Ray's memory monitor must not kill the
     # actor that supervises agents (their admission is spoolparse's): see the README
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if address is None and not os.environ.get("RAY_ADDRESS"):
-        os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
-        ray.init(include_dashboard=False, log_to_driver=False)
-    else:
-        ray.init(address=address, log_to_driver=False)
+    with handlers_kept():  # ours again after it (it sets SIGTERM to sys.exit): a signal cancels the batch
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+            ray.init(include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
     return True
 
 
