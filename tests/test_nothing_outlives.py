@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -557,3 +558,21 @@ def _says_once_as_nobody(tmp_path: Path) -> None:
     assert "setsid, then env -i or sudo" in said and "outlives it" in said, said
     assert sorted(json.loads(line)["id"] for line in out.read_text().splitlines()) == ["t0", "t1", "t2"]
     assert {json.loads(line)["enforcement"] for line in out.read_text().splitlines()} == {"none"}
+
+
+def test_the_library_warns_once_per_process_not_once_per_batch(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``calibrate`` runs a batch per level, a service may run many: the warning is said once, per reason."""
+    import logging
+
+    from spoolparse.runner import cgroup, run_many
+
+    why = f"no cgroup here, for {uuid.uuid4().hex}"
+    monkeypatch.setattr(cgroup.Placement, "detect", classmethod(lambda cls: cls(None, why=why)))
+    with caplog.at_level(logging.WARNING, logger="spoolparse.runner"):
+        for _ in range(3):
+            assert [o.enforcement for o in run_many([["true"]])] == ["none"]
+        assert [o.enforcement for o in run_many([["true"]], enforce="watchdog")] == ["none"]
+    said = [r.getMessage() for r in caplog.records if "no cgroup can be made" in r.getMessage()]
+    assert said == [cgroup.uncontained_note(cgroup.Placement(None, why=why))]

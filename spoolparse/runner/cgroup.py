@@ -42,7 +42,7 @@ from .memory import read_int, v2_dir
 
 __all__ = [
     "Placement", "ChildCgroup", "destroy", "sweep_stale", "enforcement_of", "wait_removed", "REMOVE_WITHIN",
-    "wants_cgroup", "uncontained_note",
+    "wants_cgroup", "uncontained_note", "tell_uncontained",
     "CGROUP2", "CGROUP1", "WATCHDOG", "NONE", "ENFORCEMENTS", "LEAF",
 ]
 
@@ -87,6 +87,21 @@ def uncontained_note(where: Placement) -> str:
         "in its environment only, so a process it starts that leaves its session and clears its environment "
         "(setsid, then env -i or sudo) outlives it; see the containment guide"
     )
+
+
+_told: set[str] = set()  # the reasons said already by this process
+
+
+def tell_uncontained(where: Placement) -> None:
+    """Say :func:`uncontained_note` as a warning, once per process for each reason (``calibrate`` runs a
+    batch per level; a service may run many)."""
+    if where.why not in _told:
+        _told.add(where.why)
+        log.warning("%s", uncontained_note(where))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_told.clear)
 
 
 def enforcement_of(cg: ChildCgroup | None, limit: int | None) -> str:

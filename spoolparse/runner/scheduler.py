@@ -51,7 +51,7 @@ from .cgroup import (
     ChildCgroup,
     Placement,
     enforcement_of,
-    uncontained_note,
+    tell_uncontained,
     wait_removed,
     wants_cgroup,
 )
@@ -220,7 +220,7 @@ class Batch(HandsOut):
         # every task in a cgroup of its own where one can be made (wants_cgroup); where none can, it is said once
         self.placement = Placement.detect() if wants_cgroup(o.enforce) else Placement(None, why="enforce=watchdog")
         if self.placement.kind is None and wants_cgroup(o.enforce):
-            log.warning("%s", uncontained_note(self.placement))
+            tell_uncontained(self.placement)
         self._cgroup_failed = False  # a cgroup that could not be made is said once
         self._waker = _Waker()
         # read ahead by at most -j tasks, in a thread of its own where the input may wait (see intake)
