@@ -1073,10 +1073,12 @@ def run_many(
     own limit) runs again up to ``retries`` times (default 0), after the same
     backoff; each attempt is a job-log line, the last one is its outcome. With no ``max_concurrent`` it is
     floor((total − reserve) / memory_per_task), at least 1, at most four per
-    CPU. ``memory_limit`` (or ``Task.memory_limit``) caps each task's process
-    tree with a cgroup when one can be made here, else with an RSS watchdog
-    (``enforce="watchdog"`` forces that, ``enforce="cgroup"`` puts every task
-    in a cgroup).
+    CPU. Every task runs in a cgroup of its own where one can be made here
+    (root, or a delegated cgroup v2), which ends whatever it started when it
+    ends; where none can, a warning says so once. ``memory_limit`` (or
+    ``Task.memory_limit``) caps each task's process tree there, else with an
+    RSS watchdog (``enforce="watchdog"``: never a cgroup). See the containment
+    guide for what each kind of host guarantees.
 
     Time: ``soft_timeout`` sends ``soft_signal`` to the task's process group
     once; ``timeout`` sends SIGTERM, then SIGKILL after ``grace`` seconds.
