@@ -80,23 +80,29 @@ def marker() -> tuple[str, dict[str, str]]:
     return token, {"SPOOLPARSE_TEST_MARK": token}
 
 
-def marked_pids(token: str) -> list[int]:
-    """Live (non-zombie) processes whose environment carries ``token``."""
-    needle = f"SPOOLPARSE_TEST_MARK={token}".encode()
+def _live(proc_file: str, matches: Callable[[bytes], bool]) -> list[int]:
+    """Live (non-zombie) processes whose ``/proc/PID/<proc_file>`` ``matches``."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                env = f.read()
+            with open(f"/proc/{name}/{proc_file}", "rb") as f:
+                if not matches(f.read()):
+                    continue
             with open(f"/proc/{name}/stat", "rb") as f:
                 stat = f.read()
         except OSError:
             continue
-        if needle in env.split(b"\0") and stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X"):
+        if stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X"):
             found.append(int(name))
     return found
+
+
+def marked_pids(token: str) -> list[int]:
+    """Live (non-zombie) processes whose environment carries ``token``."""
+    needle = f"SPOOLPARSE_TEST_MARK={token}".encode()
+    return _live("environ", lambda env: needle in env.split(b"\0"))
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 30.0) -> bool:
@@ -141,21 +147,7 @@ def escapee_tag() -> str:
 def sleeping(tag: str) -> list[int]:
     """Live (non-zombie) ``sleep TAG`` processes."""
     want = b"sleep\0" + tag.encode() + b"\0"
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                if f.read() != want:
-                    continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
+    return _live("cmdline", want.__eq__)
 
 
 def escaping(tag: str, then: str = "") -> list[str]:
