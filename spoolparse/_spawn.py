@@ -358,9 +358,9 @@ def explain_exec_error(err: OSError, argv0: str, *, env: Mapping[str, str] | Non
     try:
         exec_check(argv0, env=env, cwd=cwd)
     except OSError as found:
-        if found.filename != argv0 or found.errno == err.errno:
-            return found
-        return err
+        # what names an interpreter (or the depth of them) says more; about the program itself, execve's own
+        # error stands (it may be about the working directory, which the check cannot tell from the program)
+        return found if found.filename != argv0 else err
     if err.errno == errno.ENOEXEC:
         return OSError(err.errno, f"{err.strerror}: {_what_is(argv0, env, cwd)}", err.filename)
     return err
