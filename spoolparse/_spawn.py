@@ -327,14 +327,22 @@ def _candidates(argv0: str, env: Mapping[str, str] | None, cwd: str | os.PathLik
 def exec_check(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> bool:
     """What ``execve`` will make of ``argv0``, found before the fork.
 
-    Raises the :class:`OSError` the start would meet, naming what is wrong: the program (missing, not an
-    executable file) or its interpreter (the ``#!`` line's, or an ELF file's dynamic loader: missing, or not
-    executable). Returns ``True`` when the kernel is known to run it: an ELF executable of this machine's
-    kind, or a ``#!`` script whose interpreters end in one. ``False`` when only ``execve`` can tell (another
-    machine's ELF file, which ``binfmt_misc`` may run; a file of no known kind): such a program must be
-    started by a start that reports ``execve``'s error, never through a program that would hand it to
-    ``/bin/sh`` on ``ENOEXEC`` as ``execvp`` does (``setpriv``, the shell's ``exec``).
+    Raises the :class:`OSError` the start would meet, naming what is wrong: the working directory, the
+    program (missing, not an executable file) or its interpreter (the ``#!`` line's, or an ELF file's
+    dynamic loader: missing, or not executable). Returns ``True`` when the kernel is known to run it: an
+    ELF executable of this machine's kind, or a ``#!`` script whose interpreters end in one. ``False`` when
+    only ``execve`` can tell (another machine's ELF file, which ``binfmt_misc`` may run; a file of no known
+    kind): such a program must be started by a start that reports ``execve``'s error, never through a
+    program that would hand it to ``/bin/sh`` on ``ENOEXEC`` as ``execvp`` does (``setpriv``, the shell's
+    ``exec``).
     """
+    if cwd is not None:  # the child's chdir comes first, and fails first
+        try:
+            is_dir = stat.S_ISDIR(os.stat(cwd).st_mode)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, os.fspath(cwd)) from None
+        if not is_dir:
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), os.fspath(cwd))
     err = errno.ENOENT
     for path in _candidates(argv0, env, cwd):
         where = _where(path, cwd)

@@ -430,3 +430,10 @@ def test_the_check_before_the_fork_agrees_with_the_kernel(tmp_path: Path) -> Non
         assert (kernel == 0) == runs, (line, runs, kernel)
         seen["runs" if runs else "left"] += 1
     assert min(seen.values()) > 0, seen  # each outcome was met
+
+
+@pytest.mark.parametrize("containment", [None, "auto"])
+def test_a_missing_working_directory_is_named_not_blamed_on_the_program(containment: str | None) -> None:
+    with pytest.raises(SpawnError) as e:
+        spoolparse.run(["./agent"], cwd="/nonexistent-dir", containment=containment)  # type: ignore[arg-type]
+    assert e.value.errno == errno.ENOENT and "/nonexistent-dir" in str(e.value), str(e.value)
