@@ -150,8 +150,13 @@ def sleeping(tag: str) -> list[int]:
     return _live("cmdline", want.__eq__)
 
 
-def escaping(tag: str, then: str = "") -> list[str]:
+def escaping(tag: str, then: str = "", started: str | os.PathLike[str] | None = None) -> list[str]:
     """A task's argv that starts ``sleep TAG`` out of its session with an empty environment (no mark of any
-    kind on it: what ``sudo`` on a command that daemonizes does), then runs ``then``."""
-    started = '{"type":"result","result":"done"}'
-    return ["sh", "-c", f"setsid -f env -i sleep {tag}; echo '{started}'; {then}"]
+    kind on it: what ``sudo`` on a command that daemonizes does), then runs ``then``. With ``started``, that
+    file gets the sleep's pid before it runs, and the task goes on only once it has."""
+    answer = '{"type":"result","result":"done"}'
+    if started is None:
+        return ["sh", "-c", f"setsid -f env -i sleep {tag}; echo '{answer}'; {then}"]
+    f = os.fspath(started)
+    escape = f"echo $$ > {f}.part && mv {f}.part {f}; exec env -i sleep {tag}"
+    return ["sh", "-c", f"setsid -f sh -c '{escape}'; while [ ! -e {f} ]; do sleep 0.05; done; echo '{answer}'; {then}"]

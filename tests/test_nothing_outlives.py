@@ -28,6 +28,8 @@ from .helpers import as_from_a_terminal
 from .runner_support import escapee_tag, escaping, marked_pids, marker, sleeping, wait_for, wait_gone
 
 CLI = [sys.executable, "-m", "spoolparse"]
+#: Set by tests/vm/run_cgroup2.py in the v2 kernel's guest, where every step is emulated and slow.
+IN_VM = os.environ.get("SPOOLPARSE_VM") == "1"
 STARTED = '{"type":"thread.started","thread_id":"t1"}'
 #: An agent that has started (one event), with a grandchild in its group and one that escaped it.
 AGENT = f"echo '{STARTED}'; sleep 300 & setsid sleep 301 & wait"
@@ -459,20 +461,23 @@ def test_a_descendant_that_leaves_its_session_and_clears_its_environment_ends_wi
     every task, limit or not) holds it. Gone when the batch is over, whatever ended it."""
     _need_a_task_cgroup()
     tag = escapee_tag()
-    then = "sleep 2" if ending == "exit" else "exec sleep 300"  # long enough to be seen, then its own exit
-    tasks = _tasks(tmp_path / "t.jsonl", [{"id": "t", "cmd": escaping(tag, then)}])
+    started = tmp_path / "escapee-pid"  # written by the escapee before it execs the sleep
+    then = "" if ending == "exit" else "exec sleep 300"
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": "t", "cmd": escaping(tag, then, started)}])
     out, err = tmp_path / "out", tmp_path / "err"
-    extra = ["--timeout", "1"] if ending == "timeout" else []
+    # the timeout is long enough for the escape to happen first (an emulated v2 kernel takes its time)
+    extra = ["--timeout", "10" if IN_VM else "1"] if ending == "timeout" else []
     pid = _cli_in_a_fork(["batch", str(tasks), "--grace", "0.5", *extra], out, err)
     try:
-        assert wait_for(lambda: sleeping(tag), timeout=120), err.read_text()  # the escapee is under way
         if ending.startswith("SIG"):
+            assert wait_for(lambda: sleeping(tag), timeout=120), err.read_text()  # the escapee is under way
             os.kill(pid, getattr(signal, ending))
         status = _wait_status(pid, 120)
     finally:
         with contextlib.suppress(ProcessLookupError, ChildProcessError):
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+    assert started.exists(), f"the escapee never started ({ending}): {err.read_text()}"
     if ending == "SIGKILL":
         assert status == 137
         assert wait_for(lambda: not sleeping(tag), timeout=30), sleeping(tag)  # the guardian's kill of its cgroup
