@@ -534,10 +534,11 @@ class ChildCgroup:
         _undertaker.bury(self, time.monotonic() + max(within, REMOVE_WITHIN))
         return False
 
-    def _remove_now(self, wait: float = 0.0) -> bool:
-        """One round of killing and removing (the directories gone are released); ``True`` when none is left."""
+    def _remove_now(self) -> bool:
+        """One round of killing and removing, never waiting (the directories gone are released); ``True`` when
+        none is left."""
         with self._removing:
-            left = [d for d in reversed(self.dirs) if not destroy(d, wait=wait)]
+            left = [d for d in reversed(self.dirs) if not destroy(d, wait=0.0)]
             gone = [d for d in self.dirs if d not in left]
             self.dirs = [d for d in self.dirs if d in left]
         if gone:
