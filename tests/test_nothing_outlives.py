@@ -581,3 +581,24 @@ def test_the_library_warns_once_per_process_not_once_per_batch(
         assert [o.enforcement for o in run_many([["true"]], enforce="watchdog")] == ["none"]
     said = [r.getMessage() for r in caplog.records if "no cgroup can be made" in r.getMessage()]
     assert said == [cgroup.uncontained_note(cgroup.Placement(None, why=why))]
+
+
+def test_handlers_set_by_a_library_call_are_undone_and_its_bare_interrupt_names_our_signal() -> None:
+    """What ``ray.init()`` and Ray's waits do, without Ray: a handler of its own for SIGTERM (put back to ours
+    after the call), and our Interrupted turned into a bare KeyboardInterrupt (taken back for the signal)."""
+    from spoolparse._signals import Interrupted, as_interrupted, handlers_kept, interrupts
+
+    with interrupts():
+        ours = signal.getsignal(signal.SIGTERM)
+        with handlers_kept():
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(15))
+        assert signal.getsignal(signal.SIGTERM) is ours
+        assert not isinstance(as_interrupted(KeyboardInterrupt()), Interrupted)  # no signal of ours came
+        try:
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            except Interrupted:
+                raise KeyboardInterrupt from None  # as Ray's wait does with what a handler raised inside it
+        except KeyboardInterrupt as bare:
+            found = as_interrupted(bare)
+        assert isinstance(found, Interrupted) and found.signum == signal.SIGTERM and str(found).endswith("SIGTERM")
