@@ -318,6 +318,14 @@ def task_keys() -> str:
     return "\n".join(rows)
 
 
+def uncontained_warning() -> str:
+    """What ``batch`` prints where no cgroup can be made (here: a user with no cgroup v1 of her own)."""
+    from spoolparse.runner.cgroup import WHY_V1, Placement, uncontained_note
+
+    where = Placement(None, why=WHY_V1.format("/sys/fs/cgroup/memory/user.slice"))
+    return f"```text\nspoolparse: warning: {uncontained_note(where)}\n```"
+
+
 def known_traps() -> str:
     from spoolparse.providers import traps
 
@@ -393,6 +401,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "performance-ray": lambda: _results("ray.md"),
     "task-keys": task_keys,
     "traps": known_traps,
+    "uncontained-warning": uncontained_warning,
     "report-json": report_json,
     "report-bounds": report_bounds,
     "cost-price-lists": price_lists,

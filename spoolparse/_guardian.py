@@ -9,13 +9,16 @@ writer is us::
 
     +g <pgid>      a process group was made        -g <pgid>   it is gone
     +c <path>      a cgroup directory was made     -c <path>   it is gone
+    +o <token>     our owner mark (the first line)
     +m <token>     every process whose environment has SPOOLPARSE_RUNNER_MARK=<token>
     +f <path>      a file to delete once all is gone
 
 Every child we start carries our owner mark in its environment
-(:data:`OWNER_VAR`, a token made for each guardian, given on its command
-line): what the agent starts inherits it, in whatever group or session it
-ends up, unless it clears its environment.
+(:data:`OWNER_VAR`, a token made for each guardian): what the agent starts
+inherits it, in whatever group or session it ends up, unless it clears its
+environment. The token goes to the guardian over the pipe, never on its
+command line, which every user of the host can read (``ps``): with it,
+another user could find our agents, or give a process of hers our mark.
 
 When the pipe closes (we exited, crashed, or were killed) it sends SIGKILL to
 every group and cgroup still listed and to every process carrying our owner
@@ -112,7 +115,7 @@ class Guardian:
         if self._failed:
             return False
         owner = os.urandom(8).hex()
-        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), owner]
+        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid())]
         try:
             self._proc = subprocess.Popen(
                 [*argv, "--detach"] if detach else argv,
@@ -135,6 +138,8 @@ class Guardian:
             os.set_inheritable(fd, False)
         self._proc.stdin.close()
         self._proc.stdout.close()
+        with contextlib.suppress(OSError):  # gone already: the next send finds out
+            os.write(self._fd, f"+o {owner}\n".encode())  # the first line: far below the pipe's buffer
         self._pid = os.getpid()
         self._guardian_pid = self._proc.pid
         self._owner = owner
@@ -204,9 +209,13 @@ class Guardian:
         """Tell the guardian about a process group and its cgroup directories (from our side)."""
         self._send("".join([f"+g {pgid}\n"] + [f"+c {d}\n" for d in cgroups]))
 
-    def release(self, pgid: int, cgroups: list[str]) -> None:
-        """The group and cgroups are empty: the guardian forgets them."""
-        self._send("".join([f"-g {pgid}\n"] + [f"-c {d}\n" for d in cgroups]))
+    def release(self, pgid: int | None, cgroups: list[str]) -> None:
+        """The group (``None``: none) is empty and the cgroup directories are gone: the guardian forgets them.
+
+        A cgroup is released once its directory is gone, not when its processes are: until then the
+        guardian would kill what is in it and remove it if we died."""
+        lines = [] if pgid is None else [f"-g {pgid}\n"]
+        self._send("".join(lines + [f"-c {d}\n" for d in cgroups]))
 
     def start(self, *, detach: bool = False) -> bool:
         """Start the guardian now (else it starts with the first child); ``False`` when it cannot run.
@@ -324,10 +333,11 @@ class Registration:
             if pid is not None and len(b"+g %d\n" % pid + self._tail) > select.PIPE_BUF:
                 self._owner.hold(pid, self._cgroups)
             elif pid is None:
-                # the child registered itself, then its exec failed: its number is free for reuse
+                # the child registered itself, then its exec failed: its number is free for reuse (its cgroups
+                # are released by whoever removes them, once they are gone)
                 child = int.from_bytes(self._pid[:8], "little")
                 if child > 0:
-                    self._owner.release(child, self._cgroups)
+                    self._owner.release(child, [])
         finally:
             self._pid.close()
 
@@ -404,13 +414,14 @@ def _kill_marked(token: str, exclude: frozenset[int], var: str = MARK_VAR) -> in
     return len(pids)
 
 
-def serve(fd: int, parent: int = 0, owner: str = "") -> None:
+def serve(fd: int, parent: int = 0) -> None:
     """Read the parent's lines from ``fd``; when it closes, kill what is listed and what carries the
-    ``owner`` mark (never ``parent`` nor us)."""
+    owner mark it gave (never ``parent`` nor us)."""
     groups: set[int] = set()
     cgroups: set[str] = set()
     marks: set[str] = set()
     files: list[str] = []
+    owner = ""
     pending = b""
     while True:
         try:
@@ -438,6 +449,8 @@ def serve(fd: int, parent: int = 0, owner: str = "") -> None:
                     marks.add(arg.decode("utf-8", "surrogateescape"))
                 elif op == b"+f":
                     files.append(arg.decode("utf-8", "surrogateescape"))
+                elif op == b"+o":
+                    owner = arg.decode("utf-8", "surrogateescape")
             except ValueError:
                 continue
     exclude = frozenset({os.getpid(), parent})
@@ -462,8 +475,8 @@ def serve(fd: int, parent: int = 0, owner: str = "") -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``guardian.py PARENT_PID OWNER [--detach]``: serve the pipe on stdin; stdout closes when the work is
-    over."""
+    """``guardian.py PARENT_PID [--detach]``: serve the pipe on stdin (its first line gives the owner mark);
+    stdout closes when the work is over."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_IGN)
     if "--detach" in argv:
@@ -471,7 +484,7 @@ def main(argv: list[str]) -> None:
             os._exit(0)  # it lives on as the grandchild, no longer the parent's child
         os.write(1, b"r%d\n" % os.getpid())
     args = [a for a in argv if a != "--detach"]
-    serve(0, int(args[0]) if args and args[0].isdigit() else 0, args[1] if len(args) > 1 else "")
+    serve(0, int(args[0]) if args and args[0].isdigit() else 0)
 
 
 if __name__ == "__main__":

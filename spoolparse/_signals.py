@@ -24,6 +24,7 @@ from typing import Any
 
 __all__ = [
     "ENDING", "Interrupted", "deferred", "interrupts", "interrupt_was_handled", "uninterruptible", "helper_thread",
+    "handlers_kept", "as_interrupted",
 ]
 
 #: The signals that end spoolparse in an orderly way.
@@ -76,8 +77,24 @@ def deferred() -> Iterator[None]:
             signal.raise_signal(got[0])
 
 
+#: The signal our handler raised last (see :func:`as_interrupted`).
+_raised: list[int] = []
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    _raised[:] = [signum]
     raise Interrupted(signum)
+
+
+def as_interrupted(exc: KeyboardInterrupt) -> KeyboardInterrupt:
+    """``exc``, or the :class:`Interrupted` it stands for: a library that runs signal handlers inside its own
+    waits may turn the exception one raised into a bare ``KeyboardInterrupt`` (Ray's ``ray.wait`` and
+    ``ray.get`` do, whatever the signal was), which would pass a SIGTERM off as a Ctrl-C (130, not 143)."""
+    if isinstance(exc, Interrupted) or not _raised:
+        return exc
+    found = Interrupted(_raised[0])
+    found.__cause__ = exc
+    return found
 
 
 @contextlib.contextmanager
@@ -87,6 +104,7 @@ def interrupts() -> Iterator[None]:
         yield
         return
     saved: dict[int, Any] = {}
+    _raised.clear()
     try:
         for sig in map(int, ENDING):
             if signal.getsignal(sig) is signal.SIG_IGN:
@@ -96,6 +114,24 @@ def interrupts() -> Iterator[None]:
     finally:
         for sig, old in saved.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def handlers_kept() -> Iterator[None]:
+    """The ending signals' handlers as they were before the block, whatever it set (in the main thread;
+    elsewhere a no-op). For a library call that installs its own: ``ray.init()`` sets SIGTERM to
+    ``sys.exit``, and a SIGTERM to ``batch --ray`` then ended it without a word on the tasks in flight."""
+    if not _in_main_thread():
+        yield
+        return
+    saved = {sig: signal.getsignal(sig) for sig in map(int, ENDING)}
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            if old is not None and signal.getsignal(sig) is not old:  # None: set outside Python, left as it is
+                with contextlib.suppress(OSError, ValueError, TypeError):
+                    signal.signal(sig, old)
 
 
 def interrupt_was_handled() -> None:

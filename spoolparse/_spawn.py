@@ -12,8 +12,10 @@ The signal is SIGKILL: by the time it fires nobody is left to read the
 answer. It reaches only the direct child; the guardian
 (:mod:`spoolparse._guardian`) ends the rest of its group and cgroup.
 
-Three ways to start a child (:class:`spoolparse.process.Child` picks one),
-each leaving nothing behind if we die at any instant:
+Three ways to start a child (:func:`start_way` picks one, for
+:class:`spoolparse.process.Child`), each leaving nothing behind if we die at
+any instant, and each running the program with one ``execve`` whose error
+is the start's :class:`~spoolparse.SpawnError`, never a shell's exit status:
 
 - **direct**, when there is no cgroup to join and no ``preexec_fn``: one
   ``exec`` through ``vfork``, no parent-death signal. The child carries our
@@ -30,10 +32,17 @@ each leaving nothing behind if we die at any instant:
   pipe as stdin, until the parent has told the guardian about the group;
   then ``setpriv --pdeathsig KILL`` execs the agent with stdin
   ``/dev/null``. If we die before opening the gate, the child reads end of
-  file and exits without running anything.
+  file and exits without running anything. ``setpriv`` execs with
+  ``execvp``, which hands a file the kernel refuses (``ENOEXEC``) to
+  ``/bin/sh`` as a script: so this way is only for a program
+  :func:`exec_check` knows the kernel runs (an ELF executable of this
+  machine, or a ``#!`` script whose interpreters end in one), and whatever
+  it finds wrong is raised before the fork.
 - **preexec** (:func:`deathsig_preexec` and the guardian's ``Registration``)
   otherwise: the same steps in a ``preexec_fn``, which makes
-  :mod:`subprocess` ``fork``.
+  :mod:`subprocess` ``fork``. Also for a program only ``execve`` can judge
+  (another machine's ELF file, which ``binfmt_misc`` may run): its error
+  comes back from the child as :mod:`subprocess` reports it.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import queue
 import shutil
@@ -52,9 +62,12 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-__all__ = ["spawn", "mark_long_lived", "deathsig_preexec", "gated_argv", "Gate", "check_program"]
+__all__ = [
+    "spawn", "mark_long_lived", "deathsig_preexec", "gated_argv", "Gate", "exec_check", "explain_exec_error",
+    "start_way",
+]
 
 T = TypeVar("T")
 
@@ -165,29 +178,243 @@ class Gate:
             self.w = -1
 
 
-def check_program(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> bool:
-    """Raise what :class:`subprocess.Popen` raises when ``argv0`` cannot be found or executed (the gated
-    child finds out only after the fork, as an exit status); ``False`` when only ``execve`` itself can tell
-    (not an ELF file nor a ``#!`` script: ``setpriv`` would run it with ``/bin/sh`` where Popen fails)."""
-    if os.sep in argv0:
-        candidates = [argv0 if cwd is None else os.path.join(cwd, argv0)]
+# -- what the kernel will make of a program ---------------------------------------------
+
+#: The kernel reads this much of a file to choose its format (``BINPRM_BUF_SIZE``): a ``#!`` line longer than
+#: this has its interpreter's name cut, and is refused (``ENOEXEC``) unless a space ends the name first.
+_BINPRM_BUF = 256
+#: Files the kernel opens after the program before ``ELOOP``: a ``#!`` script's interpreter, that one's, ...
+#: (``exec_binprm``: the ELF file at the end may be the fifth interpreter, not the sixth).
+_MAX_DEPTH = 5
+_ET_EXEC, _ET_DYN = 2, 3
+_PT_INTERP = 3
+#: ``e_machine`` values of the machines Linux runs, for messages (the ELF specification's names).
+_MACHINES = {
+    2: "SPARC", 3: "x86", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S/390", 40: "ARM", 43: "SPARC V9",
+    62: "x86-64", 183: "AArch64", 243: "RISC-V", 258: "LoongArch",
+}
+
+
+def _machine(code: int) -> str:
+    return _MACHINES.get(code, f"machine {code}")
+
+
+def _elf_ident(head: bytes) -> tuple[int, int, int] | None:
+    """(class, byte order, machine) of an ELF header, or ``None`` when ``head`` is not one."""
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+        return None
+    return head[4], head[5], int.from_bytes(head[18:20], _order(head[5]))
+
+
+def _order(data: int) -> Literal["little", "big"]:
+    """The byte order of an ELF file's ``EI_DATA``."""
+    return "little" if data == 1 else "big"
+
+
+@functools.cache
+def _native_ident() -> tuple[int, int, int] | None:
+    """What this process's own executable is (``/proc/self/exe``): the kind of ELF file this kernel runs
+    natively. ``None`` where it cannot be read (then no ELF file is known to run: execve alone tells)."""
+    try:
+        with open("/proc/self/exe", "rb") as f:
+            return _elf_ident(f.read(64))
+    except OSError:
+        return None
+
+
+def _native_elf(f: Any, head: bytes) -> str | None:
+    """For an ELF file: its dynamic loader's path (``""``: none) when it is an executable of this machine's
+    kind the kernel loads; ``None`` when only execve can tell (another machine's, which ``binfmt_misc`` may
+    run, or a header the kernel may refuse). Reads the file's program headers (an ``OSError`` is the caller's)."""
+    ident = _elf_ident(head)
+    if ident is None or ident != _native_ident() or len(head) < 64:
+        return None
+    klass, order = ident[0], _order(ident[1])
+
+    def field(at: int, size: int) -> int:
+        return int.from_bytes(head[at : at + size], order)
+
+    if klass == 2:  # ELF64
+        e_type, phoff, phentsize, phnum, want = field(16, 2), field(32, 8), field(54, 2), field(56, 2), 56
     else:
-        candidates = [os.path.join(d, argv0) for d in os.get_exec_path(env)]
-    err = errno.ENOENT
-    for path in candidates:
+        e_type, phoff, phentsize, phnum, want = field(16, 2), field(28, 4), field(42, 2), field(44, 2), 32
+    if e_type not in (_ET_EXEC, _ET_DYN) or phentsize != want or not 0 < phnum * phentsize <= 65536:
+        return None
+    table = os.pread(f.fileno(), phnum * phentsize, phoff)
+    if len(table) < phnum * phentsize:
+        return None
+    for i in range(phnum):
+        ph = table[i * phentsize : (i + 1) * phentsize]
+        if int.from_bytes(ph[:4], order) != _PT_INTERP:
+            continue
+        if klass == 2:
+            offset, size = int.from_bytes(ph[8:16], order), int.from_bytes(ph[32:40], order)
+        else:
+            offset, size = int.from_bytes(ph[4:8], order), int.from_bytes(ph[16:20], order)
+        name = os.pread(f.fileno(), min(size, 4096), offset)
+        if len(name) < 2 or not name.endswith(b"\0") or b"\0" in name[:-1]:
+            return None
+        return os.fsdecode(name[:-1])
+    return ""
+
+
+def _script_interpreter(head: bytes) -> str | None:
+    """The interpreter the kernel takes from a ``#!`` line (its ``load_script``, step for step); ``None`` when
+    it refuses the line (no name, or a name that may go on past the bytes it reads)."""
+    buf = head[:_BINPRM_BUF].ljust(_BINPRM_BUF, b"\0")  # a shorter file: the kernel's buffer ends in NULs
+    end = buf.find(b"\n")
+    if end < 0:
+        end = _BINPRM_BUF  # the name must end (a space, a tab, a NUL) within these bytes, the last one too
+        rest = buf[2:end].lstrip(b" \t")
+        if not rest or not any(c in rest for c in (b" ", b"\t", b"\0")):
+            return None
+    name = buf[2:end].rstrip(b" \t").lstrip(b" \t")
+    for stop in (b" ", b"\t", b"\0"):
+        name = name.split(stop, 1)[0]
+    return os.fsdecode(name) if name else None
+
+
+def _verdict(
+    path: str, cwd: str | os.PathLike[str] | None, depth: int, *, role: str | None = None, loader: bool = False
+) -> bool:
+    """:func:`exec_check` for one file the kernel opens: the program (``role`` ``None``) or an interpreter."""
+    where = _where(path, cwd)
+    if depth > _MAX_DEPTH:
+        raise OSError(errno.ELOOP, f"#! interpreters nested more than {_MAX_DEPTH} deep")
+    try:
+        st = os.stat(where)
+    except OSError as e:
+        if role is None:
+            raise
+        raise OSError(e.errno, f"{role} {'was not found' if e.errno == errno.ENOENT else e.strerror}", path) from None
+    if not stat.S_ISREG(st.st_mode) or not os.access(where, os.X_OK):
+        raise OSError(errno.EACCES, os.strerror(errno.EACCES) if role is None else f"{role} cannot be executed", path)
+    try:
+        with open(where, "rb") as f:
+            head = f.read(_BINPRM_BUF)
+            elf = _native_elf(f, head) if head[:4] == b"\x7fELF" and not loader else None
+    except OSError:
+        return False  # unreadable here (execute-only, say): execve alone tells
+    if loader:
+        # its own loader is not looked at; one that is no ELF file of ours is ELIBBAD, never ENOEXEC
+        return _elf_ident(head) == _native_ident()
+    if head[:4] == b"\x7fELF":
+        if not elf:
+            return elf == ""  # "": no loader needed
+        # the loader is opened by the ELF loader itself, not by another round of exec: no deeper
+        return _verdict(elf, cwd, depth, role="its ELF interpreter (dynamic loader)", loader=True)
+    if head[:2] != b"#!":
+        return False  # binfmt_misc may know it; else ENOEXEC, which only an exact start reports
+    interpreter = _script_interpreter(head)
+    if interpreter is None:
+        return False
+    return _verdict(interpreter, cwd, depth + 1, role="its #! interpreter")
+
+
+def _where(path: str, cwd: str | os.PathLike[str] | None) -> str:
+    """``path`` as the child sees it: a relative one from its working directory."""
+    return path if cwd is None or os.path.isabs(path) else os.path.join(cwd, path)
+
+
+def _candidates(argv0: str, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> list[str]:
+    """Where ``argv0`` is looked for, in order (a name without a slash: each folder of the ``PATH`` the child
+    gets, as ``execvp`` and :mod:`subprocess` look)."""
+    if os.sep in argv0:
+        return [argv0]
+    return [os.path.join(d, argv0) for d in os.get_exec_path(env)]
+
+
+def exec_check(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> bool:
+    """What ``execve`` will make of ``argv0``, found before the fork.
+
+    Raises the :class:`OSError` the start would meet, naming what is wrong: the working directory, the
+    program (missing, not an executable file) or its interpreter (the ``#!`` line's, or an ELF file's
+    dynamic loader: missing, or not executable). Returns ``True`` when the kernel is known to run it: an
+    ELF executable of this machine's kind, or a ``#!`` script whose interpreters end in one. ``False`` when
+    only ``execve`` can tell (another machine's ELF file, which ``binfmt_misc`` may run; a file of no known
+    kind): such a program must be started by a start that reports ``execve``'s error, never through a
+    program that would hand it to ``/bin/sh`` on ``ENOEXEC`` as ``execvp`` does (``setpriv``, the shell's
+    ``exec``).
+    """
+    if cwd is not None:  # the child's chdir comes first, and fails first
         try:
-            st = os.stat(path)
+            is_dir = stat.S_ISDIR(os.stat(cwd).st_mode)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, os.fspath(cwd)) from None
+        if not is_dir:
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), os.fspath(cwd))
+    err = errno.ENOENT
+    for path in _candidates(argv0, env, cwd):
+        where = _where(path, cwd)
+        try:
+            st = os.stat(where)
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and os.access(path, os.X_OK):
-            try:
-                with open(path, "rb") as f:
-                    magic = f.read(4)
-            except OSError:
-                return False
-            return magic == b"\x7fELF" or magic.startswith(b"#!")
+        if stat.S_ISREG(st.st_mode) and os.access(where, os.X_OK):
+            return _verdict(path, cwd, 0)
         err = errno.EACCES
     raise OSError(err, os.strerror(err), argv0)
+
+
+def explain_exec_error(err: OSError, argv0: str, *, env: Mapping[str, str] | None,
+                       cwd: str | os.PathLike[str] | None) -> OSError:
+    """The error of a start that failed, saying what was wrong where :func:`exec_check` can tell more than
+    ``execve``'s number (a missing ``#!`` interpreter is ``ENOENT`` for the script; another machine's ELF
+    file is ``ENOEXEC``). Else ``err`` itself."""
+    if err.errno not in (errno.ENOENT, errno.ENOEXEC, errno.EACCES, errno.ELIBBAD, errno.ELOOP):
+        return err
+    try:
+        exec_check(argv0, env=env, cwd=cwd)
+    except OSError as found:
+        # what names an interpreter (or the depth of them) says more; about the program itself, execve's own
+        # error stands (it may be about the working directory, which the check cannot tell from the program)
+        return found if found.filename != argv0 else err
+    if err.errno == errno.ENOEXEC:
+        return OSError(err.errno, f"{err.strerror}: {_what_is(argv0, env, cwd)}", err.filename)
+    return err
+
+
+def _what_is(argv0: str, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> str:
+    """For an ``ENOEXEC``: what the file (or the last interpreter it names) is, as far as its first bytes tell."""
+    path = next((p for p in _candidates(argv0, env, cwd) if os.path.isfile(_where(p, cwd))), argv0)
+    lead = ""
+    for _ in range(_MAX_DEPTH + 1):
+        try:
+            with open(_where(path, cwd), "rb") as f:
+                head = f.read(_BINPRM_BUF)
+        except OSError:
+            break
+        ident = _elf_ident(head)
+        if ident is not None:
+            native = _native_ident()
+            here = f"; this machine runs {_machine(native[2])} programs" if native is not None else ""
+            return f"{lead}an ELF program for {_machine(ident[2])} ({64 if ident[0] == 2 else 32}-bit){here}"
+        if head[:2] != b"#!":
+            return f"{lead}neither an ELF program nor a #! script"
+        interpreter = _script_interpreter(head)
+        if interpreter is None:
+            return f"{lead}a #! script whose first line names no interpreter the kernel can read"
+        path, lead = interpreter, f"its #! interpreter {interpreter!r} is "
+    return "a file the kernel cannot execute"
+
+
+def start_way(
+    program: list[str], *, marked: bool, cgroups: bool, devnull_stdin: bool, preexec_fn: bool,
+    env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None,
+) -> str:
+    """How :class:`spoolparse.process.Child` starts ``program`` (the module's docstring): ``"direct"``,
+    ``"gated"`` or ``"preexec"``. The one place this is decided.
+
+    Every way execs the program once with ``execve`` and reports its error: the direct and preexec starts
+    through :mod:`subprocess`, the gated one only for a program :func:`exec_check` knows the kernel runs
+    (its ``setpriv`` would hand a program the kernel refuses to ``/bin/sh``). Raises what
+    :func:`exec_check` finds wrong before the fork.
+    """
+    if marked and not preexec_fn and not cgroups:
+        return "direct"
+    if marked and devnull_stdin and not preexec_fn and gated_argv(program, []) is not None:
+        return "gated" if exec_check(program[0], env=env, cwd=cwd) else "preexec"
+    return "preexec"
 
 
 def mark_long_lived() -> None:

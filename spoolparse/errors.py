@@ -49,7 +49,10 @@ class SpawnError(Error, OSError):
     def __str__(self) -> str:
         name = self.argv[0] if self.argv else "<empty argv>"
         # the OS names what it could not find; when that is not the program (a missing cwd), say so
-        other = f" ({self.filename})" if self.filename and os.fspath(self.filename) != name else ""
+        other = ""
+        if self.filename and os.fspath(self.filename) != name:
+            shown = os.fspath(self.filename)
+            other = f" ({shown if str(shown).isprintable() else repr(shown)})"  # "/bin/sh\r" of a CRLF #! line
         return f"cannot start {name!r}: {self.strerror or 'error'}{other}"
 
 

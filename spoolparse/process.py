@@ -38,7 +38,7 @@ from ._lifecycle import Check, Deadlines, Done, Lifecycle, Reap, Send, Wait
 from ._proc import proc_stats
 from ._relay import EventRelay
 from ._signals import Interrupted, deferred
-from ._spawn import Gate, check_program, deathsig_preexec, gated_argv, spawn
+from ._spawn import Gate, deathsig_preexec, explain_exec_error, gated_argv, spawn, start_way
 from ._wait import SpoolWaiter
 from .errors import SpawnError, SpoolFullError, UsageError
 from .lines import Loads
@@ -164,7 +164,10 @@ def _stdin_for(inp: Input, spool_dir: str) -> tuple[Any, IO[bytes] | None]:
 
 
 class Cgroup(Protocol):
-    """What a child's cgroup offers (:class:`spoolparse.runner.cgroup.ChildCgroup` is one)."""
+    """What a child's cgroup offers (:class:`spoolparse.runner.cgroup.ChildCgroup` is one).
+
+    The guardian holds its ``dirs`` from the child's start: :meth:`remove` tells it to forget each once it is
+    gone (``guardian.release(None, dirs)``); one never removed is removed by the guardian when we exit."""
 
     dirs: list[str]
 
@@ -176,7 +179,7 @@ class Cgroup(Protocol):
 
     def procs(self) -> list[int]: ...
 
-    def remove(self) -> bool: ...
+    def remove(self, within: float = ...) -> bool: ...
 
 
 Containment = Cgroup | Literal["auto"] | None
@@ -313,31 +316,30 @@ class Child:
             # every child carries our owner mark: the guardian ends what has it when we are gone
             marked = guardian.marked_env(env) if sys.platform.startswith("linux") else None
             cgroups = self._cgroup_dirs()
-            argv: list[str] | None = None
             registration: Registration | None = None
-            if marked is not None and preexec_fn is None and not cgroups:
-                # direct: one exec, vfork; the mark covers the instant between the fork and our hold
-                argv, preexec, env = program, None, marked
-            elif marked is not None and stdin is subprocess.DEVNULL and preexec_fn is None:
-                # a cgroup to join before exec: the gated start does it without Python in the child
-                argv = gated_argv(program, [os.path.join(d, "cgroup.procs") for d in cgroups])
-                if argv is not None:
-                    try:
-                        if not check_program(program[0], env=env, cwd=cwd):
-                            argv = None
-                    except (OSError, ValueError) as e:
-                        raise self._spawn_error(e) from None
-                if argv is not None:
+            try:
+                way = start_way(
+                    program, marked=marked is not None, cgroups=bool(cgroups),
+                    devnull_stdin=stdin is subprocess.DEVNULL, preexec_fn=preexec_fn is not None, env=env, cwd=cwd,
+                )
+            except (OSError, ValueError) as e:
+                raise self._spawn_error(e) from None
+            gated = gated_argv(program, [os.path.join(d, "cgroup.procs") for d in cgroups]) if way == "gated" else None
+            if way == "direct" or gated is not None:
+                # direct: one exec, vfork; the mark covers the instant between the fork and our hold. gated: a
+                # cgroup to join before exec, without Python in the child
+                if gated is not None:
                     gate = Gate()
-                    stdin, preexec, env = gate.r, None, marked
-            if argv is None:
+                    stdin = gate.r
+                argv, preexec, env = gated or program, None, marked
+            else:
                 argv = program
                 env = marked if marked is not None else env
                 join = self.cgroup.preexec() if self.cgroup is not None else None
                 # the child itself tells the guardian about its group, before it runs anything
                 registration = guardian.registration(cgroups)
                 preexec = _preexec([deathsig_preexec(), join, registration, preexec_fn])
-            self._launch = _Launch(argv, stdin, out_end, err_end, cwd, env, preexec, gate, registration, ends)
+            self._launch = _Launch(argv, program, stdin, out_end, err_end, cwd, env, preexec, gate, registration, ends)
         except BaseException:
             if gate is not None:
                 gate.close()
@@ -371,7 +373,7 @@ class Child:
                         preexec_fn=plan.preexec,
                     )
             except (OSError, ValueError) as e:
-                raise self._spawn_error(e) from None
+                raise self._spawn_error(e, plan) from None
 
         try:
             # From fork to the child being ours to end, a signal must not cut in (the child would be
@@ -411,11 +413,18 @@ class Child:
         except (AttributeError, OSError):
             self._pidfd = -1
 
-    def _spawn_error(self, e: OSError | ValueError) -> SpawnError:
+    def _spawn_error(self, e: OSError | ValueError, plan: _Launch | None = None) -> SpawnError:
         """A start that failed, as :class:`~spoolparse.SpawnError`: the OS refused it, or what was to be passed
         cannot be (``ValueError``: a NUL byte in the command, its environment or its directory; ``=`` in a
-        variable's name)."""
+        variable's name). ``plan``: the start that failed, whose ``execve`` error names what it can."""
         err = e if isinstance(e, OSError) else OSError(errno.EINVAL, str(e))
+        if plan is not None:
+            program = plan.program[0]
+            if err.errno == errno.E2BIG:
+                # the program's arguments (and environment) are what is too long, whatever exec'd first
+                err = OSError(err.errno, err.strerror, program)
+            elif plan.argv[0] == program:  # the program's own execve: what made it fail, where more can be said
+                err = explain_exec_error(err, program, env=plan.env, cwd=plan.cwd)
         return SpawnError(self.args if isinstance(self.args, list) else [self.args], err)
 
     def _launched(self, ends: list[int]) -> None:
@@ -619,12 +628,13 @@ class Child:
         return self.returncode
 
     def _release(self) -> None:
-        """The child and its leftovers are gone: the guardian forgets them, our own cgroup goes."""
+        """The child and its leftovers are gone: the guardian forgets its group; our own cgroup goes (and is
+        forgotten once gone: :meth:`Cgroup.remove`)."""
         if self._held:
             self._held = False
-            guardian.release(self.pgid, self._cgroup_dirs())
+            guardian.release(self.pgid, [])
             if self._own_cgroup and self.cgroup is not None:
-                self.cgroup.remove()
+                self.cgroup.remove(self.life.deadlines.grace)
 
     def settle(self) -> None:
         """Block until the lifecycle is done (the synchronous driver's end: reap and sweep)."""
@@ -749,7 +759,7 @@ class Child:
             self._close(self._stdin_close)
         self._close_pidfd()
         if self._own_cgroup and self.cgroup is not None and not self._held:
-            self.cgroup.remove()
+            self.cgroup.remove(self.life.deadlines.grace)
 
     def _close_pidfd(self) -> None:
         if self._pidfd >= 0:
@@ -762,6 +772,7 @@ class _Launch:
     """What :meth:`Child.launch` starts: made ready by the constructor."""
 
     argv: list[str]
+    program: list[str]  # what argv starts (argv itself, or after the gated start's shim)
     stdin: Any
     stdout: Any
     stderr: Any

@@ -80,23 +80,29 @@ def marker() -> tuple[str, dict[str, str]]:
     return token, {"SPOOLPARSE_TEST_MARK": token}
 
 
-def marked_pids(token: str) -> list[int]:
-    """Live (non-zombie) processes whose environment carries ``token``."""
-    needle = f"SPOOLPARSE_TEST_MARK={token}".encode()
+def _live(proc_file: str, matches: Callable[[bytes], bool]) -> list[int]:
+    """Live (non-zombie) processes whose ``/proc/PID/<proc_file>`` ``matches``."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                env = f.read()
+            with open(f"/proc/{name}/{proc_file}", "rb") as f:
+                if not matches(f.read()):
+                    continue
             with open(f"/proc/{name}/stat", "rb") as f:
                 stat = f.read()
         except OSError:
             continue
-        if needle in env.split(b"\0") and stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X"):
+        if stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X"):
             found.append(int(name))
     return found
+
+
+def marked_pids(token: str) -> list[int]:
+    """Live (non-zombie) processes whose environment carries ``token``."""
+    needle = f"SPOOLPARSE_TEST_MARK={token}".encode()
+    return _live("environ", lambda env: needle in env.split(b"\0"))
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 30.0) -> bool:
@@ -131,3 +137,26 @@ def our_cgroups() -> list[str]:
             if name.startswith(f"spoolparse-{os.getpid()}-"):
                 found.append(os.path.join(parent, name))
     return found
+
+
+def escapee_tag() -> str:
+    """A unique argument for ``sleep``: the way to find a process that cleared its environment (no mark)."""
+    return f"9{uuid.uuid4().int % 10**6:06d}.5"
+
+
+def sleeping(tag: str) -> list[int]:
+    """Live (non-zombie) ``sleep TAG`` processes."""
+    want = b"sleep\0" + tag.encode() + b"\0"
+    return _live("cmdline", want.__eq__)
+
+
+def escaping(tag: str, then: str = "", started: str | os.PathLike[str] | None = None) -> list[str]:
+    """A task's argv that starts ``sleep TAG`` out of its session with an empty environment (no mark of any
+    kind on it: what ``sudo`` on a command that daemonizes does), then runs ``then``. With ``started``, that
+    file gets the sleep's pid before it runs, and the task goes on only once it has."""
+    answer = '{"type":"result","result":"done"}'
+    if started is None:
+        return ["sh", "-c", f"setsid -f env -i sleep {tag}; echo '{answer}'; {then}"]
+    f = os.fspath(started)
+    escape = f"echo $$ > {f}.part && mv {f}.part {f}; exec env -i sleep {tag}"
+    return ["sh", "-c", f"setsid -f sh -c '{escape}'; while [ ! -e {f} ]; do sleep 0.05; done; echo '{answer}'; {then}"]

@@ -117,7 +117,7 @@ def test_the_vm_initramfs_is_a_newc_archive_cpio_reads(tmp_path: Path) -> None:
     subprocess.run(["cpio", "-idm", "--quiet"], input=blob, cwd=out, check=True, capture_output=True)
     assert (out / "bin" / "hello").read_text() == "#!/bin/sh\necho hi\n"
     assert os.readlink(out / "bin" / "sh") == "hello"
-    assert vm.marked_files() == ["tests/test_cgroup2.py"]
+    assert vm.marked_files() == ["tests/test_cgroup2.py", "tests/test_nothing_outlives.py"]
 
 
 def test_the_vm_shares_again_a_checkout_and_venv_the_guests_tmp_would_hide(

@@ -124,3 +124,51 @@ def test_a_child_that_gets_the_owner_mark_just_after_we_are_gone_is_still_killed
     assert len(token) == 16
     assert wait_gone(test_token, timeout=5.0) == []  # the sleep (and the sh before it) killed by our guardian
     assert marked(token, var=OWNER_VAR) == []
+
+
+@pytest.mark.parametrize("detach", [False, True], ids=["attached", "detached"])
+def test_the_owner_token_is_not_in_the_guardians_command_line(detach: bool) -> None:
+    """``/proc/PID/cmdline`` is readable by every user: a token there would let anyone name our agents (and
+    mark a process of theirs to be killed with ours). It goes to the guardian over its pipe instead."""
+    code = textwrap.dedent("""
+        import sys
+        from spoolparse._guardian import OWNER_VAR, guardian
+        assert guardian.start(detach=sys.argv[1] == "1")
+        token = guardian.marked_env({})[OWNER_VAR]
+        print(guardian.pid, token, flush=True)
+        sys.stdin.read()
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code, "1" if detach else "0"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None
+        pid, token = p.stdout.readline().split()
+        assert len(token) == 16
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            cmdline = f.read()
+        assert b"_guardian.py" in cmdline  # the guardian's own, looked at while it runs
+        assert token not in cmdline
+        with open(f"/proc/{int(pid)}/environ", "rb") as f:
+            assert token not in f.read()
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_the_guardian_reads_its_owner_token_from_the_pipe() -> None:
+    """The owner sweep works with the token given on the pipe: a process carrying it is killed once the pipe
+    closes, and the guardian's own parent (which may carry it) is spared."""
+    from spoolparse._guardian import OWNER_VAR, serve
+
+    token = os.urandom(8).hex()
+    victim = subprocess.Popen(["sleep", "60"], env={**os.environ, OWNER_VAR: token})
+    r, w = os.pipe()
+    try:
+        os.write(w, f"+o {token}\n".encode())
+        os.close(w)
+        serve(r, os.getpid())
+        assert victim.wait(10) == -signal.SIGKILL
+    finally:
+        os.close(r)
+        victim.kill()
+        victim.wait()

@@ -29,7 +29,17 @@ from spoolparse.runner.ray_backend import RayBatch
 
 from .helpers import as_from_a_terminal
 from .ray_support import INSIDE, RAY_ENV, ROOT, NodeProbe, cannot_unshare, local_cluster, loopback_only
-from .runner_support import FAKE_CODEX, marked_pids, marker, one_each, wait_gone
+from .runner_support import (
+    FAKE_CODEX,
+    escapee_tag,
+    escaping,
+    marked_pids,
+    marker,
+    one_each,
+    sleeping,
+    wait_for,
+    wait_gone,
+)
 
 ray = pytest.importorskip("ray", reason="the Ray backend needs the ray extra: pip install -e '.[ray]'")
 
@@ -212,26 +222,32 @@ def test_a_node_removed_mid_run_loses_no_task_and_leaves_no_agent(cluster: Any, 
     assert wait_gone(token, timeout=15) == [], "agents of the removed node outlived it"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGKILL])
 @inside
 def test_interrupting_the_driver_ends_every_agent_on_every_node(cluster: Any, tmp_path: Path, sig: int) -> None:
+    """Each ending signal gives what Ctrl-C gives (``ray.init`` installs its own SIGTERM handler: ours are put
+    back after it): every task in flight printed ``cancelled``, a final job-log line for each outcome printed
+    and no other, 128 + N. Every agent ends, and so does what one started out of its session with its
+    environment cleared (its task's cgroup holds it). ``kill -9``: Ray ends the actors, their guardians the rest."""
     token, env = marker()
+    tag = escapee_tag()
     tasks = tmp_path / "tasks.jsonl"
     with tasks.open("w") as f:
         for i in range(12):
             f.write(json.dumps({"id": f"c{i}", "cmd": fake("--hang", "60", "--orphan"), "env": env}) + "\n")
+        f.write(json.dumps({"id": "escapee", "cmd": escaping(tag, "exec sleep 300"), "env": env}) + "\n")
     log = tmp_path / "jobs.ndjson"
     p = subprocess.Popen(
-        [sys.executable, "-m", "spoolparse", "batch", str(tasks), "--ray", cluster.address, "-j", "2",
+        [sys.executable, "-m", "spoolparse", "batch", str(tasks), "--ray", cluster.address, "-j", "3",
          "--joblog", str(log), "--progress"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **RAY_ENV},
         preexec_fn=as_from_a_terminal,
     )
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(marked_pids(token)) < 6:
+        while time.monotonic() < deadline and (len(marked_pids(token)) < 6 or not sleeping(tag)):
             time.sleep(0.2)
-        assert len(marked_pids(token)) >= 6, "the agents never started"
+        assert len(marked_pids(token)) >= 6 and sleeping(tag), "the agents never started"
         p.send_signal(sig)
         out, err = p.communicate(timeout=60)
     finally:
@@ -239,16 +255,37 @@ def test_interrupting_the_driver_ends_every_agent_on_every_node(cluster: Any, tm
             p.kill()
             p.wait()
     # a killed driver: Ray ends its actors once it notices, then each runner's watcher ends the agents
-    left = wait_gone(token, timeout=20 if sig == signal.SIGINT else 60)
+    left = wait_gone(token, timeout=20 if sig != signal.SIGKILL else 60)
     assert left == [], f"agents outlived the driver: {_describe(left)}"
-    if sig == signal.SIGINT:
-        assert p.returncode == 130, err.decode(errors="replace")[-2000:]
+    assert wait_for(lambda: not sleeping(tag), timeout=20 if sig != signal.SIGKILL else 60), sleeping(tag)
+    if sig != signal.SIGKILL:
+        said = err.decode(errors="replace")
+        assert p.returncode == 128 + sig, said[-2000:]
+        assert said.rstrip().endswith(f"spoolparse: error: interrupted by {signal.Signals(sig).name}"), said[-2000:]
         outs = [json.loads(line) for line in out.splitlines()]
         assert outs and {o["verdict"] for o in outs} == {"cancelled"}
         assert len({o["id"] for o in outs}) == len(outs)
         finals = [json.loads(line) for line in log.read_text().splitlines()]
         assert sorted(r["id"] for r in finals if r["final"]) == sorted(o["id"] for o in outs)
-        assert b"running" in err
+        assert "running" in said
+
+
+@inside
+def test_each_node_contains_its_tasks_as_a_local_batch_does(cluster: Any, tmp_path: Path) -> None:
+    """A task's descendant that left its session and cleared its environment (no mark on it for the node
+    runner's sweep) ends with the task; a program the kernel refuses is a spawn_error, never retried."""
+    tag = escapee_tag()
+    missing = tmp_path / "missing-interpreter"
+    missing.write_text("#!/nonexistent/interp\n")
+    missing.chmod(0o755)
+    tasks = [Task(id=f"e{i}", argv=escaping(f"{tag}{i}", "sleep 1")) for i in range(3)]
+    tasks.append(Task(id="bad", argv=[str(missing)]))
+    outs = one_each(run_many(tasks, backend="ray", max_concurrent=2, grace=0.5, retries=2, retry_backoff=0),
+                    ["e0", "e1", "e2", "bad"])
+    assert [sleeping(f"{tag}{i}") for i in range(3)] == [[], [], []]
+    assert all(outs[f"e{i}"].ok and outs[f"e{i}"].enforcement in ("cgroup1", "cgroup2") for i in range(3)), outs
+    assert outs["bad"].verdict == "spawn_error" and outs["bad"].attempts == 1
+    assert outs["bad"].error == f"cannot start {str(missing)!r}: its #! interpreter was not found (/nonexistent/interp)"
 
 
 def _describe(pids: list[int]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import io
+import itertools
 import os
 import signal
 import sys
@@ -252,3 +253,187 @@ def test_a_fast_writer_past_max_spool_bytes_is_stopped_at_once() -> None:
     res.close()
     assert group_gone(_last_pgid)
     assert took < 30, took
+
+
+# -- programs that cannot be executed: one exec path, never the shell ------------------------------------------
+
+
+def _native_machine() -> int:
+    with open("/proc/self/exe", "rb") as f:
+        head = f.read(20)
+    if head[:6] != b"\x7fELF\x02\x01":
+        pytest.skip("needs an ELF64 little-endian interpreter: the test builds ELF files of that kind")
+    return int.from_bytes(head[18:20], "little")
+
+
+def _elf(machine: int, loader: bytes | None = None) -> bytes:
+    """A minimal ELF64 little-endian executable header for ``machine``, with a PT_INTERP naming ``loader``."""
+    import struct
+
+    phdrs = body = b""
+    if loader is not None:
+        name = loader + b"\0"
+        phdrs = struct.pack("<IIQQQQQQ", 3, 4, 120, 0, 0, len(name), len(name), 1)  # PT_INTERP at offset 120
+        body = name
+    phnum = 1 if loader is not None else 0
+    header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    header += struct.pack("<HHIQQQIHHHHHH", 2, machine, 1, 0x400000, 64 if phnum else 0, 0, 0, 64, 56, phnum, 64, 0, 0)
+    return header + phdrs + body
+
+
+#: What must go wrong, for each kind of unexecutable program: (errno, what the message must name).
+UNEXECUTABLE = ["foreign-elf", "missing-interpreter", "crlf-interpreter", "missing-loader", "script-of-foreign",
+                "nested-missing", "no-magic", "too-deep"]
+
+
+@pytest.fixture(scope="module")
+def unexecutable(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, int, str]]:
+    """Each kind of program the kernel refuses: (path, errno, a text the error must hold)."""
+    native = _native_machine()
+    foreign = 183 if native != 183 else 62  # AArch64, or x86-64 on an AArch64 host
+    foreign_name = "AArch64" if foreign == 183 else "x86-64"
+    d = tmp_path_factory.mktemp("unexecutable")
+
+    def put(name: str, data: bytes) -> str:
+        p = d / name
+        p.write_bytes(data)
+        p.chmod(0o755)
+        return str(p)
+
+    elf = put("foreign-elf", _elf(foreign))
+    missing = put("missing-interpreter", b"#!/nonexistent/interp -x\necho '{}'\n")
+    deep = "/bin/true"
+    for i in range(6):  # the kernel follows five interpreters of interpreters, not six
+        deep = put(f"level{i}", f"#!{deep}\n".encode())
+    return {
+        "foreign-elf": (elf, errno.ENOEXEC, f"an ELF program for {foreign_name}"),
+        "missing-interpreter": (missing, errno.ENOENT, "its #! interpreter was not found (/nonexistent/interp)"),
+        "crlf-interpreter": (put("crlf", b"#!/bin/sh\r\necho '{}'\r\n"), errno.ENOENT, "('/bin/sh\\r')"),
+        "missing-loader": (put("missing-loader", _elf(native, b"/nonexistent/ld.so")), errno.ENOENT,
+                           "its ELF interpreter (dynamic loader) was not found (/nonexistent/ld.so)"),
+        "script-of-foreign": (put("script-of-foreign", f"#!{elf}\n".encode()), errno.ENOEXEC,
+                              f"its #! interpreter '{elf}' is an ELF program for {foreign_name}"),
+        "nested-missing": (put("nested-missing", f"#!{missing}\n".encode()), errno.ENOENT, "(/nonexistent/interp)"),
+        "no-magic": (put("no-magic", b"echo '{}'\n"), errno.ENOEXEC, "neither an ELF program nor a #! script"),
+        "too-deep": (deep, errno.ELOOP, "#! interpreters nested more than 5 deep"),
+    }
+
+
+def _start_by(way: str, argv: list[str]) -> object:
+    """Start ``argv`` the given way: a SpawnError raised, or the batch's one outcome."""
+    import asyncio
+
+    from spoolparse.runner import Task, run_many
+
+    if way == "run-direct":
+        return spoolparse.run(argv, containment=None)
+    if way == "run-contained":  # the gated start where a cgroup can be made
+        return spoolparse.run(argv)
+    if way == "run-input":  # the preexec start where a cgroup can be made
+        return spoolparse.run(argv, input=b"x")
+    if way == "arun":
+        return asyncio.run(spoolparse.arun(argv))
+    enforce = {"batch": "auto", "batch-cgroup": "cgroup", "batch-watchdog": "watchdog"}[way]
+    (out,) = list(run_many([Task(argv=argv, id="t")], enforce=enforce, retries=2, retry_backoff=0))
+    return out
+
+
+@pytest.mark.parametrize("way", ["run-direct", "run-contained", "run-input", "arun", "batch", "batch-cgroup",
+                                 "batch-watchdog"])
+@pytest.mark.parametrize("kind", UNEXECUTABLE)
+def test_a_program_the_kernel_refuses_is_a_spawn_error_on_every_start(
+    unexecutable: dict[str, tuple[str, int, str]], kind: str, way: str
+) -> None:
+    """Never handed to ``/bin/sh`` (``execvp``'s fallback on ENOEXEC), never an exit status: the start fails,
+    naming the program or the interpreter at fault; in a batch a ``spawn_error``, which is never retried."""
+    path, err, named = unexecutable[kind]
+    if way.startswith("batch"):
+        out = _start_by(way, [path])
+        assert out.verdict == "spawn_error" and out.attempts == 1, out  # type: ignore[attr-defined]
+        assert out.error.startswith(f"cannot start {path!r}: ") and named in out.error, out  # type: ignore[attr-defined]
+        return
+    with pytest.raises(SpawnError) as e:
+        _start_by(way, [path, "arg"])
+    assert e.value.errno == err, e.value
+    assert e.value.argv == [path, "arg"]
+    assert str(e.value).startswith(f"cannot start {path!r}: ") and named in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("kind", UNEXECUTABLE)
+def test_run_exits_126_or_127_for_a_program_the_kernel_refuses(
+    unexecutable: dict[str, tuple[str, int, str]], kind: str
+) -> None:
+    import subprocess
+
+    path, err, named = unexecutable[kind]
+    p = subprocess.run([sys.executable, "-m", "spoolparse", "run", "--", path], capture_output=True, timeout=60)
+    assert p.returncode == (127 if err == errno.ENOENT else 126), p.stderr
+    assert p.stdout == b""  # no summary: nothing ran, not even a shell reading the file as a script
+    assert p.stderr.decode().startswith(f"spoolparse: error: cannot start {path!r}: ") and named in p.stderr.decode()
+
+
+def test_an_argument_list_too_long_names_the_program_not_a_shell() -> None:
+    """The gated start execs a shell first; its E2BIG is the program's arguments' all the same."""
+    for containment in (None, "auto"):
+        with pytest.raises(SpawnError) as e:
+            spoolparse.run(["true", "x" * (256 << 10)], containment=containment)  # type: ignore[arg-type]
+        assert e.value.errno == errno.E2BIG
+        assert str(e.value) == "cannot start 'true': Argument list too long", str(e.value)
+
+
+def _kernel_says(path: str) -> int:
+    """What execve itself makes of ``path``: 0 when it runs, else its errno (subprocess reports it exactly)."""
+    import subprocess
+
+    try:
+        subprocess.run([path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=30)
+    except OSError as e:
+        return e.errno or -1
+    return 0
+
+
+def _shebangs() -> list[bytes]:
+    """``#!`` lines around every rule of the kernel's reading of one: spaces and tabs before and after the
+    name, an argument, a CR, no newline, and names that end just before, at and after its 256 bytes (a run
+    of slashes makes ``/bin/true`` as long as needed)."""
+    lines = []
+    for lead, tail, end in itertools.product([b"", b" ", b"\t "], [b"", b" ", b" -x", b"\t-x y", b"\r"], [b"\n", b""]):
+        lines.append(b"#!" + lead + b"/bin/true" + tail + end)
+    for length in (240, 250, 252, 253, 254, 255, 256, 260, 300):
+        for tail, end in ((b"", b""), (b"", b"\n"), (b" x", b""), (b" x", b"\n")):
+            name = b"/" * (length - len(b"#!bin/true")) + b"bin/true"
+            lines.append(b"#!" + name + tail + end)
+    lines += [b"#!", b"#!\n", b"#! \n", b"#!/nonexistent\n", b"#!/etc\n", b"#!/etc/hostname\n", b"#!bin/true\n"]
+    return lines
+
+
+def test_the_check_before_the_fork_agrees_with_the_kernel(tmp_path: Path) -> None:
+    """Whatever :func:`exec_check` says of a ``#!`` script, the kernel does: a script it vouches for runs, and
+    one it refuses fails with the very errno; it never vouches for what fails (the gated start would then
+    hand it to the shell). What it leaves to execve is only what the kernel refuses (an exact start then
+    reports its errno): every script that runs is vouched for."""
+    from spoolparse._spawn import exec_check
+
+    seen = {"refused": 0, "runs": 0, "left": 0}
+    for i, line in enumerate(_shebangs()):
+        script = tmp_path / f"s{i}"
+        script.write_bytes(line)
+        script.chmod(0o755)
+        kernel = _kernel_says(str(script))
+        try:
+            runs = exec_check(str(script), env=None, cwd=None)
+        except OSError as e:
+            assert e.errno == kernel, (line, e, kernel)
+            seen["refused"] += 1
+            continue
+        assert (kernel == 0) == runs, (line, runs, kernel)
+        seen["runs" if runs else "left"] += 1
+    assert min(seen.values()) > 0, seen  # each outcome was met
+
+
+@pytest.mark.parametrize("containment", [None, "auto"])
+def test_a_missing_working_directory_is_named_not_blamed_on_the_program(containment: str | None) -> None:
+    with pytest.raises(SpawnError) as e:
+        spoolparse.run(["./agent"], cwd="/nonexistent-dir", containment=containment)  # type: ignore[arg-type]
+    assert e.value.errno == errno.ENOENT and "/nonexistent-dir" in str(e.value), str(e.value)

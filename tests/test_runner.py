@@ -22,6 +22,7 @@ import pytest
 import spoolparse
 from spoolparse import _limits
 from spoolparse.runner import Admission, Task, auto_concurrency, default_reserve, run_many
+from spoolparse.runner.cgroup import Placement
 from spoolparse.runner.joblog import done_ids, finished_ok
 from spoolparse.runner.memory import HostMemory, sample_trees
 from spoolparse.runner.scheduler import Batch, InvalidTask
@@ -39,7 +40,7 @@ def test_argv_lists_get_index_ids_and_one_outcome_each() -> None:
     assert outs["1"].verdict == "failed" and outs["1"].returncode == 1
     assert outs["2"].ok and outs["2"].summary is not None
     assert outs["2"].summary["text"].startswith("FINAL-ANSWER")
-    assert outs["2"].enforcement == "none" and outs["2"].attempts == 1
+    assert outs["2"].enforcement == (Placement.detect().enforcement or "none") and outs["2"].attempts == 1
 
 
 def test_spawn_errors_and_bad_items_do_not_stop_the_batch() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from spoolparse.runner import Task, run_many
-from spoolparse.runner.cgroup import ENFORCEMENTS, Placement
+from spoolparse.runner.cgroup import ENFORCEMENTS, Placement, wait_removed
 
 from .runner_support import HOG, FixedProbe, MiB, marked_pids, marker, one_each, our_cgroups, wait_gone
 
@@ -41,13 +42,16 @@ def test_cgroup_caps_a_hog_and_reports_the_exact_peak() -> None:
     assert our_cgroups() == []
 
 
-def test_the_child_is_in_its_cgroup_before_exec() -> None:
-    # the exec'd shell itself (not a later fork) must already be inside: it reads its own cgroup first thing
+def test_every_task_is_in_its_cgroup_before_exec() -> None:
+    # the exec'd shell itself (not a later fork) must already be inside: it reads its own cgroup first thing;
+    # with a memory limit or without one, a cgroup of its own is what ends whatever it starts with it
     check = ["sh", "-c", "grep -q /spoolparse- /proc/$$/cgroup"]
     tasks = [Task(argv=check, id="capped", memory_limit=64 * MiB), Task(argv=check, id="plain")]
     outs = one_each(run_many(tasks, memory_probe=FixedProbe(BIG)), ["capped", "plain"])
     assert outs["capped"].ok, outs["capped"]
-    assert outs["plain"].verdict == "failed"  # no limit, no cgroup: the check itself can fail
+    assert outs["plain"].ok, outs["plain"]
+    watched = one_each(run_many([Task(argv=check, id="w")], enforce="watchdog", memory_probe=FixedProbe(BIG)), ["w"])
+    assert watched["w"].verdict == "failed" and watched["w"].enforcement == "none"  # the one way to have none
 
 
 def test_timeout_kills_a_process_that_escaped_the_group(tmp_path: Path) -> None:
@@ -95,7 +99,8 @@ def test_outcomes_name_the_enforcement_that_ran() -> None:
     tasks = [Task(argv=["true"], id="capped", memory_limit=64 * MiB), Task(argv=["true"], id="plain")]
     outs = one_each(run_many(tasks, memory_probe=FixedProbe(BIG)), ["capped", "plain"])
     assert outs["capped"].enforcement == WHERE.enforcement
-    assert outs["plain"].enforcement == "none"
+    assert outs["plain"].enforcement == WHERE.enforcement  # contained by its cgroup, no limit in it
+    assert outs["plain"].peak_source == "cgroup"
 
 
 def test_stale_cgroups_of_a_dead_runner_are_removed() -> None:
@@ -120,7 +125,8 @@ def test_a_cgroup_with_one_nested_in_it_is_killed_and_removed_whole() -> None:
         with open(os.path.join(inner, "cgroup.procs"), "w") as f:
             f.write(str(p.pid))
         assert p.pid in cg.procs()
-        assert cg.remove()
+        cg.remove()  # never waits: what is still dying is removed in the background
+        assert wait_removed(10)
         assert p.wait(timeout=10) == -signal.SIGKILL
         assert not os.path.exists(cg.mem)
     finally:
@@ -159,3 +165,116 @@ def test_kill_9_of_the_batch_leaves_no_cgroup_and_no_escapee() -> None:
         time.sleep(0.05)
     assert theirs() == []
     assert wait_gone(token, 10) == []
+
+
+def _cgroup_dir(proc_cgroup: str) -> str:
+    """The task's memory cgroup directory, from what it read in its ``/proc/self/cgroup``."""
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if WHERE.kind == "v2" and controllers == "":
+            return "/sys/fs/cgroup" + path
+        if WHERE.kind == "v1" and "memory" in controllers.split(","):
+            return "/sys/fs/cgroup/memory" + path
+    raise AssertionError(proc_cgroup)
+
+
+FREEZER = "/sys/fs/cgroup/freezer"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(WHERE.kind != "v1" or not os.access(FREEZER, os.W_OK),
+                    reason="needs the cgroup v1 freezer (root on a v1 host) to hold a process in a task's cgroup")
+def test_a_cgroup_whose_processes_take_long_to_go_is_removed_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process in a task's cgroup that outlives SIGKILL for a while (frozen here; a fork bomb's hundreds take
+    their time to die too): the cgroup's removal is retried until it is empty, past the outcome, and the batch
+    ends only once it is gone. The guardian holds the path until then (it would remove it if we died)."""
+    import threading
+
+    from spoolparse._guardian import guardian
+
+    released: list[tuple[str, bool]] = []
+    real_release = guardian.release
+
+    def release(pgid: int | None, cgroups: list[str]) -> None:
+        released.extend((d, os.path.exists(d)) for d in cgroups)
+        real_release(pgid, cgroups)
+
+    monkeypatch.setattr(guardian, "release", release)
+    where = tmp_path / "cgroup"
+    task = Task(argv=["sh", "-c", f"cat /proc/self/cgroup > {where}.part; mv {where}.part {where}; sleep 0.5"], id="t")
+    ice = os.path.join(FREEZER, f"spoolparse-test-{os.getpid()}")
+    os.mkdir(ice)
+    frozen = subprocess.Popen(["sleep", "60"])
+    outcome_seen = threading.Event()
+    state: dict[str, str] = {}
+
+    def freeze_one_in_the_task() -> None:
+        while not where.exists():
+            time.sleep(0.01)
+        d = state["dir"] = _cgroup_dir(where.read_text())
+        Path(ice, "cgroup.procs").write_text(str(frozen.pid))
+        Path(ice, "freezer.state").write_text("FROZEN")
+        Path(d, "cgroup.procs").write_text(str(frozen.pid))
+        outcome_seen.wait(60)
+        time.sleep(0.3)
+        Path(ice, "freezer.state").write_text("THAWED")  # now the SIGKILL it got takes it
+
+    helper = threading.Thread(target=freeze_one_in_the_task)
+    helper.start()
+    try:
+        batch = run_many([task], enforce="cgroup", grace=0.2, memory_probe=FixedProbe(BIG))
+        outs = []
+        for o in batch:
+            outs.append(o)
+            d = state["dir"]
+            assert os.path.exists(d) and frozen.poll() is None  # the outcome came while it was still there
+            outcome_seen.set()
+        assert [o.id for o in outs] == ["t"]
+        assert frozen.wait(10) in (-signal.SIGTERM, -signal.SIGKILL)  # what it was sent while frozen
+        assert not os.path.exists(d)  # gone by the batch's end
+        assert our_cgroups() == []
+        assert [r for r in released if r[0] == d] == [(d, False)]  # released once, and only once gone
+    finally:
+        outcome_seen.set()
+        helper.join(30)
+        with contextlib.suppress(OSError):
+            Path(ice, "freezer.state").write_text("THAWED")
+        frozen.kill()
+        frozen.wait()
+        os.rmdir(ice)
+
+
+@pytest.mark.parametrize(
+    ("kind", "limit", "events", "said"),
+    [
+        # memory.oom.group: the kernel counts the task's victim once when it picks it and again when it kills
+        # the group, so a group kill of one process is 2 oom_kill and 1 oom_group_kill
+        ("v2", 64 * MiB, "oom 1\noom_kill 2\noom_group_kill 1\n", "the kernel's OOM killer ended 1 process"),
+        ("v2", 64 * MiB, "oom 1\noom_kill 4\noom_group_kill 1\n", "the kernel's OOM killer ended 3 processes"),
+        ("v2", 64 * MiB, "oom 2\noom_kill 5\noom_group_kill 2\n", "the kernel's OOM killer ended 3 processes"),
+        # a kernel without the group counter: the processes cannot be counted, and no number is made up
+        ("v2", 64 * MiB, "oom 1\noom_kill 2\n", "the kernel's OOM killer ended the task (memory.oom.group)"),
+        ("v1", 64 * MiB, "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n", "the kernel's OOM killer ended 2 processes"),
+        ("v1", 64 * MiB, "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n", "the kernel's OOM killer ended 1 process"),
+    ],
+)
+def test_the_oom_note_counts_processes_not_kill_events(
+    tmp_path: Path, kind: str, limit: int, events: str, said: str
+) -> None:
+    import shutil
+
+    from spoolparse.runner.cgroup import ChildCgroup
+
+    cg = ChildCgroup(Placement(kind, str(tmp_path), None), memory_limit=limit, pids_max=None)
+    try:
+        events_file = "memory.events" if kind == "v2" else "memory.oom_control"
+        peak_file = "memory.peak" if kind == "v2" else "memory.max_usage_in_bytes"
+        Path(cg.mem, events_file).write_text(events)
+        Path(cg.mem, peak_file).write_text(str(limit))
+        note = cg.memory_note()
+        assert said in note, note
+        assert "OOM killer ended 2 processes" not in note or said.endswith("2 processes")
+    finally:
+        shutil.rmtree(cg.mem)

@@ -5,8 +5,11 @@ even what it forks first is covered. Order of preference: a cgroup v2 child
 of our own cgroup (``memory.max``, ``memory.high`` at 75 %,
 ``memory.swap.max`` 0, ``memory.oom.group`` 1, ``pids.max``), then cgroup v1
 children of our own ``memory`` and ``pids`` cgroups. Directories are named
-``spoolparse-<our pid>-<n>`` and removed when the child's processes are gone;
-ones left by a runner that died are removed by the next one, or by anyone
+``spoolparse-<our pid>-<n>`` and removed when the child's processes are gone:
+a cgroup whose processes take their time to die (a fork bomb's hundreds) is
+retried in the background until it is empty, for up to the task's grace,
+and the guardian holds its path until it is gone (:meth:`ChildCgroup.remove`).
+Ones left by a runner that died are removed by the next one, or by anyone
 holding their paths (:func:`destroy`, for a guardian process).
 
 v2 forbids a cgroup to both hold processes and hand controllers to children
@@ -25,17 +28,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import logging
 import os
 import re
 import signal
+import threading
 import time
 from collections.abc import Callable
 
+from .._guardian import guardian
 from .._proc import pid_gone
 from .memory import read_int, v2_dir
 
 __all__ = [
-    "Placement", "ChildCgroup", "destroy", "sweep_stale", "enforcement_of",
+    "Placement", "ChildCgroup", "destroy", "sweep_stale", "enforcement_of", "wait_removed", "REMOVE_WITHIN",
+    "wants_cgroup", "uncontained_note", "tell_uncontained",
     "CGROUP2", "CGROUP1", "WATCHDOG", "NONE", "ENFORCEMENTS", "LEAF",
 ]
 
@@ -56,6 +63,45 @@ ENFORCEMENTS = (CGROUP2, CGROUP1, WATCHDOG, NONE)
 LEAF = "spoolparse-leaf"
 #: Controllers a task cgroup needs (``pids`` where the kernel offers it).
 _CONTROLLERS = ("memory", "pids")
+#: Why no cgroup can be made here, as a batch's warning says it (``{}``: the cgroup that is not ours).
+WHY_V1 = "cgroup v1: the memory cgroup {} is not ours to write (root is needed)"
+WHY_V2 = "cgroup v2: {} is not ours to write (neither root nor a delegated cgroup)"
+#: Seconds a cgroup's removal is retried at the least (its task's grace when longer): the processes of a fork
+#: bomb took 0.62 s to go once.
+REMOVE_WITHIN = 1.0
+
+log = logging.getLogger("spoolparse.runner")
+
+
+def wants_cgroup(enforce: str) -> bool:
+    """Whether a batch's task gets a cgroup of its own where one can be made: every task, with or without a
+    memory limit, unless ``enforce`` is ``"watchdog"``. The one place this is decided (``run``'s
+    ``containment="auto"`` makes one for its child the same way)."""
+    return enforce != "watchdog"
+
+
+def uncontained_note(where: Placement) -> str:
+    """What a batch says, once, where no cgroup can be made for its tasks: why, and what then escapes."""
+    return (
+        f"no cgroup can be made for the tasks ({where.why}): each is ended through its process group and the mark "
+        "in its environment only, so a process it starts that leaves its session and clears its environment "
+        "(setsid, then env -i or sudo) outlives it; see the containment guide"
+    )
+
+
+_told: set[str] = set()  # the reasons said already by this process
+
+
+def tell_uncontained(where: Placement) -> None:
+    """Say :func:`uncontained_note` as a warning, once per process for each reason (``calibrate`` runs a
+    batch per level; a service may run many)."""
+    if where.why not in _told:
+        _told.add(where.why)
+        log.warning("%s", uncontained_note(where))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_told.clear)
 
 
 def enforcement_of(cg: ChildCgroup | None, limit: int | None) -> str:
@@ -244,19 +290,22 @@ def _ours(pid: int) -> bool:
     return False
 
 
-def _v2_parent() -> str | None:
-    """Where this process may make v2 task cgroups with a memory controller, or ``None``."""
+def _v2_parent() -> tuple[str | None, str]:
+    """Where this process may make v2 task cgroups with a memory controller (or ``None``), and why not."""
     own = v2_dir()
     if own is None:
-        return None
+        return None, "no cgroup v2 hierarchy holds this process"
     up = os.path.dirname(own)
     if os.path.basename(own) == LEAF and os.access(up, os.W_OK) and "memory" in _words(
         os.path.join(up, "cgroup.subtree_control")
     ):
-        return up  # started inside a runner's leaf: its parent already hands out controllers
-    if not os.access(own, os.W_OK) or not _delegate(own):
-        return None
-    return own
+        return up, ""  # started inside a runner's leaf: its parent already hands out controllers
+    if not os.access(own, os.W_OK):
+        return None, WHY_V2.format(own)
+    if not _delegate(own):
+        return None, (f"cgroup v2: {own} cannot hand the memory controller to cgroups of ours (not offered to it, "
+                      "or other programs share it)")
+    return own, ""
 
 
 class Placement:
@@ -265,10 +314,14 @@ class Placement:
     .. seealso:: :class:`ChildCgroup`
     """
 
-    def __init__(self, kind: str | None, memory_parent: str | None = None, pids_parent: str | None = None) -> None:
+    def __init__(
+        self, kind: str | None, memory_parent: str | None = None, pids_parent: str | None = None, why: str = ""
+    ) -> None:
         self.kind = kind
         self.memory_parent = memory_parent
         self.pids_parent = pids_parent
+        #: Why no cgroup can be made here (``kind`` ``None``), in a few words.
+        self.why = why
 
     @property
     def enforcement(self) -> str | None:
@@ -282,7 +335,7 @@ class Placement:
         On v2 this may move the processes of our cgroup into :data:`LEAF`
         (see the module's docstring).
         """
-        v2 = _v2_parent()
+        v2, why = _v2_parent()
         if v2 is not None and cls._try(v2, "memory.max"):
             return cls("v2", v2, v2)
         mem = _own_v1("memory")
@@ -291,7 +344,11 @@ class Placement:
             if pids is not None and not cls._try(pids, "pids.max"):
                 pids = None
             return cls("v1", mem, pids)
-        return cls(None)
+        if mem is not None:
+            why = WHY_V1.format(mem)
+        elif v2 is not None:
+            why = f"cgroup v2: no cgroup can be made in {v2}"
+        return cls(None, why=why or "no cgroup hierarchy with a memory controller is mounted")
 
     @staticmethod
     def _try(parent: str, knob: str) -> bool:
@@ -329,7 +386,9 @@ class ChildCgroup:
         name = f"spoolparse-{os.getpid()}-{next(_seq)}"
         self.dirs: list[str] = []
         self.pids_dir: str | None = None
+        self.oom_group = False  # the kernel's OOM kill ends every process of it (v2 memory.oom.group)
         self._fds: list[int] = []
+        self._removing = threading.Lock()  # the caller's first try and the background's later ones
         try:
             self.mem = os.path.join(where.memory_parent, name)
             os.mkdir(self.mem)
@@ -343,6 +402,7 @@ class ChildCgroup:
                     # the kernel's kill at the line ends the whole task, not one of its processes
                     with contextlib.suppress(OSError):
                         _write(os.path.join(self.mem, "memory.oom.group"), "1")
+                        self.oom_group = True
                 if pids_max is not None and os.path.isfile(os.path.join(self.mem, "pids.max")):
                     _write(os.path.join(self.mem, "pids.max"), str(pids_max))
                     self.pids_dir = self.mem
@@ -421,8 +481,11 @@ class ChildCgroup:
         parts = [f"{peak_name} {self.peak()}"]
         if self.kind == "v2" and self.memory_limit is not None:
             parts.append(f"memory.high {self.memory_limit * 3 // 4} reached {events.get('high', 0)} times")
-        if events.get("oom_kill", 0):
-            parts.append(f"the kernel's OOM killer ended {events['oom_kill']} processes")
+        killed = _oom_killed_processes(events, group=self.oom_group)
+        if killed is not None:
+            parts.append(f"the kernel's OOM killer ended {killed} process{'es' if killed != 1 else ''}")
+        elif events.get("oom_kill", 0):
+            parts.append("the kernel's OOM killer ended the task (memory.oom.group)")
         return ", ".join(parts)
 
     def pids_note(self) -> str | None:
@@ -456,12 +519,116 @@ class ChildCgroup:
                 with contextlib.suppress(OSError):
                     os.kill(pid, sig)
 
-    def remove(self) -> bool:
-        """Remove the directories (kill what is left first); ``True`` when all are gone."""
+    def remove(self, within: float = REMOVE_WITHIN) -> bool:
+        """Kill what is left and remove the directories; ``True`` when all are gone now.
+
+        Never waits: what is not gone at once (processes still dying) is tried again in the background until
+        it is, for at least ``within`` seconds (:data:`REMOVE_WITHIN`), and the guardian holds each path until
+        it is gone (:func:`wait_removed` waits for that). A directory the guardian was told about is released
+        here, once gone, never before: if we die meanwhile, it kills what is there and removes it.
+        """
         if self._fds:
             self.attached()
-        gone = True
-        for d in reversed(self.dirs):
-            gone = destroy(d, wait=0.5) and gone
-        self.dirs = [] if gone else self.dirs
-        return gone
+        if self._remove_now():
+            return True
+        _undertaker.bury(self, time.monotonic() + max(within, REMOVE_WITHIN))
+        return False
+
+    def _remove_now(self) -> bool:
+        """One round of killing and removing, never waiting (the directories gone are released); ``True`` when
+        none is left."""
+        with self._removing:
+            left = [d for d in reversed(self.dirs) if not destroy(d, wait=0.0)]
+            gone = [d for d in self.dirs if d not in left]
+            self.dirs = [d for d in self.dirs if d in left]
+        if gone:
+            guardian.release(None, gone)
+        return not left
+
+
+class _Undertaker:
+    """The cgroups whose removal failed at once, tried again in a thread of their own until each is gone or
+    its time is up (then it is left to the guardian, and to the next runner's :func:`sweep_stale`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._graves: list[tuple[ChildCgroup, float]] = []
+        self._wake = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+
+    def bury(self, cg: ChildCgroup, until: float) -> None:
+        with self._lock:
+            self._graves.append((cg, until))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="spoolparse-cgroups", daemon=True)
+                self._thread.start()
+            self._wake.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until every removal is over (gone, or given up on); ``False`` after ``timeout``."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._graves:
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._wake.wait(left)
+        return True
+
+    def _run(self) -> None:
+        from .._signals import helper_thread
+
+        helper_thread()
+        delay = 0.01
+        while True:
+            with self._lock:
+                while not self._graves:
+                    delay = 0.01
+                    self._wake.wait()
+                graves = list(self._graves)
+            done = []
+            now = time.monotonic()
+            for cg, until in graves:
+                if cg._remove_now():
+                    done.append(cg)
+                elif now >= until:
+                    done.append(cg)
+                    log.warning(
+                        "cannot remove the cgroup %s: %d processes are still in it; it is removed when spoolparse "
+                        "exits, or by the next runner", ", ".join(cg.dirs), len(cg.procs()),
+                    )
+            with self._lock:
+                self._graves = [g for g in self._graves if g[0] not in done]
+                self._wake.notify_all()
+            time.sleep(delay)
+            delay = min(0.1, delay * 2)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._graves = []
+        self._thread = None
+
+
+_undertaker = _Undertaker()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_undertaker._after_fork)
+
+
+def wait_removed(timeout: float | None = None) -> bool:
+    """Block until every cgroup removal tried again in the background is over (:meth:`ChildCgroup.remove`)."""
+    return _undertaker.wait(timeout)
+
+
+def _oom_killed_processes(events: dict[str, int], *, group: bool) -> int | None:
+    """How many processes the kernel's OOM killer ended, from a cgroup's counters (``None``: none were, or it
+    cannot be told). ``oom_kill`` counts kill events: with ``memory.oom.group`` the kernel counts the victim
+    it picked once, then once more with every process of the group (``oom_group_kill`` counts those group
+    kills), so each group kill adds one event too many; a kernel without that counter cannot be read right."""
+    kills = events.get("oom_kill", 0)
+    if not kills:
+        return None
+    if not group:
+        return kills
+    groups = events.get("oom_group_kill")
+    return kills - groups if groups is not None else None

@@ -39,7 +39,7 @@ from .._cli_common import (
     positive_size,
     warn,
 )
-from .._signals import Interrupted, helper_thread, interrupts
+from .._signals import Interrupted, as_interrupted, helper_thread, interrupts
 from .._terminal import printable
 from ..errors import UsageError
 from .admission import cpu_cap
@@ -201,7 +201,9 @@ def register(sub: Any) -> None:
                    help="stop starting tasks: soon or now (now also cancels the running ones), after fail=N "
                    "or fail=X%% tasks not ok, or success=N ok (soon or now alone: fail=1); the tasks never "
                    "started get skipped outcomes")
-    b.add_argument("--enforce", choices=ENFORCE_MODES, help="how --memory-limit is enforced (default: auto)")
+    b.add_argument("--enforce", choices=ENFORCE_MODES,
+                   help="auto (and cgroup): every task in a cgroup of its own where one can be made, --memory-limit "
+                   "enforced there, else by RSS sampling; watchdog: never a cgroup (default: auto)")
     b.add_argument("--pids-max", type=_positive, metavar="N",
                    help=f"processes one task's cgroup may hold, pids.max (default: {_limits.PIDS_MAX})")
     b.add_argument("--spool-dir", metavar="DIR", help="where spools go (default: $PDD_AGENT_SPOOL_DIR or temp)")
@@ -523,7 +525,8 @@ def _run_batch(
                 progress(batch, force=True)
                 skipped = f"\nspoolparse: batch: skipped {batch.skipped} already ok\n" if batch.skipped else "\n"
                 sys.stderr.write(skipped)
-        except KeyboardInterrupt as e:
+        except KeyboardInterrupt as caught:
+            e = as_interrupted(caught)  # Ray's waits make ours a bare KeyboardInterrupt, whatever the signal
             if batch is not None:
                 if isinstance(batch, Batch):
                     batch.interrupted_by(e)  # the cancelled tasks' error names the signal we got

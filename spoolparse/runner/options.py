@@ -29,9 +29,11 @@ if TYPE_CHECKING:
 
 __all__ = ["BatchOptions", "ENFORCE_MODES"]
 
-#: ``auto``: a cgroup for tasks with a memory limit, sampling otherwise;
-#: ``cgroup``: a cgroup for every task when possible (exact peaks, escaped
-#: processes killed); ``watchdog``: never a cgroup, limits by RSS sampling.
+#: ``auto``: a cgroup for every task, with or without a memory limit, where
+#: one can be made (exact peaks, the kernel's memory cap, every process the
+#: task starts ended with it), RSS sampling for a limit where none can;
+#: ``cgroup``: the same (the name of when only ``auto`` tasks with a limit
+#: got one); ``watchdog``: never a cgroup, limits by RSS sampling.
 ENFORCE_MODES = ("auto", "cgroup", "watchdog")
 
 
@@ -81,7 +83,7 @@ class BatchOptions:
     joblog: str | os.PathLike[str] | None = None
     #: ``True``: skip tasks with a final outcome in the job log; ``"failed"``: skip only the ok ones.
     resume: Resume = False
-    #: How ``memory_limit`` is enforced: one of :data:`ENFORCE_MODES`.
+    #: How tasks are contained and ``memory_limit`` enforced: one of :data:`ENFORCE_MODES`.
     enforce: str = "auto"
     #: Processes one task's cgroup may hold (``None``: no bound).
     pids_max: int | None = _limits.PIDS_MAX

@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import logging
 import os
 import threading
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
 from typing import Any
 
-from .._signals import uninterruptible
+from .._signals import handlers_kept, uninterruptible
 from ..errors import UsageError
 from .arun import relay
 from .emission import Emission, HandsOut
@@ -38,6 +39,8 @@ from .ray_wire import dumps, loads
 from .tasks import Outcome, Task, TaskLike
 
 __all__ = ["RayBatch", "run_many_ray", "arun_many_ray", "BACKENDS", "NODE_GRACE", "RAY_MISSING"]
+
+log = logging.getLogger("spoolparse.runner")
 
 #: ``local``: this host only; ``ray``: every node of a Ray cluster.
 BACKENDS = ("local", "ray")
@@ -76,11 +79,12 @@ def _connect(ray: Any, address: str | None) -> bool:
     # nothing leaves the machine on our account, and Ray's memory monitor must not kill the
     # actor that supervises agents (their admission is spoolparse's): see the docs' Ray guide
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if address is None and not os.environ.get("RAY_ADDRESS"):
-        os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
-        ray.init(include_dashboard=False, log_to_driver=False)
-    else:
-        ray.init(address=address, log_to_driver=False)
+    with handlers_kept():  # ours again after it (it sets SIGTERM to sys.exit): a signal cancels the batch
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+            ray.init(include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
     return True
 
 
@@ -371,6 +375,8 @@ class RayBatch(HandsOut):
                 continue
             self.wire_bytes[1] += len(data)
             reply = loads(data)
+            if reply.get("uncontained"):  # in a node's first reply only
+                log.warning("node %s (%s): %s", name, self._addresses.get(name, "?"), reply["uncontained"])
             self.ledger.report(name, reply)
             for wire in reply["log"]:
                 rec = self.ledger.attempt(name, wire)

@@ -7,10 +7,16 @@ its disk, process groups and cgroups, memory admission with ``stop_at`` and
 a status report out. The actor is asynchronous, so an exchange waiting for
 outcomes never holds up the next one.
 
-When the actor process dies — ``ray.kill``, its node removed, Ray's memory
-monitor — its guardian (:mod:`spoolparse._guardian`, the one every run has,
-started detached and given the runner's environment mark) kills its agents
-and whatever they started, and deletes the node's job log.
+Every task runs in a cgroup of its own where the node lets one be made (as
+on a local batch: :func:`~spoolparse.runner.cgroup.wants_cgroup`), which is
+what ends a process that left its task's session and cleared its
+environment; the first reply says when none can be made there, and the
+driver warns once for that node. When the actor process dies —
+``ray.kill``, its node removed, Ray's memory monitor — its guardian
+(:mod:`spoolparse._guardian`, the one every run has, started detached and
+given the runner's environment mark) kills its agents and whatever they
+started (the cgroups it holds, and every process carrying the mark), and
+deletes the node's job log.
 
 This module does not import Ray: the driver wraps the class with
 ``ray.remote`` when it places the actors.
@@ -32,6 +38,7 @@ import orjson
 from .._guardian import MARK_VAR, SWEEP_FOR, guardian, marked
 from .admission import Admission, auto_concurrency, default_reserve
 from .arun import arun_many
+from .cgroup import Placement, uncontained_note, wants_cgroup
 from .memory import HostMemory, MemoryProbe
 from .options import BatchOptions
 from .ray_wire import decode_task, dumps, encode_outcome, loads
@@ -75,6 +82,10 @@ class NodeRunner:
         guardian.mark(self.token)
         guardian.leave(self.log_path)
         os.environ[MARK_VAR] = self.token  # every agent started from here inherits it
+        # said once to the driver: what escapes a task on this node, where no cgroup can be made (the batch
+        # the runner runs detects the same placement and makes the cgroups)
+        where = Placement.detect() if wants_cgroup(options.enforce) else None
+        self._uncontained = uncontained_note(where) if where is not None and where.kind is None else None
         self.inbox: deque[Task] = deque()
         self.waiting_est = 0
         self.outbox: list[dict[str, Any]] = []
@@ -106,7 +117,9 @@ class NodeRunner:
             raise RuntimeError(f"the node runner failed: {self.failure}")
         outcomes, self.outbox = self.outbox, []
         used, total = self.admission.sample(fresh=True)
+        uncontained, self._uncontained = self._uncontained, None
         return dumps({
+            "uncontained": uncontained,
             "out": outcomes,
             "log": self._attempts(),
             "used": used,

@@ -47,7 +47,15 @@ from ..providers.base import LiveEvent
 from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
 from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
 from .calibrations import command_key, recorded
-from .cgroup import ChildCgroup, Placement, enforcement_of
+from .cgroup import (
+    REMOVE_WITHIN,
+    ChildCgroup,
+    Placement,
+    enforcement_of,
+    tell_uncontained,
+    wait_removed,
+    wants_cgroup,
+)
 from .driver import Driver
 from .emission import Emission, HandsOut
 from .halt import Tally
@@ -210,7 +218,11 @@ class Batch(HandsOut):
             if self._results is not None:
                 self._results.close()
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
-        self.placement = Placement.detect() if o.enforce != "watchdog" else Placement(None)
+        # every task in a cgroup of its own where one can be made (wants_cgroup); where none can, it is said once
+        self.placement = Placement.detect() if wants_cgroup(o.enforce) else Placement(None, why="enforce=watchdog")
+        if self.placement.kind is None and wants_cgroup(o.enforce):
+            tell_uncontained(self.placement)
+        self._cgroup_failed = False  # a cgroup that could not be made is said once
         self._waker = _Waker()
         # read ahead by at most -j tasks, in a thread of its own where the input may wait (see intake)
         spill_dir = None if o.spool_dir is None else os.fspath(o.spool_dir)
@@ -466,13 +478,14 @@ class Batch(HandsOut):
     def _start(self, seq: int, task: Task, attempt: int, estimate: int) -> None:
         limit = task.memory_limit or self.options.memory_limit
         cg: ChildCgroup | None = None
-        want_cg = self.options.enforce == "cgroup" or (self.options.enforce == "auto" and limit is not None)
-        if want_cg and self.placement.kind is not None:
+        if self.placement.kind is not None:  # made for every task where it can be (see __init__)
             try:
                 cg = self.placement.create(memory_limit=limit, pids_max=self.options.pids_max)
             except OSError as e:
-                log.warning("cannot make a cgroup (%s); falling back to RSS sampling", e)
-                cg = None
+                if not self._cgroup_failed:
+                    self._cgroup_failed = True
+                    log.warning("cannot make a cgroup for task %s (%s): a task that gets none is contained by its "
+                                "process group alone, its memory limit kept by RSS sampling (said once)", task.id, e)
         enforcement = enforcement_of(cg, limit)
         p = Pending(seq, task, attempt, estimate, limit, cg, enforcement, time.time())
         make = functools.partial(child_for, task, self.options, cgroup=cg, read_buffer=self._buf,
@@ -504,7 +517,7 @@ class Batch(HandsOut):
             except Exception as e:  # a start that failed, however: that task's spawn_error (see _start)
                 self._spawner.forget(p)
                 if p.cg is not None:
-                    p.cg.remove()
+                    p.cg.remove(REMOVE_WITHIN)
                 out = Outcome(
                     id=str(p.task.id), verdict="spawn_error", attempts=p.attempt, enforcement=p.enforcement,
                     error=str(e),
@@ -1001,6 +1014,7 @@ class Batch(HandsOut):
         self._finish_supervision()
         self._waker.close()
         wait_closed()  # the spools closing in the background: none of the batch's descriptors outlive it
+        wait_removed()  # cgroups whose processes were still dying: gone (or given up on) when the batch is over
         if self.joblog is not None:
             self.joblog.close()  # after the last outcome was handed out: its final line is in
 
@@ -1017,7 +1031,7 @@ class Batch(HandsOut):
             s.child.kill_now()
             s.child.close()
             if s.cg is not None:
-                s.cg.remove()
+                s.cg.remove(self.options.grace)
         self._running.clear()
         self._spawner.shutdown()
         self.intake.close()
@@ -1079,10 +1093,12 @@ def run_many(
     own limit) runs again up to ``retries`` times (default 0), after the same
     backoff; each attempt is a job-log line, the last one is its outcome. With no ``max_concurrent`` it is
     floor((total − reserve) / memory_per_task), at least 1, at most four per
-    CPU. ``memory_limit`` (or ``Task.memory_limit``) caps each task's process
-    tree with a cgroup when one can be made here, else with an RSS watchdog
-    (``enforce="watchdog"`` forces that, ``enforce="cgroup"`` puts every task
-    in a cgroup).
+    CPU. Every task runs in a cgroup of its own where one can be made here
+    (root, or a delegated cgroup v2), which ends whatever it started when it
+    ends; where none can, a warning says so once. ``memory_limit`` (or
+    ``Task.memory_limit``) caps each task's process tree there, else with an
+    RSS watchdog (``enforce="watchdog"``: never a cgroup). See the containment
+    guide for what each kind of host guarantees.
 
     Time: ``soft_timeout`` sends ``soft_signal`` to the task's process group
     once; ``timeout`` sends SIGTERM, then SIGKILL after ``grace`` seconds.

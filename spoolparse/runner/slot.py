@@ -115,7 +115,7 @@ def outcome_of(
             peak, source = cg_peak, "cgroup"
         oom = s.cg.oom_killed()
         cg_notes = s.cg.memory_note(), s.cg.pids_note()
-        s.cg.remove()
+        s.cg.remove(life.deadlines.grace)  # what still dies in it is tried again off this thread
     verdict = runner_verdict(
         forced=s.forced, ok=res_ok, oom=oom, soft_ended=s.soft_sent and s.rc == -soft_signal, cancelled=cancelled,
     )
