@@ -231,3 +231,27 @@ def test_a_retained_line_found_by_its_key_scan_that_cannot_be_decoded_is_a_dropp
     assert out[0].type == "item.completed"
     assert (out[1].type, out[1].reason, out[1].line, out[1].bytes) == ("item.completed", "invalid", 2, len(bad))
     assert scanner.invalid_lines == 1
+
+
+@pytest.mark.parametrize("bad", [b"\\q", b"\x01", b"\\ud83d\\x"])
+@pytest.mark.parametrize("size", [0, 200, 5000])  # within the probe window, past it, past max_line
+@pytest.mark.parametrize("chunk", [None, 64])
+def test_an_undecodable_line_with_its_type_after_the_bad_bytes_is_a_dropped_record(bad: bytes, size: int,
+                                                                                   chunk: int | None) -> None:
+    """A bad escape or a raw control character before ``"type"``: the type probe gave up there, so a retained
+    line was counted invalid and nothing else — its answer silently not lost, an earlier message in its place.
+    With the type first it was reported as a dropped record; now it is whatever the key order."""
+    pad = b"p" * size
+    lines = [
+        b'{"text":"' + pad + b"bad " + bad + b'","type":"agent_message"}',
+        b'{"type":"item.completed","item":{"id":"i","text":"' + pad + bad + b'","type":"agent_message"}}',
+        b'{"item":{"id":"i","text":"' + pad + bad + b'","type":"agent_message"},"type":"item.completed"}',
+    ]
+    want = ["agent_message", "item.completed/agent_message", "item.completed/agent_message"]
+    for line, key in zip(lines, want, strict=True):
+        sc, out = scan(line + b"\n", keep(key), chunk=chunk, max_line=1000, max_retained=100_000, probe_bytes=100)
+        assert [(type(r), r.type, r.reason) for r in out] == [(Dropped, key, "invalid")], (line, out)  # type: ignore[union-attr]
+        assert sc.invalid_lines == 1
+        _, none = scan(line + b"\n", keep("other"), chunk=chunk, max_line=1000, max_retained=100_000,
+                             probe_bytes=100)
+        assert [r.reason for r in none] == (["oversize"] if len(line) > 1000 else [])  # not retained: skipped
