@@ -73,8 +73,12 @@ def test_loop_detected_warning_then_success() -> None:
 def test_error_event_with_a_successful_result_is_a_warning() -> None:
     s = summary(jl(INIT, ev("error", severity="error", message="Maximum session turns exceeded"),
                    ev("result", status="success", stats={})))
-    assert s["error"] is None
+    # not the run's failure, but the reason it finished without an answer
+    assert s["error"] == "the agent finished without an answer (error: Maximum session turns exceeded)"
     assert s["warnings"] == ["error: Maximum session turns exceeded"]
+    s = summary(jl(INIT, ev("error", severity="error", message="Maximum session turns exceeded"), delta("4"),
+                   ev("result", status="success", stats={})))
+    assert s["ok"] is True and s["text"] == "4" and s["warnings"] == ["error: Maximum session turns exceeded"]
 
 
 def test_fatal_error_result() -> None:
@@ -113,7 +117,7 @@ def test_user_messages_are_not_the_answer() -> None:
 def test_text_is_bounded_by_the_retained_ceiling() -> None:
     chunks = [delta("abcdefghij" * 30) for _ in range(10)]  # 3000 characters
     s = summary(jl(INIT, *chunks, ev("result", status="success", stats={})), max_line=1024, max_retained=1024)
-    assert s["text"] == ("abcdefghij" * 30 * 10)[:1024]
+    assert s["ok"] is False and s["partial_text"] == ("abcdefghij" * 30 * 10)[:1024]
     assert len([w for w in s["warnings"] if "cut" in w]) == 1
 
 
@@ -121,7 +125,7 @@ def test_text_bound_given_to_the_provider() -> None:
     sp = StreamParser(GeminiProvider(max_text=5))
     sp.feed(jl(INIT, delta("hello "), delta("world")))
     r = sp.finish(args=None)
-    assert r.text == "hello"
+    assert r.partial_text == "hello" and r.text is None
     assert any("passed 5 characters" in w for w in r.warnings)
 
 

@@ -91,7 +91,7 @@ def test_rejected_permissions_are_warnings() -> None:
 
 def test_text_is_bounded() -> None:
     s = summary(jl(*(text("m1", "x" * 400) for _ in range(5))), max_line=1024, max_retained=1024)
-    assert s["text"] == "x" * 1024
+    assert s["partial_text"] == "x" * 1024 and s["ok"] is False
     assert len([w for w in s["warnings"] if "cut" in w]) == 1
 
 

@@ -15,21 +15,43 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..lines import Event, Noted
 from ._claudelike import ClaudeShaped
+from .claude import ANSWER, FAMILY, STARTS, TERMINAL, TURNS
+from .grammar import NOTE, Grammar, is_, prefix, shape
 
-__all__ = ["AmpProvider"]
+__all__ = ["AmpProvider", "GRAMMAR"]
+
+_T = "T-019b9d03-62e3-772f-9780-3e637f90eaec"
+
+#: ``amp --execute PROMPT --stream-json``: Claude Code's stream, told from it by its thread ids (``T-…``), the
+#: one mark Claude never prints (an init without a model is no mark: claude-code-action's sample turns have one).
+GRAMMAR = Grammar(
+    name="amp",
+    vocabulary=(
+        shape("system", is_("subtype", "init"), prefix("session_id", "T-"), own=True, label="system/init",
+              example={"type": "system", "subtype": "init", "cwd": "/w", "session_id": _T, "tools": ["Bash"],
+                       "mcp_servers": []}),
+        shape("system", prefix("session_id", "T-"), own=True,
+              example={"type": "system", "subtype": "status", "session_id": _T}),
+        shape("assistant", prefix("session_id", "T-"), own=True,
+              example={"type": "assistant", "session_id": _T, "parent_tool_use_id": None,
+                       "message": {"model": "m", "content": [{"type": "text", "text": "FINAL-ANSWER"}]}}),
+        shape("user", prefix("session_id", "T-"), read=NOTE, own=True,
+              example={"type": "user", "session_id": _T, "message": {"role": "user", "content": []}}),
+        shape("result", prefix("session_id", "T-"), own=True,
+              example={"type": "result", "subtype": "success", "is_error": False, "result": "FINAL-ANSWER",
+                       "session_id": _T}),
+        *FAMILY,
+    ),
+    starts=STARTS,
+    turns=TURNS,
+    terminal=TERMINAL,
+    answer=ANSWER,
+    family="claude",
+    says_answer="`result.result`; if it is empty, the last `assistant` text",
+)
 
 
 class AmpProvider(ClaudeShaped):
     name: ClassVar[str] = "amp"
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        if not isinstance(rec, Event) or rec.type not in ("system", "assistant", "user", "result"):
-            return False
-        d = rec.data
-        # Amp's thread ids are the one mark Claude never prints (an init without a model
-        # is no mark: claude-code-action's sample turns have one).
-        sid = d.get("session_id")
-        return isinstance(sid, str) and sid.startswith("T-")
+    grammar: ClassVar[Grammar] = GRAMMAR
