@@ -518,6 +518,7 @@ def open_run(
     keep_output: bool = True,
     loads: Loads | None = None,
     containment: Containment = "auto",
+    allow_empty_answer: bool = False,
 ) -> AsyncRun:
     """A run to follow from asyncio; the child starts on ``async with``.
 
@@ -546,6 +547,7 @@ def open_run(
         "max_spool_bytes": max_spool_bytes,
         "loads": loads,
         "cgroup": containment,
+        "allow_empty_answer": allow_empty_answer,
     }
     return AsyncRun(
         args,
@@ -577,6 +579,7 @@ async def arun(
     keep_output: bool = True,
     loads: Loads | None = None,
     containment: Containment = "auto",
+    allow_empty_answer: bool = False,
 ) -> Result:
     """:func:`spoolparse.run` for asyncio: same options, same :class:`~spoolparse.Result`.
 
@@ -605,5 +608,6 @@ async def arun(
         keep_output=keep_output,
         loads=loads,
         containment=containment,
+        allow_empty_answer=allow_empty_answer,
     ) as run:
         return await run.wait()

@@ -28,6 +28,8 @@ class Task:
     on its process tree (default: the runner's ``memory_limit``, often none).
     ``timeout``/``soft_timeout`` override the runner's. ``input`` is given to
     the child as with :func:`spoolparse.run`; it is never logged.
+    ``allow_empty_answer``: whether the task is ``ok`` when its agent finished
+    without an answer (``None``: the runner's ``allow_empty_answer``).
 
     .. seealso:: :func:`spoolparse.run_many`
     """
@@ -42,6 +44,7 @@ class Task:
     memory: int | None = None
     memory_limit: int | None = None
     provider: str = "auto"
+    allow_empty_answer: bool | None = None
 
     @classmethod
     def from_json(cls, obj: Any, *, default_id: str) -> Task:
@@ -68,6 +71,7 @@ class Task:
             memory=_opt_int(obj, "memory"),
             memory_limit=_opt_int(obj, "memory_limit"),
             provider=str(obj.get("provider", "auto")),
+            allow_empty_answer=_opt(obj, "allow_empty_answer", (bool,)),
         )
 
 
