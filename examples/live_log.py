@@ -26,8 +26,4 @@ def log(ev: spoolparse.LiveEvent) -> None:
 for path in sys.argv[1:] or TRANSCRIPTS:
     result = spoolparse.parse(path, on_event=log)
     summary: spoolparse.Summary = result.summary()
-    # text is the answer, only when ok; a run that is not ok says why, and what it said last is partial_text
-    if summary["ok"]:
-        print(f"{summary['provider']}: ok, answer {summary['text']!r}")
-    else:
-        print(f"{summary['provider']}: not ok ({summary['error']}); said last {summary['partial_text']!r}")
+    print(f"{summary['provider']}: ok={summary['ok']} text={summary['text']!r}")

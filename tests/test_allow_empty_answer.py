@@ -9,7 +9,7 @@ import pytest
 
 import spoolparse
 
-from .test_grammar import _antigravity_denied
+from .test_seam_cases import _antigravity_denied
 
 EMPTY = ["sh", "-c", "echo '{\"kind\":\"done\"}'"]  # any JSON event will do for the generic provider; no answer
 

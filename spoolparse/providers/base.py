@@ -298,15 +298,18 @@ class Provider:
         r = self.lost_answer()
         if r is not None:
             ans.text = None  # never an earlier message in place of the lost one
-            why = {
-                "unreadable": "could not be read back from its spill file and was lost",
-                "invalid": "could not be decoded (not a JSON object, or nested too deep) and was lost",
-                TEXTLESS: "carries no text (a missing or non-string field) and was lost",
-            }.get(r.reason, f"exceeded max_retained ({size_text(self.max_text)}) and was dropped")
-            ans.lost = f"final answer ({size_text(r.bytes)} at line {r.line}) {why}"
+            ans.lost = f"final answer ({size_text(r.bytes)} at line {r.line}) {self.why_lost(r)}"
         else:
             ans.lost = self.cut()
         return ans
+
+    def why_lost(self, r: Dropped) -> str:
+        """Why a line was not had, as the verdict says it: "could not be decoded … and was lost" …"""
+        return {
+            "unreadable": "could not be read back from its spill file and was lost",
+            "invalid": "could not be decoded (not a JSON object, or nested too deep) and was lost",
+            TEXTLESS: "carries no text (a missing or non-string field) and was lost",
+        }.get(r.reason, f"exceeded max_retained ({size_text(self.max_text)}) and was dropped")
 
     def retain(self, key: str) -> int:
         if key in self.keep:

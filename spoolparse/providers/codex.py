@@ -77,8 +77,9 @@ _ASSISTANT = shape("item.completed/assistant_message", label="assistant_message 
                                                                "text": "FINAL-ANSWER"}})
 _ENVELOPE_MESSAGE = shape("msg/agent_message", label="the envelope's agent_message",
                           example={"id": "1", "msg": {"type": "agent_message", "message": "FINAL-ANSWER"}})
-# The older shapes' ``result`` (a claude result has a ``subtype`` or its cost)
+# The older shapes' ``result``: a claude result has a ``subtype`` or its cost, but one with neither is either's
 _RESULT = shape("result", any_of("result", "text"), lacks("subtype", "total_cost_usd"),
+                shared=("codex", "claude", "qwen", "amp", "cursor"),
                 example={"type": "result", "result": "FINAL-ANSWER", "session_id": "s-1"})
 _END = shape("session.end", example={"type": "session.end", "usage": {"input_tokens": 1}})
 _COMPLETE = shape("msg/task_complete", label="the envelope's task_complete",

@@ -45,7 +45,7 @@ import orjson
 from .. import _limits
 from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from . import _peek
-from .base import Answer, LiveEvent, Notes, Provider, clip
+from .base import Answer, LiveEvent, Notes, Provider, clip, size_text
 from .generic import GenericProvider
 from .grammar import Grammar, Shape, first_fit
 
@@ -182,6 +182,7 @@ class Engine:
         self.ended_at: int | None = None
         self._final = False  # the run ended at an event after which its CLI prints nothing more of it
         self._maybe = False  # the run ended at a line not read, which may have been anything
+        self._unread: Dropped | None = None  # the run's terminal line, when it could not be read
         self.runs = 1
         self.run_from = 1
         self._earlier: list[Any] = []
@@ -273,6 +274,11 @@ class Engine:
             ans.awaited = g.awaited
             if self.auto is None and self.known == 0 and self.events:
                 ans.unknown = f"no {fold.name} event in the stream"
+            r = self._unread
+            if ans.finished and ans.lost is None and r is not None and r.line == self.ended_at:
+                # the run ended, but how (a failure, a status, the step's reason) was in the line that is lost
+                ans.lost = (f"the run's last event ({r.type or 'untyped'}, {size_text(r.bytes)} at line {r.line}) "
+                            f"{fold.why_lost(r)}: how the run ended is not known")
         if self._trap is not None:
             ans.error = self._trap if ans.error is None else f"{ans.error}; {self._trap}"
         notes = self.notes.as_list()
@@ -336,6 +342,7 @@ class Engine:
             # a line not read ends the run by its type alone: for an untyped one, only if nothing follows it
             self._maybe = data is None and key == ""
             self._final = data is not None and end in g.final
+            self._unread = rec if type(rec) is Dropped else None
         return live
 
     def _new_run(self, line: int) -> None:
@@ -350,6 +357,7 @@ class Engine:
         self.run_from = line
         self.ended_at = None
         self._final = self._maybe = False
+        self._unread = None
         self._trap = None
 
     def _document(self, rec: Record) -> list[LiveEvent]:
@@ -521,6 +529,7 @@ class Engine:
         self.events = self.known = 0
         self.ended_at = None
         self._final = self._maybe = False
+        self._unread = None
         self.runs, self.run_from = 1, 1
         self._earlier, self._earlier_count, self._trap = [], 0, None
         self._cands = {name: s}

@@ -199,6 +199,20 @@ def test_an_undecodable_gemini_delta_in_the_middle_loses_the_joined_answer() -> 
     assert "could not be decoded" in s["error"], s
 
 
+@pytest.mark.parametrize("name", ["gemini/success.jsonl", "copilot/success.jsonl", "opencode/success.jsonl",
+                                  "codex/realcli_A.jsonl"])
+def test_a_run_whose_last_event_cannot_be_read_is_not_ok(name: str) -> None:
+    """Its status, exit code or step reason was in that line: the run ended, but whether it succeeded is not
+    known (it was ok, by the line's type alone)."""
+    whole = lines_of(name)
+    last = json.loads(whole[-1])
+    bad = b'{"bad":"\\q",' + json.dumps(_type_last(last), separators=(",", ":")).encode()[1:] + b"\n"
+    s = summary(b"".join(whole[:-1]) + bad)
+    assert s["ok"] is False and s["error"].startswith("the run's last event"), s
+    assert s["error"].endswith("could not be decoded (not a JSON object, or nested too deep) and was lost: how the "
+                               "run ended is not known"), s["error"]
+
+
 # -- 6. --provider X on another CLI's stream ---------------------------------------------------------------
 
 
