@@ -556,12 +556,13 @@ class LineScanner:
         obj = self._decode(data)
         if obj is not None:
             self._emit_event(obj, len(data), out)
-        elif key:
+        elif key is not None:
             self._lost(key, len(data), "invalid", out)
 
     def _lost(self, key: str, size: int, reason: str, out: list[Record]) -> None:
-        """A line retained by its type (one seen: not an untyped line) that could not be had, besides any
-        count: a dropped record, so that a lost answer is known as one and no earlier message stands in."""
+        """A line retained by its type (an object's, untyped ones included: an untyped format's answer is one)
+        that could not be had, besides any count: a dropped record, so that a lost answer is known as one and no
+        earlier message stands in."""
         out.append(Dropped(self.lines, size, key, reason))
 
     def _emit_event(self, obj: dict[str, Any], size: int, out: list[Record]) -> None:
@@ -576,15 +577,15 @@ class LineScanner:
             obj = _longline.decode(read, size, self._decode, read_json)
         except (_longline.LongStringError, OSError) as e:
             unreadable = isinstance(e, OSError)  # the spill file could not be read back; else not JSON
-            if key:
+            if key is not None:
                 self._lost(key, size, "unreadable" if unreadable else "invalid", out)
-            if not key or not unreadable:
+            if key is None or not unreadable:
                 self.invalid_lines += 1
-            if not key and not unreadable:
+            if key is None and not unreadable:
                 self._lost_undecodable(_windows(read, size), size, out)
             return
         if obj is None:  # not a JSON object (counted invalid by the decode)
-            if key:
+            if key is not None:
                 self._lost(key, size, "invalid", out)
             else:
                 self._lost_undecodable(_windows(read, size), size, out)
@@ -696,7 +697,7 @@ class LineScanner:
             if keys.done or keys.ended:
                 break
         key = _compose(keys.top, keys.sub, keys.msg)
-        if key and self._retain(key) == KEEP:
+        if self._retain(key) == KEEP:
             self._lost(key, size, "invalid", out)
 
     def _emit_classified(self, obj: dict[str, Any], size: int, ends: Callable[[], tuple[bytes, bytes]],

@@ -255,3 +255,13 @@ def test_an_undecodable_line_with_its_type_after_the_bad_bytes_is_a_dropped_reco
         _, none = scan(line + b"\n", keep("other"), chunk=chunk, max_line=1000, max_retained=100_000,
                              probe_bytes=100)
         assert [r.reason for r in none] == (["oversize"] if len(line) > 1000 else [])  # not retained: skipped
+
+
+def test_an_undecodable_untyped_object_is_a_dropped_record_when_untyped_lines_are_retained() -> None:
+    """Kimi's and Antigravity's lines have no type: one that could not be decoded may have been the answer, and
+    was only counted invalid. A line that is no object at all (a plain-text error) is still only counted."""
+    data = b'{"role":"assistant","content":"the answer \\q"}\n' + b"Error code: 500\n"
+    sc, out = scan(data, keep(""))
+    assert out == [Dropped(1, len(data.splitlines()[0]), "", "invalid")] and sc.invalid_lines == 2
+    sc, out = scan(data, keep("other"))
+    assert out == [] and sc.invalid_lines == 1  # untyped lines not retained: the bad one skipped unread

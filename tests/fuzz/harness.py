@@ -369,9 +369,9 @@ def check_records(recs: Sequence[Record], ref: Sequence[RefLine], retain: Callab
         assert (ev.lineno, ev.type, ev.data, ev.size) == (line.lineno, line.key, line.data, line.size)
     for d in recs:
         if isinstance(d, Dropped) and d.reason == "invalid":
-            # a line whose type is retained but that is no JSON object: reported, so that an answer it was is
-            # known lost (an invalid line without a type is only counted)
-            assert d.type and retain(d.type) == KEEP and by_line[d.line].key is None, d
+            # a line whose type is retained (the untyped "" too) but that is no JSON object: reported, so that an
+            # answer it was is known lost
+            assert retain(d.type) == KEEP and by_line[d.line].key is None, d
             assert by_line[d.line].size == d.bytes
         elif isinstance(d, Dropped):
             assert d.bytes > max_line and d.reason in ("oversize", "over_ceiling"), d
