@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..lines import Event, Noted
+from ..lines import Dropped, Event, Noted
 from . import _peek
 from ._text import BoundedText
 from .base import MISSING, Answer, LiveEvent, Provider, as_int, clip, message_of, size_text
@@ -128,6 +128,7 @@ class OpencodeProvider(Provider):
         self.step_message: Any = None  # the messageID of the step running now
         self.in_step = False
         self.rejected: str | None = None  # the permissions ``done`` says were rejected
+        self.unread_part: int | None = None  # a text part dropped since the last one read, whose message is unknown
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
@@ -191,7 +192,9 @@ class OpencodeProvider(Provider):
             self.text.clear()
             self.truncation_noted = False
             self.message_id = mid
-            self.answer_from = n
+            # a text part lost just before may have been this message's first: its answer would lack it
+            self.answer_from = n if self.unread_part is None else self.unread_part
+        self.unread_part = None
         if not isinstance(text, str):
             live.append(self.textless(ev, "part.text", text))  # this message's answer is not in hand
             return
@@ -231,6 +234,11 @@ class OpencodeProvider(Provider):
         if self.text.cut:
             return f"final answer exceeded max_retained ({size_text(self.max_text)}) and was cut"
         return None
+
+    def dropped(self, rec: Dropped) -> list[LiveEvent]:
+        if rec.type == "text":
+            self.unread_part = rec.line
+        return super().dropped(rec)
 
     def noted(self, rec: Noted) -> list[LiveEvent]:
         """A finished tool (its start and end at once) or a reasoning part."""
