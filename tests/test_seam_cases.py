@@ -263,3 +263,67 @@ def test_stream_parser_takes_allow_empty_answer() -> None:
     sp.feed(_antigravity_denied())
     assert sp.finish(args=None).ok
 
+
+
+# -- the bounds: what detection holds, and the runs' usage kept ------------------------------------------------
+
+
+SHARED_INIT = {"type": "system", "subtype": "init", "session_id": "s", "model": "m"}  # Claude's and Droid's alike
+
+
+def test_detection_holds_at_most_its_byte_budget_then_decides() -> None:
+    """Lines no grammar claims do not use up the count once a claimed one is held, but they count against
+    max_retained bytes: past it the evidence so far decides (here: two families, so generic, said so)."""
+    sp = StreamParser(max_line=1024, max_retained=64 * 1024)
+    engine = sp.engine
+    sp.feed(jl(SHARED_INIT))
+    peak = 0
+    for i in range(400):
+        sp.feed(jl({"kind": "tick", "n": i, "pad": "x" * 600}))
+        peak = max(peak, engine._bytes)
+        if engine.decided:
+            break
+    assert engine.decided and sp.provider_name == "generic" and engine._buffer is None, i
+    assert 64 * 1024 < peak <= 64 * 1024 + 1024  # the budget, and at most one record past it
+    res = sp.finish(args=None)
+    assert res.detected_by == "ambiguous: qwen, amp, cursor, droid and claude"
+    assert any("fit qwen, amp, cursor, droid and claude alike" in w for w in res.warnings)
+
+
+def test_claimed_events_that_decide_nothing_use_up_detect_events() -> None:
+    from spoolparse import limits
+
+    sp = StreamParser()
+    errors = [{"type": "error", "message": f"e{i}"} for i in range(limits.DETECT_EVENTS + 5)]  # codex's or droid's
+    for i, ev in enumerate(errors, 1):
+        sp.feed(jl(ev))
+        assert sp.engine.decided is (i >= limits.DETECT_EVENTS), i
+    assert sp.provider_name == "generic" and sp.engine._buffer is None
+
+
+def test_a_decision_keeps_detect_events_records_for_a_switch_then_lets_them_go() -> None:
+    from spoolparse import limits
+
+    sp = StreamParser()
+    sp.feed(jl({"type": "system", "subtype": "init", "session_id": "s", "claude_code_version": "2"}))
+    assert sp.provider_name == "claude"
+    for i in range(limits.DETECT_EVENTS):
+        sp.feed(jl({"type": "rate_limit_event", "session_id": "s", "rate_limit_info": {"status": "allowed"}}))
+        assert sp.engine._buffer is not None and len(sp.engine._buffer) == i + 2
+    sp.feed(jl({"type": "rate_limit_event", "session_id": "s"}))
+    assert sp.engine._buffer is None
+    # a switch now reads on from where it happens, and says so
+    sp.feed(jl({"type": "message", "role": "assistant", "id": "m", "text": "hi", "timestamp": 1, "session_id": "s"}))
+    res = sp.finish(args=None)
+    assert res.provider == "droid" and any("read as droid from line 19 on" in w for w in res.warnings), res.warnings
+
+
+def test_the_usage_of_at_most_max_warnings_earlier_runs_is_kept() -> None:
+    from spoolparse import limits
+
+    run = (FIXTURES / "gemini/success.jsonl").read_bytes()
+    n = limits.MAX_WARNINGS + 50
+    s = summary(run * n)
+    assert s["ok"] is True and len(s["raw_usage"]) == limits.MAX_WARNINGS + 1  # and the last run's, always
+    assert f"the stream held {n} runs; the summary is the last one's" in s["warnings"][-2]
+    assert s["warnings"][-1] == f"the usage of {n - 1 - limits.MAX_WARNINGS} earlier runs was not kept"
