@@ -47,7 +47,7 @@ from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from . import _peek
 from .base import Answer, LiveEvent, Notes, Provider, clip, size_text
 from .generic import GenericProvider
-from .grammar import Grammar, Shape, first_fit
+from .grammar import Grammar, Shape
 
 __all__ = ["AutoProvider", "Engine", "RECORD_BYTES"]
 
@@ -118,12 +118,9 @@ class _Index:
         self.order = {g.name: i for i, g in enumerate(self.grammars)}
         self.by_name = {g.name: g for g in self.grammars}
         self.by_key: dict[str, list[tuple[Grammar, Shape]]] = {}
-        self.own_keys: set[str] = set()
         for g in self.grammars:
             for s in g.vocabulary:
                 self.by_key.setdefault(s.key, []).append((g, s))
-                if s.own:
-                    self.own_keys.add(s.key)
             if g.document is not None:
                 self.by_key.setdefault("", []).append((g, g.document))
         self.keep = frozenset(k for g in self.grammars for k in g.types(KEEP))
@@ -225,12 +222,18 @@ class Engine:
 
     def _reset_retain(self) -> None:
         self._foreign: frozenset[str] = frozenset()
+        self._rivals: dict[str, tuple[Shape, ...]] = {}
         g = self.grammar
         if self.auto is not None and self._index is not None and g is not None:
             # typed keys another candidate knows; untyped ones only when the chosen grammar is untyped too
             self._foreign = frozenset(
                 k for k in self._index.by_key if k not in g.types() and (k != "" or not g.typed)
             )
+            # the marks other grammars own in the chosen one's types: only an event of one of them can re-decide
+            for key, pairs in self._index.by_key.items():
+                owned = tuple(s for h, s in pairs if s.own and h is not g and s not in g.vocabulary)
+                if owned and key in g.types():
+                    self._rivals[key] = owned
         self.retain_version += 1
 
     # -- records ------------------------------------------------------------------------------------------------
@@ -303,21 +306,23 @@ class Engine:
             if type(rec) is not Noted:
                 self.events += 1
             return fold.see(rec)
-        key = rec.type
-        read = fold.retain(key)
-        if read == SKIP and type(rec) is not Dropped:
+        key, kind = rec.type, type(rec)
+        read = g.read(key)  # the provider's retain, which its grammar's read modes make
+        if read == SKIP and kind is not Dropped:
             return []  # not this CLI's (read while detecting, or to see whether it re-decides)
-        if read == NOTE and type(rec) is Event:
-            rec = synthetic_note(rec)  # decoded while detecting; this provider only notes its type
-        data = rec.data if type(rec) is Event else None
-        if key == "" and g.document is not None and type(rec) is not Noted:
-            return self._document(rec)
+        if read == NOTE and kind is Event:
+            rec = synthetic_note(rec)  # type: ignore[arg-type]  # decoded while detecting; this provider notes it
+            kind = Noted
+        data = rec.data if kind is Event else None  # type: ignore[union-attr]
+        if not key:
+            if g.document is not None and kind is not Noted:
+                return self._document(rec)
+            if data is not None and g.explains(key, data) is None:
+                return []  # an untyped line the grammar does not know: no event of this CLI
         if self._doc is not None:  # something after a document: it was no document
             doc, self._doc = self._doc, None
             self._refuse(doc)
-        if key == "" and data is not None and g.explains(key, data) is None:
-            return []  # an untyped line the grammar does not know: no event of this CLI
-        if type(rec) is Noted:
+        if kind is Noted:
             # not counted, as an event or as the grammar's: with nobody listening they are skipped unread, and the
             # verdict must not depend on whether anyone listened
             return fold.see(rec)
@@ -327,16 +332,16 @@ class Engine:
         if data is not None and self.ended_at is not None:
             if self._maybe:
                 self.ended_at = fold.ended_at = None  # the unread line that may have ended it did not: more came
-            elif self._final or first_fit(g.starts, key, data) is not None:
+            elif self._final or g.role("starts", key, data) is not None:
                 self._new_run(_line(rec))
-            elif first_fit(g.turns, key, data) is not None:
+            elif g.role("turns", key, data) is not None:
                 self.ended_at = fold.ended_at = None  # the agent went on: this turn must end too
         live = fold.see(rec)
-        if data is not None:
+        if data is not None and g.traps:
             for trap in g.traps:
                 if trap.shape.fits(key, data):
                     self._trap = clip(trap.error(data))
-        end = first_fit(g.terminal, key, data)
+        end = g.role("terminal", key, data)
         if end is not None:
             self.ended_at = fold.ended_at = _line(rec)
             # a line not read ends the run by its type alone: for an untyped one, only if nothing follows it
@@ -508,8 +513,17 @@ class Engine:
         if self.ended_at is not None and g.typed:
             return None  # after its end a typed stream may print anything (an untyped one holds only its own lines)
         known = typed and key in g.types()
-        if known and key not in idx.own_keys:
-            return None  # one of its own types, which no look-alike marks as its own
+        if known:
+            if self._buffer is None:
+                # a look-alike's mark on one of its types is looked for while the records since the decision are
+                # held (the first DETECT_EVENTS): a stream shows its marks from its start, and a switch later would
+                # read on from there only; an event of a type it does not know re-decides until its end
+                return None
+            for s in self._rivals.get(key, ()):
+                if s.fits(key, rec.data):
+                    break
+            else:
+                return None  # one of its own types, with no other grammar's own mark on it
         claims, owned = idx.claims(key, rec.data)
         if not claims or g.name in claims or (known and not owned):
             return None  # explained, unclaimed, or a type it knows in a shape it does not: no other CLI's mark

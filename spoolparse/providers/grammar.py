@@ -22,7 +22,7 @@ grammar cannot say (usage arithmetic, live events). The types a provider looks a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -62,8 +62,27 @@ class Cond:
     op: str
     paths: tuple[tuple[str, ...], ...]
     values: tuple[Any, ...] = ()
+    #: The test itself, made once: a detected stream's events are tested one by one.
+    test: Callable[[Mapping[str, Any]], bool] = field(init=False, repr=False, compare=False)
 
-    def test(self, data: Mapping[str, Any]) -> bool:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "test", self._compile())
+
+    def _compile(self) -> Callable[[Mapping[str, Any]], bool]:
+        op, values = self.op, self.values
+        if len(self.paths) != 1 or len(self.paths[0]) != 1 or op not in ("has", "any", "lacks", "is", "prefix"):
+            return self._test
+        key = self.paths[0][0]  # one top-level key: a dict lookup, the common case
+        if op == "is":
+            return lambda d: any(_same(d.get(key, MISSING), v) for v in values)
+        if op == "prefix":
+            start = values[0]
+            return lambda d: isinstance(v := d.get(key), str) and v.startswith(start)
+        if op == "lacks":
+            return lambda d: key not in d
+        return lambda d: key in d
+
+    def _test(self, data: Mapping[str, Any]) -> bool:
         op, values = self.op, self.values
         if op == "has":
             return all(lookup(data, p) is not MISSING for p in self.paths)
@@ -185,7 +204,13 @@ class Shape:
 
     def fits(self, key: str, data: Mapping[str, Any] | None) -> bool:
         """Whether an event of ``key`` is of this shape; ``data`` ``None``: not read, judged by its key alone."""
-        return key == self.key and (data is None or all(c.test(data) for c in self.when))
+        if key != self.key:
+            return False
+        if data is not None:
+            for c in self.when:
+                if not c.test(data):
+                    return False
+        return True
 
     def marks(self) -> str:
         """Its conditions, for the docs."""
@@ -248,6 +273,8 @@ class Grammar:
     says_no_answer: str = ""
     _by_key: dict[str, tuple[Shape, ...]] = field(init=False, repr=False, compare=False)
     _reads: dict[str, int] = field(init=False, repr=False, compare=False)
+    _types: dict[int | None, frozenset[str]] = field(init=False, repr=False, compare=False)
+    _roles: dict[str, dict[str, tuple[Shape, ...]]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_key: dict[str, list[Shape]] = {}
@@ -274,14 +301,31 @@ class Grammar:
                 raise ValueError(f"{self.name}: trap {trap.says!r} is on a type not decoded")
         object.__setattr__(self, "_by_key", {k: tuple(v) for k, v in by_key.items()})
         object.__setattr__(self, "_reads", reads)
+        object.__setattr__(self, "_types", {read: frozenset(k for k, r in reads.items() if read is None or r == read)
+                                            for read in (None, KEEP, NOTE, SKIP)})
+        roles: dict[str, dict[str, tuple[Shape, ...]]] = {}
+        for role in ("starts", "turns", "terminal"):
+            keyed: dict[str, list[Shape]] = {}
+            for s in getattr(self, role):
+                keyed.setdefault(s.key, []).append(s)
+            roles[role] = {k: tuple(v) for k, v in keyed.items()}
+        object.__setattr__(self, "_roles", roles)
 
     def types(self, read: int | None = None) -> frozenset[str]:
         """The type keys of the vocabulary (and the document's), all or those read one way."""
-        return frozenset(k for k, r in self._reads.items() if read is None or r == read)
+        return self._types[read]
 
     def read(self, key: str) -> int:
         """How a line of ``key`` is read (``SKIP`` for a key the grammar does not know)."""
         return self._reads.get(key, SKIP)
+
+    def role(self, role: str, key: str, data: Mapping[str, Any] | None) -> Shape | None:
+        """The event's shape among the ``starts``, ``turns`` or ``terminal`` events, or ``None`` (found by key first:
+        the engine asks for every event)."""
+        for s in self._roles[role].get(key, ()):
+            if s.fits(key, data):
+                return s
+        return None
 
     def shapes(self, key: str) -> tuple[Shape, ...]:
         """The vocabulary's shapes of ``key``."""
