@@ -4,13 +4,15 @@ shares, and the engine applies what it declares (traps included)."""
 from __future__ import annotations
 
 import io
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from spoolparse import PROVIDERS, StreamParser, parse
 from spoolparse.lines import KEEP, LineScanner
-from spoolparse.providers import grammars
+from spoolparse.providers import grammars, ok_table
 from spoolparse.providers.claude import ClaudeProvider
 from spoolparse.providers.engine import AutoProvider, _Index
 from spoolparse.providers.grammar import Grammar, Trap, empty, has, is_, kind, lacks, prefix, shape
@@ -114,3 +116,16 @@ def test_a_trap_declared_in_a_grammar_makes_its_run_not_ok() -> None:
     # a trap is the run's: the next run starts clean
     init = {"type": "system", "subtype": "init", "session_id": "s", "claude_code_version": "2"}
     assert parse(io.BytesIO(jl(init, bad, init, ok)), provider=_Trapped()).ok
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "concepts" / "verdict.md"
+
+
+def test_the_docs_ok_table_is_the_grammars() -> None:
+    text = DOC.read_text()
+    m = re.search(r"<!-- generated: ok-table -->\n(.*?)<!-- end: ok-table -->", text, re.S)
+    assert m is not None, "docs/concepts/verdict.md lost its generated ok-table block"
+    want = ok_table()
+    assert m.group(1) == want, (
+        "docs/concepts/verdict.md's ok-table differs from the grammars; put this between its markers:\n\n" + want
+    )

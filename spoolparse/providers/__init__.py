@@ -9,6 +9,7 @@ evidence against every grammar (else ``generic``).
 from __future__ import annotations
 
 from ..errors import UsageError
+from . import grammar
 from .amp import AmpProvider
 from .antigravity import AntigravityProvider
 from .base import Answer, LiveEvent, Provider
@@ -26,7 +27,9 @@ from .kimi import KimiProvider
 from .opencode import OpencodeProvider
 from .qwen import QwenProvider
 
-__all__ = ["PROVIDERS", "AutoProvider", "Engine", "make_provider", "Provider", "Answer", "LiveEvent", "grammars"]
+__all__ = [
+    "PROVIDERS", "AutoProvider", "Engine", "make_provider", "Provider", "Answer", "LiveEvent", "grammars", "ok_table",
+]
 
 #: Specific providers. ``generic`` is the fallback, never detected. Detection asks every grammar
 #: at once; this order only breaks a tie where no evidence can (and orders the docs' tables).
@@ -57,6 +60,16 @@ def names() -> list[str]:
 def grammars() -> list[Grammar]:
     """Every registered provider's grammar, in registry order."""
     return [cls.grammar for cls in PROVIDERS.values() if cls.grammar is not None]
+
+
+#: The generic provider's row: it has no grammar, and any JSON event will do.
+_GENERIC_ROW = ("| generic | — (one run) | none: any JSON event | the last `result`, `text`, `message`, `content` or "
+                "`response` string | — |\n")
+
+
+def ok_table() -> str:
+    """The docs' "What ``ok`` means" table (``docs/concepts/verdict.md``): one row per provider, from its grammar."""
+    return grammar.ok_table(grammars()) + _GENERIC_ROW
 
 
 def make_provider(name: str | Provider = "auto") -> Provider:

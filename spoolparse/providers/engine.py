@@ -474,15 +474,8 @@ class Engine:
         return fold
 
     def _describe(self, s: Shape) -> str:
-        """A shape as ``detected_by`` and the warnings name it: its label, and its marks when it is a CLI's own
-        (those its label already says, as ``subtype: init`` in ``system/init``, left out)."""
-        if not s.own:
-            return s.name.replace("`", "")
-        said = {p for c in s.when if c.op != "has" for p in c.paths}
-        marks = [str(c) for c in s.when
-                 if not (c.op == "is" and all(str(v) in s.name for v in c.values))  # the label says it
-                 and not (c.op == "has" and set(c.paths) <= said)]  # another condition names the key
-        return (s.name + (f" ({', '.join(marks)})" if marks else "")).replace("`", "")
+        """A shape as ``detected_by`` and the warnings name it: its name, and its marks when it is a CLI's own."""
+        return (s.name + (f" ({s.marks()})" if s.own and s.marks() else "")).replace("`", "")
 
     def _hold(self, rec: Record) -> None:
         """Keep a record for a replay should the choice change: past the decision, as many records as detection

@@ -213,8 +213,22 @@ class Shape:
         return True
 
     def marks(self) -> str:
-        """Its conditions, for the docs."""
-        return ", ".join(str(c) for c in self.when)
+        """Its conditions, those its label already says left out (``subtype: init`` in ``system/init``), and a
+        key's presence when another of its conditions names the key."""
+        said = {p for c in self.when if c.op != "has" for p in c.paths}
+        return ", ".join(str(c) for c in self.when
+                         if not (c.op == "is" and all(str(v) in self.name for v in c.values))
+                         and not (c.op == "has" and set(c.paths) <= said))
+
+    def said(self) -> str:
+        """How the docs show it: its name, then its marks — unless its label says it all, in words ("an assistant
+        message without tool calls") or as the object it is (``{event: result}``)."""
+        if self.name.startswith(("a ", "an ", "the ")):
+            return self.name
+        if self.name.startswith("{"):
+            return f"`{self.name}`"
+        marks = self.marks()
+        return f"`{self.name}`" + (f" ({marks})" if marks else "")
 
 
 def shape(key: str, *when: Cond, read: int = KEEP, own: bool = False, label: str = "",
@@ -360,33 +374,37 @@ def first_fit(shapes: Iterable[Shape], key: str, data: Mapping[str, Any] | None)
     return None
 
 
-def _names(shapes: Iterable[Shape]) -> str:
+def _names(shapes: Iterable[Shape], last: str = "or") -> str:
     seen: list[str] = []
     for s in shapes:
-        text = f"`{s.name}`" + (f" ({s.marks()})" if s.when and not s.label else "")
-        if text not in seen:
-            seen.append(text)
-    return ", ".join(seen) or "—"
+        if s.said() not in seen:
+            seen.append(s.said())
+    if len(seen) < 2:
+        return "".join(seen) or "—"
+    return ", ".join(seen[:-1]) + f" {last} {seen[-1]}"
+
+
+#: The header of :func:`ok_table`.
+OK_TABLE_HEAD = (
+    "| provider | a run starts at | `ok` needs (terminal event) | the answer | finished without one: not ok, with |\n"
+    "|---|---|---|---|---|\n"
+)
+
+
+def ok_row(g: Grammar) -> str:
+    """One grammar's row of the docs' "What ``ok`` means" table (Markdown)."""
+    end = _names(g.terminal)
+    if g.final:
+        end += "; after " + _names(g.final) + ", the next event starts a new run"
+    if g.document is not None:
+        end += f"; its {g.document.said()} when that is the whole input"
+    starts = _names(g.starts) if g.starts else "— (one run)"
+    if g.turns:
+        starts += "; after the end, " + _names(g.turns) + " begins a turn that must end too"
+    answer = g.says_answer or _names(g.answer)
+    return f"| {g.name} | {starts} | {end} | {answer} | {g.says_no_answer or '—'} |\n"
 
 
 def ok_table(grammars: Iterable[Grammar]) -> str:
     """The docs' "What ``ok`` means" table, one row per grammar (Markdown)."""
-    rows = [
-        "| provider | run starts at | terminal event (`ok` needs it) | answer | finished without an answer |",
-        "|---|---|---|---|---|",
-    ]
-    for g in grammars:
-        end = _names(g.terminal)
-        if g.final:
-            end += "; after " + _names(g.final) + " the next event starts a new run"
-        if g.document is not None:
-            end += f"; the {g.document.name} when it is the whole input"
-        starts = _names(g.starts) if g.starts else "— (every event is the one run's)"
-        if g.turns:
-            starts += "; after the end, " + _names(g.turns) + " begins a turn that must end too"
-        answer = g.says_answer or _names(g.answer)
-        no_answer = "`ok: false`, “the agent finished without an answer”"
-        if g.says_no_answer:
-            no_answer += f", with {g.says_no_answer}"
-        rows.append(f"| {g.name} | {starts} | {end} | {answer} | {no_answer} |")
-    return "\n".join(rows) + "\n"
+    return OK_TABLE_HEAD + "".join(ok_row(g) for g in grammars)
