@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ._claudelike import ClaudeShaped
-from .claude import ANSWER, FAMILY, STARTS, TERMINAL, TURNS
+from .claude import look_alike
 from .grammar import NOTE, Grammar, is_, prefix, shape
 
 __all__ = ["AmpProvider", "GRAMMAR"]
@@ -25,9 +25,9 @@ _T = "T-019b9d03-62e3-772f-9780-3e637f90eaec"
 
 #: ``amp --execute PROMPT --stream-json``: Claude Code's stream, told from it by its thread ids (``T-…``), the
 #: one mark Claude never prints (an init without a model is no mark: claude-code-action's sample turns have one).
-GRAMMAR = Grammar(
-    name="amp",
-    vocabulary=(
+GRAMMAR = look_alike(
+    "amp",
+    (
         shape("system", is_("subtype", "init"), prefix("session_id", "T-"), own=True, label="system/init",
               example={"type": "system", "subtype": "init", "cwd": "/w", "session_id": _T, "tools": ["Bash"],
                        "mcp_servers": []}),
@@ -41,13 +41,7 @@ GRAMMAR = Grammar(
         shape("result", prefix("session_id", "T-"), own=True,
               example={"type": "result", "subtype": "success", "is_error": False, "result": "FINAL-ANSWER",
                        "session_id": _T}),
-        *FAMILY,
     ),
-    starts=STARTS,
-    turns=TURNS,
-    terminal=TERMINAL,
-    answer=ANSWER,
-    family="claude",
     says_answer="`result.result`; if it is empty, the last `assistant` text",
 )
 

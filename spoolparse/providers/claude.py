@@ -25,7 +25,7 @@ from .grammar import NOTE, SKIP, Grammar, Shape, any_of, has, is_, is_not, kind,
 
 __all__ = [
     "ClaudeProvider", "normalize_claude_usage", "normalize_claude_model_usage", "GRAMMAR", "FAMILY", "LOOKALIKES",
-    "STARTS", "TURNS", "TERMINAL", "ANSWER",
+    "STARTS", "TURNS", "TERMINAL", "ANSWER", "look_alike",
 ]
 
 _SYNTHETIC = "<synthetic>"
@@ -176,6 +176,13 @@ GRAMMAR = Grammar(
     says_answer="`result.result`; if it is empty, the last (main-agent) `assistant` message's text, with a warning",
     says_no_answer="the result's `terminal_reason` or its permission denials where it gives them",
 )
+
+
+def look_alike(name: str, own: tuple[Shape, ...], *, says_answer: str,
+               shared: tuple[Shape, ...] = FAMILY) -> Grammar:
+    """A look-alike's grammar: Claude's shared events and run structure, told from Claude's by ``own`` marks."""
+    return Grammar(name=name, vocabulary=(*own, *shared), starts=STARTS, turns=TURNS, terminal=TERMINAL,
+                   answer=ANSWER, family=GRAMMAR.name, says_answer=says_answer)
 
 
 class ClaudeProvider(Provider):

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from ..lines import Dropped, Event, Noted
 from ._claudelike import ClaudeShaped
 from .base import LiveEvent
-from .claude import ANSWER, FAMILY, LOOKALIKES, STARTS, TERMINAL, TURNS
+from .claude import FAMILY, LOOKALIKES, look_alike
 from .grammar import SKIP, Grammar, has, is_, kind, lacks, shape
 
 __all__ = ["CursorProvider", "GRAMMAR"]
@@ -31,9 +31,9 @@ _S = "c6b62c6f-7ead-4fd6-9922-e952131177ff"
 #: ``cursor-agent -p PROMPT --output-format stream-json`` (``json``: the result alone): Claude Code's stream, told
 #: from it by its key sources on an init without a tool list, its ``tool_call`` and ``thinking`` types and the
 #: request id of its result.
-GRAMMAR = Grammar(
-    name="cursor",
-    vocabulary=(
+GRAMMAR = look_alike(
+    "cursor",
+    (
         shape("system", is_("subtype", "init"), is_("apiKeySource", *_KEY_SOURCES), lacks("tools"), own=True,
               label="system/init",
               example={"type": "system", "subtype": "init", "apiKeySource": "login", "cwd": "/w", "session_id": _S,
@@ -52,13 +52,8 @@ GRAMMAR = Grammar(
                   {"type": "tool_result", "tool_use_id": "toolu_1", "content": "hello"}]}}),
         shape("stream_event", read=SKIP, shared=LOOKALIKES,
               example={"type": "stream_event", "session_id": _S, "event": {"type": "message_stop"}}),
-        *(s for s in FAMILY if s.key not in ("user", "stream_event")),
     ),
-    starts=STARTS,
-    turns=TURNS,
-    terminal=TERMINAL,
-    answer=ANSWER,
-    family="claude",
+    shared=tuple(s for s in FAMILY if s.key not in ("user", "stream_event")),
     says_answer="`result.result` (every text delta joined, as Cursor defines it)",
 )
 

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from ._claudelike import ClaudeShaped
 from .base import LiveEvent, as_int
-from .claude import ANSWER, FAMILY, STARTS, TERMINAL, TURNS
+from .claude import look_alike
 from .grammar import Grammar, has, is_, shape
 
 __all__ = ["QwenProvider", "normalize_qwen_usage", "GRAMMAR"]
@@ -46,19 +46,13 @@ def normalize_qwen_usage(raw: Any) -> dict[str, Any]:
 
 #: ``qwen -p … --output-format stream-json`` (``json``: the same events as one array): Claude Code's stream, told
 #: from it by the version its init names.
-GRAMMAR = Grammar(
-    name="qwen",
-    vocabulary=(
+GRAMMAR = look_alike(
+    "qwen",
+    (
         shape("system", is_("subtype", "init"), has("qwen_code_version"), own=True, label="system/init",
               example={"type": "system", "subtype": "init", "session_id": "s", "model": "qwen3-coder-plus",
                        "qwen_code_version": "0.24.4"}),
-        *FAMILY,
     ),
-    starts=STARTS,
-    turns=TURNS,
-    terminal=TERMINAL,
-    answer=ANSWER,
-    family="claude",
     says_answer="`result.result`; if it is empty, the last `assistant` text (not when it repeats the failure)",
 )
 
