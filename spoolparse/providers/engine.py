@@ -15,13 +15,16 @@ the candidates, and the stream is decided once they are one grammar, or one
 family (read as its head: a look-alike is chosen only by its own marks). Until
 then the records are held — at most ``DETECT_EVENTS`` claimed ones (records no
 grammar claims count only while none is claimed) and ``max_retained`` bytes
-— and replayed into the chosen provider: nothing is read twice. Past the
-budget, or at the end, candidates of more than one family give ``generic``
-with a warning; no claimed event at all gives ``generic``. A later event, before
-the chosen grammar's terminal event, that it does not explain and another
-grammar claims, re-decides (with a warning naming both); a typed event does so
-after an untyped grammar's end too, while an untyped line never displaces a
-typed grammar.
+(each record counted as at least ``RECORD_BYTES``) — and replayed into the
+chosen provider: nothing is read twice. Past the budget, or at the end,
+candidates of more than one family give ``generic`` with a warning; no
+claimed event at all gives ``generic``. A later event that the chosen grammar
+does not know and another grammar claims re-decides, with a warning naming
+both: an event of a type it does not know until its terminal event, a
+look-alike's own mark on one of its types while the records since the
+decision are held (``DETECT_EVENTS`` of them, replayed into the new provider).
+A typed event does so after an untyped grammar's end too, while an untyped
+line never displaces a typed grammar.
 
 **Runs and turns**: an event that starts a run (or any event after a *final*
 terminal event) after the terminal event begins a new run, which the provider
@@ -154,6 +157,13 @@ class Engine:
     chosen). ``detect_bytes`` bounds what is held while undecided (the parser's ``max_retained``).
     """
 
+    #: Line of the run's terminal event, once seen (``None`` while the run goes on).
+    ended_at: int | None
+    _final: bool  # the run ended at an event after which its CLI prints nothing more of it
+    _maybe: bool  # the run ended at a line not read, which may have been anything
+    _unread: Dropped | None  # the run's terminal line, when it could not be read
+    _trap: str | None  # the trap the run fell into
+
     def __init__(self, provider: Provider, *, detect_bytes: int = _limits.MAX_RETAINED) -> None:
         self.auto = provider if isinstance(provider, AutoProvider) else None
         self.fold: Provider | None = None if self.auto is not None else provider
@@ -173,19 +183,15 @@ class Engine:
         self._cands: dict[str, Shape] | None = None  # candidate -> the shape that kept it in
         self._typed_evidence = False
         self._after = 0  # records held past the decision
-        # the current run
+        # the stream's runs
         self.events = 0
         self.known = 0  # events the grammar's vocabulary explains (a named provider with none is not ok)
-        self.ended_at: int | None = None
-        self._final = False  # the run ended at an event after which its CLI prints nothing more of it
-        self._maybe = False  # the run ended at a line not read, which may have been anything
-        self._unread: Dropped | None = None  # the run's terminal line, when it could not be read
         self.runs = 1
         self.run_from = 1
         self._earlier: list[Any] = []
         self._earlier_count = 0
-        self._trap: str | None = None
         self._doc: Record | None = None  # a document withheld until it is known to be the whole input
+        self._begin_run()
         self._closed = False
         self._reset_retain()
 
@@ -311,7 +317,7 @@ class Engine:
         if read == SKIP and kind is not Dropped:
             return []  # not this CLI's (read while detecting, or to see whether it re-decides)
         if read == NOTE and kind is Event:
-            rec = synthetic_note(rec)  # type: ignore[arg-type]  # decoded while detecting; this provider notes it
+            rec = _synthetic_note(rec)  # type: ignore[arg-type]  # decoded while detecting; this provider notes it
             kind = Noted
         data = rec.data if kind is Event else None  # type: ignore[union-attr]
         if not key:
@@ -350,6 +356,14 @@ class Engine:
             self._unread = rec if type(rec) is Dropped else None
         return live
 
+    def _begin_run(self) -> None:
+        """The facts of a run that has just begun."""
+        self.ended_at = None
+        self._final = False
+        self._maybe = False
+        self._unread = None
+        self._trap = None
+
     def _new_run(self, line: int) -> None:
         """The next run of the stream begins at ``line``: the fold starts over; the finished run's usage is kept."""
         fold = self.fold
@@ -360,10 +374,7 @@ class Engine:
         fold.restart()
         self.runs += 1
         self.run_from = line
-        self.ended_at = None
-        self._final = self._maybe = False
-        self._unread = None
-        self._trap = None
+        self._begin_run()
 
     def _document(self, rec: Record) -> list[LiveEvent]:
         """An untyped line of a grammar with a whole-document form: withheld until the end shows whether it was
@@ -534,11 +545,9 @@ class Engine:
         self.notes.add(clip(f"auto-detection: {said}: read as {name}"
                                + (" from the start" if held is not None else f" from line {line} on")))
         self.events = self.known = 0
-        self.ended_at = None
-        self._final = self._maybe = False
-        self._unread = None
         self.runs, self.run_from = 1, 1
-        self._earlier, self._earlier_count, self._trap = [], 0, None
+        self._earlier, self._earlier_count = [], 0
+        self._begin_run()
         self._cands = {name: s}
         fold = self._new_fold(name)
         self.fold = fold
@@ -551,7 +560,7 @@ class Engine:
         return self._feed(rec)
 
 
-def synthetic_note(ev: Event) -> Noted:
+def _synthetic_note(ev: Event) -> Noted:
     """A decoded event as the noted line a provider that only notes its type expects (head and tail of its JSON)."""
     raw = orjson.dumps(ev.data)
     return Noted(ev.lineno, ev.type, ev.size, raw[: _limits.NOTE_HEAD], raw[-_limits.NOTE_TAIL :])
