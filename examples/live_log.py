@@ -1,11 +1,13 @@
 """A live one-line-per-tool log of agent runs, from recorded transcripts (checked by mypy --strict)."""
 
 import sys
+from pathlib import Path
 
 import spoolparse
 
-TRANSCRIPTS = ["fixtures/codex/realcli_A.jsonl", "fixtures/claude/realcli_A_partial.jsonl",
-               "fixtures/gemini/realcli_A.jsonl"]
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+TRANSCRIPTS = [FIXTURES / "codex/realcli_A.jsonl", FIXTURES / "claude/realcli_A_partial.jsonl",
+               FIXTURES / "gemini/realcli_A.jsonl"]
 
 
 def log(ev: spoolparse.LiveEvent) -> None:

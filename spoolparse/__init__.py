@@ -28,6 +28,7 @@ from .errors import (
 from .types import (
     EVENT_FIELDS,
     EVENT_KINDS,
+    CostSource,
     DroppedEvent,
     DroppedLine,
     ErrorEvent,
@@ -35,6 +36,7 @@ from .types import (
     EventKind,
     JobLogRecord,
     OutcomeDict,
+    ReportDict,
     ResultEvent,
     RetryEvent,
     SessionEvent,
@@ -157,4 +159,6 @@ __all__ = [
     "OutcomeDict",
     "JobLogRecord",
     "Verdict",
+    "CostSource",
+    "ReportDict",
 ]

@@ -40,7 +40,7 @@ __all__ = [
     "events_on_stderr",
 ]
 
-# -- exit statuses: the one table (the README's is checked against EXIT_STATUSES) ----------
+# -- exit statuses: the one table (the docs' is generated from EXIT_STATUSES) ----------
 
 EXIT_OK = 0
 EXIT_NOT_OK = 1
@@ -52,7 +52,7 @@ EXIT_NOT_FOUND = 127
 EXIT_SIGNAL_BASE = 128
 EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + 2  # SIGINT
 
-#: Every exit status of every subcommand, and what it means (the README's table, row for row).
+#: Every exit status of every subcommand, and what it means (the docs' table, row for row).
 EXIT_STATUSES: dict[str, str] = {
     str(EXIT_OK): "ok: every agent finished and its answer is in hand",
     str(EXIT_NOT_OK): "an agent was not ok (the summary's `error` says why; the child's own exit code is its "

@@ -25,6 +25,8 @@ from typing import Any
 from . import _limits
 from ._lifecycle import Deadlines, Done, Wait
 from ._wait import Inotify, next_interval, open_inotify
+from .cost import loaded as prices_loaded
+from .cost import preload as preload_prices
 from .errors import SpoolFullError, UsageError
 from .lines import Loads
 from .process import Argv, Child, Containment, Input
@@ -345,6 +347,8 @@ class AsyncRun:
             if caught_up:
                 break
             await asyncio.sleep(0)
+        if not prices_loaded():  # the price data loads off the event loop (a third of a second, once)
+            await asyncio.get_running_loop().run_in_executor(None, preload_prices)
         res, more = child.result(keep_output=self.keep_output, timeout=self.timeout)
         try:
             await self._emit(more)

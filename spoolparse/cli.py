@@ -1,7 +1,7 @@
 """The ``spoolparse`` command: JSON on stdout, one-line messages on stderr.
 
 Exit statuses: one table for every subcommand, :data:`spoolparse._cli_common.EXIT_STATUSES`
-(the README's table is checked against it). With ``--events`` on stderr, every
+(the docs' table, docs/reference/exit-statuses.md, is generated from it). With ``--events`` on stderr, every
 message is an NDJSON event there too.
 """
 
@@ -198,6 +198,15 @@ def _register_runner(sub: Any) -> None:
 
 
 EXTRA_COMMANDS.append(_register_runner)
+
+
+def _register_report(sub: Any) -> None:
+    from .report.cli import register  # only when report (or the whole --help) is wanted
+
+    register(sub)
+
+
+EXTRA_COMMANDS.append(_register_report)
 
 
 def _print_result(res: Result, args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from . import _limits
+from .cost import price
 from .document import DOCUMENT, DocumentScanner, sniff
 from .lines import NOTE, SKIP, Buffer, Dropped, LineScanner, Loads, Noted, Record, RetainFn
 from .providers import Engine, Provider, make_provider
@@ -196,12 +197,16 @@ class StreamParser:
             timeout=fields.get("timeout"),
             spool=spool,
         )
+        cost, by_model = price(self.provider_name, ans.model, ans.usage, ans.usage_by_model)
         return Result(
             provider=self.provider_name,
             detected_by=self.engine.detected_by,
             text=ans.text,
             usage=ans.usage,
-            usage_by_model=ans.usage_by_model,
+            usage_by_model=by_model,
+            cost_usd=cost.usd,
+            cost_source=cost.source,
+            cost_note=cost.note,
             raw_usage=ans.raw_usage,
             model=ans.model,
             session_id=ans.session_id,

@@ -886,8 +886,8 @@ def run(
     ended the same way when it exits. On ``KeyboardInterrupt`` (or any
     exception, such as one raised by ``on_event``) the group is killed, the
     spools closed, and the exception re-raised. If this process dies, even by
-    ``kill -9``, the child and its group die with it (the README's
-    reliability section). ``containment=None``: the process group alone.
+    ``kill -9``, the child and its group die with it (the docs' page on how
+    a child ends). ``containment=None``: the process group alone.
 
     ``input`` is ``bytes``, ``str`` (UTF-8), a path (``os.PathLike``) or a
     binary file; ``None`` gives the child ``/dev/null``. With ``check=True`` a

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from .process import Child
 
-__all__ = ["Activity", "RunningTasks", "StatusLine", "EventWriter", "follow", "format_bytes", "format_count"]
+__all__ = ["Activity", "RunningTasks", "Spend", "StatusLine", "EventWriter", "follow", "format_bytes", "format_count"]
 
 #: Redraws of the status line per second (rich redraws from its own thread).
 REFRESH_PER_SECOND = 4
@@ -327,3 +327,47 @@ def follow(
         elif callbacks:
             on_event = _Each(callbacks)
         yield on_event, (status.attach if status is not None else None)
+
+
+class Spend:
+    """Tokens and cost of the tasks ended so far, for ``batch --progress`` (no I/O, constant memory).
+
+    :meth:`add` takes each outcome's summary; :meth:`text` is `` | 1.2M tokens | $3.41`` with the estimated
+    part and the runs whose cost is unknown said apart.
+    """
+
+    __slots__ = ("estimated", "reported", "tokens", "unpriced")
+
+    def __init__(self) -> None:
+        self.tokens = 0
+        self.reported = 0.0
+        self.estimated = 0.0
+        self.unpriced = 0
+
+    def add(self, summary: Any) -> None:
+        if not isinstance(summary, dict):
+            return
+        usage = summary.get("usage")
+        if isinstance(usage, dict):
+            for key in ("input_tokens", "output_tokens"):
+                n = usage.get(key)
+                if type(n) is int and n > 0:
+                    self.tokens += n
+        usd, source = summary.get("cost_usd"), summary.get("cost_source")
+        if not isinstance(usd, (int, float)) or isinstance(usd, bool):
+            self.unpriced += 1
+        elif source == "reported":
+            self.reported += usd
+        else:
+            self.estimated += usd
+
+    def text(self) -> str:
+        if not self.tokens and not self.reported and not self.estimated and not self.unpriced:
+            return ""
+        spent = self.reported + self.estimated
+        out = f" | {format_count(self.tokens)} tokens | ${spent:,.2f}"
+        if self.estimated:
+            out += f" ({'all' if not self.reported else f'${self.estimated:,.2f}'} est.)"
+        if self.unpriced:
+            out += f" +{self.unpriced} unpriced"
+        return out

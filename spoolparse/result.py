@@ -10,7 +10,7 @@ from typing import IO, Any, cast
 
 from .errors import CalledProcessError, TimeoutExpired
 from .types import SUMMARY_FIELDS as _SUMMARY_FIELDS
-from .types import Summary
+from .types import CostSource, Summary
 
 __all__ = ["Result", "SUMMARY_FIELDS"]
 
@@ -40,9 +40,7 @@ class Result:
 
     args: Sequence[str] | str | None
     provider: str
-    detected_by: str | None = None
     text: str | None = None
-    partial_text: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     usage_by_model: dict[str, dict[str, Any]] | None = None
     raw_usage: Any = None
@@ -64,6 +62,14 @@ class Result:
     stdout: IO[bytes] | None = field(default=None, repr=False)
     stderr: IO[bytes] | None = field(default=None, repr=False)
     timeout: float | None = field(default=None, repr=False)
+    # (after the fields above, so a Result built by position still is)
+    #: The run's cost in US dollars, where it is known (:mod:`spoolparse.cost`): ``cost_source`` says whether
+    #: the CLI reported it or it was estimated from the token counts; ``cost_note`` why it is not known.
+    cost_usd: float | None = None
+    cost_source: CostSource | None = None
+    cost_note: str | None = None
+    detected_by: str | None = None
+    partial_text: str | None = None
 
     def __post_init__(self) -> None:
         self.hold_back_text()
@@ -107,7 +113,7 @@ class Result:
         return cast(Summary, out)
 
     def exit_status(self) -> int:
-        """The CLI's exit status for this result (see the README's exit-status table)."""
+        """The CLI's exit status for this result (see the docs' exit-status table)."""
         from ._cli_common import exit_status  # the one exit-status policy of every subcommand
 
         return exit_status(self)

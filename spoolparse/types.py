@@ -33,6 +33,7 @@ __all__ = [
     "DroppedEvent",
     "ResultEvent",
     "Usage",
+    "CostSource",
     "DroppedLine",
     "Summary",
     "SUMMARY_FIELDS",
@@ -40,11 +41,21 @@ __all__ = [
     "OUTCOME_FIELDS",
     "JobLogRecord",
     "JOBLOG_FIELDS",
+    "ReportDict",
+    "REPORT_FIELDS",
+    "ReportBin",
+    "ReportDistribution",
+    "ReportTask",
+    "ReportFailureGroup",
+    "ReportSpend",
+    "ReportNote",
+    "ReportAttempts",
+    "ReportMemory",
     "Verdict",
     "fields_of",
 ]
 
-#: Every kind of live event, in the order of the README's table.
+#: Every kind of live event, in the order of the docs' table.
 EventKind = Literal[
     "session",
     "turn_start",
@@ -63,6 +74,9 @@ EventKind = Literal[
 ]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
+#: Where a cost comes from: the CLI printed it, or spoolparse priced the token counts (:mod:`spoolparse.cost`).
+CostSource = Literal["reported", "estimated"]
+
 
 class Usage(TypedDict, total=False):
     """Token counts under normalized names (a provider fills the ones it reports)."""
@@ -73,7 +87,9 @@ class Usage(TypedDict, total=False):
     output_tokens: int
     reasoning_output_tokens: int
     total_tokens: int
-    cost_usd: float
+    #: The CLI's own figure in ``usage``; in ``usage_by_model`` the model's cost, from ``cost_source``.
+    cost_usd: float | None
+    cost_source: CostSource | None  # only in ``usage_by_model``
 
 
 class _Event(TypedDict):
@@ -226,6 +242,9 @@ class Summary(TypedDict):
     partial_text: str | None  # what a run that is not ok said last, if anything
     usage: Usage
     usage_by_model: dict[str, Usage] | None
+    cost_usd: float | None
+    cost_source: CostSource | None
+    cost_note: str | None  # why ``cost_usd`` is null
     raw_usage: Any
     model: str | None
     session_id: str | None
@@ -296,3 +315,128 @@ class JobLogRecord(TypedDict):
 
 #: Keys of :class:`JobLogRecord`, in order.
 JOBLOG_FIELDS: tuple[str, ...] = fields_of(JobLogRecord)
+
+
+# -- the report ---------------------------------------------------------------
+
+
+class ReportBin(TypedDict):
+    """One bar of a histogram: ``count`` values in ``[lo, hi)`` (the last bin includes ``hi``)."""
+
+    lo: float
+    hi: float
+    count: int
+
+
+class ReportDistribution(TypedDict):
+    """Quantiles of many values, each within 1% of the exact nearest-rank value; ``min`` and ``max`` exact."""
+
+    count: int
+    min: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    max: float | None
+    mean: float | None
+    histogram: list[ReportBin]
+
+
+class ReportTask(TypedDict):
+    """One task named in the report (an example, a slow one, one killed for memory)."""
+
+    id: str
+    verdict: str
+    provider: str | None
+    model: str | None
+    wall_s: float | None
+    peak_memory: int | None
+    attempts: int | None
+    error: str | None
+    #: The folder ``batch --results`` kept the task's stdout and stderr in, where it did.
+    transcript: str | None
+
+
+class ReportFailureGroup(TypedDict):
+    """Tasks not ok for the same cause: the error with ids, paths and numbers put as ``<id>``, ``<path>``, ``N``."""
+
+    cause: str
+    count: int
+    verdicts: dict[str, int]
+    examples: list[ReportTask]
+
+
+class ReportSpend(TypedDict):
+    """Tokens and cost of the runs of one CLI and model (or of all runs: both ``null``)."""
+
+    provider: str | None
+    model: str | None
+    runs: int
+    input_tokens: int
+    cached_input_tokens: int
+    cache_write_input_tokens: int
+    output_tokens: int
+    reasoning_output_tokens: int
+    reported_usd: float
+    reported_runs: int
+    estimated_usd: float
+    estimated_runs: int
+    #: Runs whose cost is unknown (their ``cost_note`` says why; :attr:`ReportDict.unpriced` counts the notes).
+    unpriced_runs: int
+
+
+class ReportNote(TypedDict):
+    text: str
+    count: int
+
+
+class ReportAttempts(TypedDict):
+    """Attempts beyond the first: retries (the task failed) and requeues (host memory pressure killed it).
+
+    ``source`` is ``"joblog"`` when the job log told them apart; from the outcomes alone only ``extra`` is known
+    and ``retries``/``requeues`` are ``null``.
+    """
+
+    source: str
+    total: int
+    tasks_retried: int
+    extra: int
+    retries: int | None
+    requeues: int | None
+
+
+class ReportMemory(TypedDict):
+    peaks: ReportDistribution
+    peak_sources: dict[str, int]
+    highest: list[ReportTask]
+    killed: int
+    killed_tasks: list[ReportTask]
+
+
+class ReportDict(TypedDict):
+    """``spoolparse report --json``: one batch's outcomes summed up (:func:`spoolparse.report.build`)."""
+
+    outcomes: int
+    verdicts: dict[str, int]
+    ok: int
+    not_ok: int
+    failures: list[ReportFailureGroup]
+    #: Not-ok outcomes counted in no group of ``failures`` (past ``bounds.groups`` distinct causes).
+    other_failures: int
+    spend: list[ReportSpend]
+    total: ReportSpend
+    unpriced: list[ReportNote]
+    durations: ReportDistribution
+    slowest: list[ReportTask]
+    attempts: ReportAttempts
+    memory: ReportMemory
+    #: Input lines that were no outcome (not JSON, or no ``id``/``verdict``) and lines read from their ends only.
+    invalid_lines: int
+    long_lines: int
+    joblog: str | None
+    results: str | None
+    price_data: str | None
+    bounds: dict[str, int]
+
+
+#: Keys of :class:`ReportDict`, in order.
+REPORT_FIELDS: tuple[str, ...] = fields_of(ReportDict)

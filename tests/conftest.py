@@ -1,6 +1,7 @@
-"""Hypothesis profiles: ``ci`` (more examples, chosen when ``$CI`` is set), ``default`` and ``dev`` (quick).
+"""Hypothesis profiles: ``dev`` (quick, the default), ``default`` and ``ci`` (more examples, chosen when
+``$CI`` is set).
 
-Pick one explicitly with ``HYPOTHESIS_PROFILE=dev python -m pytest``. No
+Pick one explicitly with ``HYPOTHESIS_PROFILE=ci python -m pytest``. No
 deadline in any of them: the machine is shared, and speed is measured by the
 benchmarks, never by a test's wall clock.
 """
@@ -30,4 +31,4 @@ _COMMON = {
 settings.register_profile("dev", max_examples=20, **_COMMON)  # type: ignore[arg-type]
 settings.register_profile("default", max_examples=100, **_COMMON)  # type: ignore[arg-type]
 settings.register_profile("ci", max_examples=300, **_COMMON)  # type: ignore[arg-type]
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))

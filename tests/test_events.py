@@ -290,10 +290,10 @@ def test_every_event_has_its_kinds_fields_in_order() -> None:
     assert seen_kinds >= set(EVENT_KINDS) - {"thinking", "dropped"}
 
 
-def test_readme_event_table_lists_every_kind_and_field() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_docs_event_table_lists_every_kind_and_field() -> None:
+    page = (ROOT / "docs" / "guides" / "live-events.md").read_text()
     rows = {}
-    for line in readme.splitlines():
+    for line in page.splitlines():
         if line.startswith("| `") and "` |" in line:
             cells = [c.strip() for c in line.strip("|").split("|")]
             rows[cells[0].strip("`")] = cells[1]
@@ -352,11 +352,11 @@ def _mypy(*paths: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, cwd=ROOT, check=False)
 
 
-def test_readme_example_runs_and_matches_the_readme() -> None:
+def test_live_log_example_is_in_the_docs_and_runs(tmp_path: Path) -> None:
     example = ROOT / "examples" / "live_log.py"
-    assert example.read_text().strip() in (ROOT / "README.md").read_text()
-    assert len(example.read_text().splitlines()) <= 30
-    p = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert '--8<-- "examples/live_log.py"' in (ROOT / "docs" / "guides" / "live-events.md").read_text()
+    assert len(example.read_text().splitlines()) <= 40
+    p = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, cwd=tmp_path, check=True)
     assert p.stdout.count("▶") == 3 and p.stdout.count("■") == 3
     for cli in ("codex", "claude", "gemini"):
         assert f"{cli}: ok=True text='FINAL-ANSWER-{cli}'" in p.stdout

@@ -3,21 +3,15 @@ shares, and the engine applies what it declares (traps included)."""
 
 from __future__ import annotations
 
-import io
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spoolparse import PROVIDERS, StreamParser, parse
+from spoolparse import PROVIDERS
 from spoolparse.lines import KEEP, LineScanner
-from spoolparse.providers import grammars, ok_table
-from spoolparse.providers.claude import ClaudeProvider
-from spoolparse.providers.engine import AutoProvider, _Index
-from spoolparse.providers.grammar import Grammar, Trap, empty, has, is_, kind, lacks, prefix, shape
-
-from .helpers import jl
+from spoolparse.providers import grammars
+from spoolparse.providers.engine import _Index
+from spoolparse.providers.grammar import Grammar, empty, has, is_, kind, lacks, prefix, shape
 
 DETECTED = [g for g in grammars() if g.detected]
 INDEX = _Index(DETECTED)
@@ -85,47 +79,3 @@ def test_conditions() -> None:
     assert prefix("a.b", "T-").test(d) and empty("l").test(d) and empty("s").test(d) and empty("zz").test(d)
     assert str(prefix("a.b", "T-")) == "`a.b`: `T-…`"
 
-
-class _Trapped(ClaudeProvider):
-    """Claude's grammar with one trap: a success whose text is an API error."""
-
-    name = "trapped"
-    grammar = Grammar(
-        name="trapped",
-        vocabulary=ClaudeProvider.grammar.vocabulary,
-        starts=ClaudeProvider.grammar.starts,
-        turns=ClaudeProvider.grammar.turns,
-        terminal=ClaudeProvider.grammar.terminal,
-        answer=ClaudeProvider.grammar.answer,
-        traps=(Trap(shape("result", is_("subtype", "success"), prefix("result", "[API Error: ")),
-                    "the CLI reported an API error as a success", quote="result", versions="x 1.0"),),
-    )
-
-
-def test_a_trap_declared_in_a_grammar_makes_its_run_not_ok() -> None:
-    ok = {"type": "result", "subtype": "success", "is_error": False, "result": "fine", "session_id": "s"}
-    bad = dict(ok, result="[API Error: 500]")
-    assert parse(io.BytesIO(jl(ok)), provider=_Trapped()).ok
-    r = parse(io.BytesIO(jl(bad)), provider=_Trapped())
-    assert not r.ok and r.error == "the CLI reported an API error as a success: [API Error: 500]"
-    assert r.text is None and r.partial_text == "[API Error: 500]"
-    # and by auto-detection among candidates that include it
-    sp = StreamParser(AutoProvider([_Trapped]))
-    sp.feed(jl(bad))
-    assert sp.finish(args=None).error == "the CLI reported an API error as a success: [API Error: 500]"
-    # a trap is the run's: the next run starts clean
-    init = {"type": "system", "subtype": "init", "session_id": "s", "claude_code_version": "2"}
-    assert parse(io.BytesIO(jl(init, bad, init, ok)), provider=_Trapped()).ok
-
-
-DOC = Path(__file__).resolve().parents[1] / "docs" / "concepts" / "verdict.md"
-
-
-def test_the_docs_ok_table_is_the_grammars() -> None:
-    text = DOC.read_text()
-    m = re.search(r"<!-- generated: ok-table -->\n(.*?)<!-- end: ok-table -->", text, re.S)
-    assert m is not None, "docs/concepts/verdict.md lost its generated ok-table block"
-    want = ok_table()
-    assert m.group(1) == want, (
-        "docs/concepts/verdict.md's ok-table differs from the grammars; put this between its markers:\n\n" + want
-    )

@@ -727,15 +727,16 @@ def test_claude_usage_counts_every_model_and_matches_the_cost() -> None:
     s = summary(data)
     assert s["usage_by_model"] == {
         "claude-opus-4-8[1m]": {"input_tokens": 2578, "cached_input_tokens": 100, "cache_write_input_tokens": 10,
-                                "output_tokens": 112, "cost_usd": 0.015},
-        "claude-haiku-4-5": {"input_tokens": 300, "output_tokens": 20, "cost_usd": 0.001},
+                                "output_tokens": 112, "cost_usd": 0.015, "cost_source": "reported"},
+        "claude-haiku-4-5": {"input_tokens": 300, "output_tokens": 20, "cost_usd": 0.001, "cost_source": "reported"},
     }
     assert s["usage"] == {"input_tokens": 2878, "cached_input_tokens": 100, "cache_write_input_tokens": 10,
                           "output_tokens": 132, "cost_usd": 0.016}
+    assert (s["cost_usd"], s["cost_source"], s["cost_note"]) == (0.016, "reported", None)  # the run's own total
     assert s["raw_usage"]["usage"] == {"input_tokens": 2468, "output_tokens": 112}  # main loop only
 
 
-def test_gemini_stream_json_and_output_json_agree() -> None:
+def test_gemini_stream_json_and_output_json_differ_only_by_the_tool_use_prompt_tokens() -> None:
     per = {"gemini-3.5-flash-lite": (1234, 56, 10, 0, 0), "gemini-3.8-flash": (2468, 112, 40, 200, 5)}
 
     def stream_model(p: int, c: int, th: int, cached: int, tool: int) -> dict[str, int]:
@@ -753,11 +754,17 @@ def test_gemini_stream_json_and_output_json_agree() -> None:
                        "tool": tool}} for m, (p, c, th, cached, tool) in per.items()}}}
     whole = summary(json.dumps(doc, indent=2).encode())
     assert stream["ok"] and whole["ok"]
-    keys = ("input_tokens", "output_tokens", "cached_input_tokens", "total_tokens")
+    keys = ("cached_input_tokens", "total_tokens")
     assert {k: stream["usage"][k] for k in keys} == {k: whole["usage"][k] for k in keys}
+    # stream-json cannot tell the tool-use prompt tokens (5) from thinking: they fall into its output;
+    # -o json names them (tokens.tool), and they are prompt tokens
     assert stream["usage"]["output_tokens"] == 56 + 10 + 112 + 40 + 5  # thoughts included, not just candidates
-    for m in per:
-        assert {k: stream["usage_by_model"][m][k] for k in keys} == {k: whole["usage_by_model"][m][k] for k in keys}
+    assert whole["usage"]["output_tokens"] == 56 + 10 + 112 + 40
+    assert whole["usage"]["input_tokens"] == stream["usage"]["input_tokens"] + 5 == 1234 + 2468 + 5
+    for m, (_p, _c, _th, _cached, tool) in per.items():
+        s_m, w_m = stream["usage_by_model"][m], whole["usage_by_model"][m]
+        assert {k: s_m[k] for k in keys} == {k: w_m[k] for k in keys}
+        assert (w_m["input_tokens"] - s_m["input_tokens"], s_m["output_tokens"] - w_m["output_tokens"]) == (tool, tool)
     assert whole["usage"]["reasoning_output_tokens"] == 50
 
 

@@ -75,10 +75,11 @@ def test_amp_success() -> None:
     assert r.text == "FINAL-ANSWER-amp"
     assert r.session_id == "T-019b9d03-62e3-772f-9780-3e637f90eaec"
     assert r.model == "claude-sonnet-4-5-20250929"  # from the messages: Amp's init names none
+    # the messages' usage, summed (the result prints none; tests/test_cli_usage.py has the rules)
     assert r.usage == {
         "input_tokens": 2468,
         "cached_input_tokens": 1200,
-        "cache_write_input_tokens": 0,
+        "cache_write_input_tokens": 1268,
         "output_tokens": 112,
     }
 

@@ -327,3 +327,25 @@ def test_the_usage_of_at_most_max_warnings_earlier_runs_is_kept() -> None:
     assert s["ok"] is True and len(s["raw_usage"]) == limits.MAX_WARNINGS + 1  # and the last run's, always
     assert f"the stream held {n} runs; the summary is the last one's" in s["warnings"][-2]
     assert s["warnings"][-1] == f"the usage of {n - 1 - limits.MAX_WARNINGS} earlier runs was not kept"
+
+
+# -- known traps across the seams -----------------------------------------------------------------------------
+
+
+def test_a_look_alikes_trap_holds_when_the_stream_reads_as_claudes_for_want_of_its_mark() -> None:
+    """Qwen Code's '[API Error: …]' success without its init (the one line that marks it) reads as Claude's: it
+    may be any of the family's, so each one's traps apply, and it was ok with the error as its answer."""
+    objs = objects("qwen/api_error_success.jsonl")
+    s = summary(jl(*objs[1:]))
+    assert s["provider"] == "claude" and s["ok"] is False and "[API Error:" in s["error"], s
+    named = summary(jl(*objs[1:]), provider="claude")
+    assert named["ok"] is True  # named, it is Claude's stream, read by Claude's traps alone
+
+
+def test_an_unreadable_gemini_error_event_leaves_the_success_after_it_unknown() -> None:
+    """It may have been a stop (a known trap): the success after it is no word that the run finished."""
+    objs = objects("gemini/loop_detected.jsonl")
+    at = next(i for i, o in enumerate(objs) if o.get("type") == "error")
+    bad = b'{"bad":"\\q",' + json.dumps(_type_last(objs[at]), separators=(",", ":")).encode()[1:] + b"\n"
+    s = summary(jl(*objs[:at]) + bad + jl(*objs[at + 1 :]))
+    assert s["ok"] is False and "may have said the CLI stopped the agent" in s["error"], s

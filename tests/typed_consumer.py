@@ -20,7 +20,7 @@ def describe(ev: spoolparse.EventDict) -> str:
     if ev["kind"] == "tool_end":
         size: int = ev["bytes"]
         return f"end {ev['call_id']} ok={ev['ok']} exit={ev['exit_code']} bytes={size}"
-    if ev["kind"] in ("text", "text_delta"):
+    if ev["kind"] == "text" or ev["kind"] == "text_delta":  # pyright narrows on ==, not on in
         return f"{ev['kind']} {len(ev['text'])}"
     if ev["kind"] == "usage":
         usage: spoolparse.Usage = ev["usage"]

@@ -35,9 +35,6 @@ class ClaudeShaped(ClaudeProvider):
     def _result(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
         seen: list[LiveEvent] = []
         super()._result(d, n, t, seen)
-        raw = d.get("usage")
-        if isinstance(raw, dict):
-            self.usage = self.normalize_usage(raw)
         if self.result_error is not None:
             own = self.failure_text(d)
             if own:
@@ -46,8 +43,6 @@ class ClaudeShaped(ClaudeProvider):
                 # The CLI repeated its error as an assistant message: a report, not an answer.
                 self.last_text = None
         for ev in seen:
-            if ev.kind == "usage":
-                ev = LiveEvent("usage", ev.lineno, ev.type, {"usage": dict(self.usage)})
-            elif ev.kind == "error":
+            if ev.kind == "error":
                 ev = LiveEvent("error", ev.lineno, ev.type, {"message": self.result_error})
             live.append(ev)

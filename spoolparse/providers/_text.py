@@ -1,8 +1,25 @@
-"""A bounded text accumulator for answers that arrive in pieces (deltas, parts)."""
+"""A bounded text accumulator for answers that arrive in pieces (deltas, parts), and the text of an API message."""
 
 from __future__ import annotations
 
-__all__ = ["BoundedText"]
+from typing import Any
+
+__all__ = ["BoundedText", "message_text"]
+
+
+def message_text(message: Any) -> str | None:
+    """The text blocks of an API message (Anthropic's shape), joined; ``None`` when it has none."""
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    parts = [
+        b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+    return "".join(parts) if parts else None
 
 
 class BoundedText:

@@ -26,12 +26,11 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..lines import Dropped, Event
-from . import _peek
-from .base import Answer, LiveEvent, Provider, message_of
-from .gemini import gemini_counts
+from . import _peek, traps
+from .base import Answer, LiveEvent, Provider, as_int, message_of
 from .grammar import Grammar, any_of, is_, kind, lacks, shape
 
-__all__ = ["AntigravityProvider", "GRAMMAR"]
+__all__ = ["AntigravityProvider", "GRAMMAR", "normalize_antigravity_usage"]
 
 _C = "9b2f6c1e-4d7a-4c3e-8f21-5a0d3e7b9c44"
 _UNTYPED = lacks("type")
@@ -80,14 +79,33 @@ def _title(params: Any) -> str | None:
     return title
 
 
-def _usage(raw: Any) -> dict[str, Any]:
-    """Normalized counts by Gemini's rule (the models are Gemini's): ``input_tokens`` counts cached prompt
-    tokens too, ``output_tokens`` is everything past the prompt (thinking included, which Antigravity reports
-    apart as ``thinking_tokens``), ``cache_read_tokens`` → ``cached_input_tokens``."""
+def normalize_antigravity_usage(raw: Any) -> dict[str, Any]:
+    """Antigravity usage → normalized names.
+
+    Its four counts are apart: ``total_tokens`` = ``input_tokens`` +
+    ``cache_read_tokens`` + ``output_tokens`` + ``thinking_tokens``. So the
+    normalized ``input_tokens`` adds the cache reads back (every prompt token),
+    ``output_tokens`` the thinking (every generated one), and
+    ``cache_read_tokens`` → ``cached_input_tokens``, ``thinking_tokens`` →
+    ``reasoning_output_tokens``.
+    """
+    out: dict[str, Any] = {}
     if not isinstance(raw, dict):
-        return {}
-    return gemini_counts(raw.get("input_tokens"), raw.get("output_tokens"), raw.get("total_tokens"),
-                         raw.get("cache_read_tokens"), raw.get("thinking_tokens"))
+        return out
+    fresh, read, output, thinking, total = (
+        as_int(raw.get(k)) for k in ("input_tokens", "cache_read_tokens", "output_tokens", "thinking_tokens",
+                                     "total_tokens"))
+    if fresh is not None or read is not None:
+        out["input_tokens"] = (fresh or 0) + (read or 0)
+    if output is not None or thinking is not None:
+        out["output_tokens"] = (output or 0) + (thinking or 0)
+    if read is not None:
+        out["cached_input_tokens"] = read
+    if thinking is not None:
+        out["reasoning_output_tokens"] = thinking
+    if total is not None:
+        out["total_tokens"] = total
+    return out
 
 
 class AntigravityProvider(Provider):
@@ -155,11 +173,15 @@ class AntigravityProvider(Provider):
             self.said = message_of(r.get("error"))
             if "usage" in r:
                 self.raw_usage = r.get("usage")
+            sprung = traps.check(self.name, t, d)
             if self.status not in (None, "SUCCESS"):
                 why = message_of(r.get("error")) or self.response or f"status {self.status}"
                 self.failure = f"antigravity reported {self.status}: {why}"
                 self.response = None  # a failure's text is no answer
-            usage = _usage(self.raw_usage) or dict(self.step_usage)
+            elif sprung is not None:  # a known trap: SUCCESS around the tool calls print mode denied
+                self.failure = sprung.error
+                self.response = None
+            usage = normalize_antigravity_usage(self.raw_usage) or dict(self.step_usage)
             if usage:
                 live.append(LiveEvent("usage", n, t, {"usage": usage}))
             live.append(LiveEvent("result", n, t, {"ok": self.failure is None}))
@@ -172,7 +194,7 @@ class AntigravityProvider(Provider):
     def _step_update(self, s: dict[str, Any], n: int, t: str, size: int) -> list[LiveEvent]:
         live = self._session(s.get("conversation_id"), n, t)
         kind, state, index = s.get("step_type"), s.get("state"), s.get("step_index")
-        usage = _usage(s.get("usage"))
+        usage = normalize_antigravity_usage(s.get("usage"))
         for k, v in usage.items():
             self.step_usage[k] = self.step_usage.get(k, 0) + v
         delta = s.get("text_delta")
@@ -232,7 +254,7 @@ class AntigravityProvider(Provider):
         error = self.failure
         if error is None and self.ended_at is None:
             error = self.last_error  # an error event with no result after it is why the run failed
-        usage = _usage(self.raw_usage) or dict(self.step_usage)
+        usage = normalize_antigravity_usage(self.raw_usage) or dict(self.step_usage)
         return Answer(
             text=text,
             usage=usage,

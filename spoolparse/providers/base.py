@@ -55,7 +55,7 @@ class LiveEvent:
 
     ``kind`` is one of :data:`~spoolparse.types.EVENT_KINDS`; ``lineno`` the
     stdout line and ``type`` its type key; ``data`` the kind's fields (the
-    README's table, :mod:`spoolparse.types`). ``seq`` numbers the events of
+    docs' live-events guide, :mod:`spoolparse.types`). ``seq`` numbers the events of
     one stream from 1 and ``time`` is when the line was read; the parser
     stamps both as it hands the event on.
     """
@@ -252,6 +252,9 @@ class Provider:
         self.answer_from = 0
         #: Line of the run's terminal event once seen, ``None`` while the run goes on (the engine sets it).
         self.ended_at: int | None = None
+        #: The CLIs whose known traps this stream is checked for (:mod:`spoolparse.providers.traps`): its own, or
+        #: every one of its family when it was read as the family's head for want of a look-alike's mark.
+        self.trap_clis: tuple[str, ...] = (self.name,)
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -274,9 +277,9 @@ class Provider:
 
     def restart(self) -> None:
         """Forget the run folded so far (the stream's next run begins); the caller's settings stay."""
-        max_text, live, tool_output = self.max_text, self.live, self.tool_output
+        kept = self.max_text, self.live, self.tool_output, self.trap_clis
         type(self).__init__(self)
-        self.max_text, self.live, self.tool_output = max_text, live, tool_output
+        self.max_text, self.live, self.tool_output, self.trap_clis = kept
 
     def lost_answer(self) -> Dropped | None:
         """The dropped line that held the answer (or a part of it), if one did."""

@@ -19,7 +19,8 @@ import re
 from typing import Any, ClassVar
 
 from ..lines import Event, Noted
-from . import _peek
+from . import _peek, traps
+from ._text import message_text
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage
 from .grammar import NOTE, SKIP, Grammar, Shape, any_of, has, is_, is_not, kind, shape
 
@@ -27,8 +28,6 @@ __all__ = [
     "ClaudeProvider", "normalize_claude_usage", "normalize_claude_model_usage", "GRAMMAR", "FAMILY", "LOOKALIKES",
     "STARTS", "TURNS", "TERMINAL", "ANSWER", "look_alike",
 ]
-
-_SYNTHETIC = "<synthetic>"
 
 
 def normalize_claude_usage(raw: Any, cost: Any = None) -> dict[str, Any]:
@@ -99,21 +98,6 @@ def _reason(result: dict[str, Any]) -> str | None:
         names = [d.get("tool_name") for d in denied if isinstance(d, dict)]
         return "permission denied: " + clip(", ".join(str(n) for n in names if n) or "a tool", 200)
     return None
-
-
-def _texts(message: Any) -> str | None:
-    """The text blocks of an API message, joined; ``None`` when it has none."""
-    if not isinstance(message, dict):
-        return None
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return None
-    parts = [
-        b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-    ]
-    return "".join(parts) if parts else None
 
 
 LOOKALIKES = ("claude", "qwen", "amp", "cursor")
@@ -270,12 +254,11 @@ class ClaudeProvider(Provider):
         msg = d.get("message")
         msg = msg if isinstance(msg, dict) else {}
         model = msg.get("model")
-        text = _texts(msg)
-        err = d.get("error")
-        if model == _SYNTHETIC or (isinstance(err, str) and err):
-            # An API failure dressed as a message: its text is the error, never the answer.
-            reason = err if isinstance(err, str) and err else "api_error"
-            self.api_error = clip(f"{text} ({reason})" if text else reason)
+        text = message_text(msg)
+        sprung = traps.check_any(self.trap_clis, t, d)
+        if sprung is not None:
+            # An API failure dressed as a message (a known trap): its text is the error, never the answer.
+            self.api_error = sprung.error
             live.append(LiveEvent("error", n, t, {"message": self.api_error}))
             return
         if isinstance(model, str) and model:
@@ -318,7 +301,10 @@ class ClaudeProvider(Provider):
         self.result_text = text if isinstance(text, str) else None
         if self.result_text:
             live.append(LiveEvent("text", n, t, {"text": self.result_text}))
-        usage = normalize_claude_usage(d.get("usage"), d.get("total_cost_usd"))
+        usage = self.normalize_usage(d.get("usage"))
+        cost = d.get("total_cost_usd")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            usage["cost_usd"] = float(cost)
         model_usage = d.get("modelUsage")
         self.usage_by_model = None
         if isinstance(model_usage, dict) and model_usage:
@@ -328,7 +314,6 @@ class ClaudeProvider(Provider):
             if per:
                 self.usage_by_model = per
                 totals = sum_usage(per)
-                cost = d.get("total_cost_usd")
                 if isinstance(cost, (int, float)) and not isinstance(cost, bool):
                     totals["cost_usd"] = float(cost)
                 usage = totals
@@ -348,12 +333,14 @@ class ClaudeProvider(Provider):
             self.raw_usage = raw
             live.append(LiveEvent("usage", n, t, {"usage": usage}))
         sub = d.get("subtype")
-        failed = d.get("is_error") is True or (isinstance(sub, str) and sub.startswith("error_"))
+        # a known trap: a result that reports success around an error (Qwen Code's "[API Error: …]")
+        sprung = traps.check_any(self.trap_clis, t, d)
+        failed = sprung is not None or d.get("is_error") is True or (isinstance(sub, str) and sub.startswith("error_"))
         self.result_error = None
         if failed:
             errors = d.get("errors")
             msgs = [m for m in (message_of(e) for e in errors) if m] if isinstance(errors, list) else []
-            msg = "; ".join(msgs) or self.result_text or self.api_error or ""
+            msg = sprung.error if sprung is not None else "; ".join(msgs) or self.result_text or self.api_error or ""
             if msg and msg == self.result_text:
                 # The text is the error report ("API Error: …"), not an answer.
                 self.result_text = None

@@ -12,6 +12,13 @@ decoded), ``assistant.turn_end``, ``session.*`` — and a terminal ``result``
 carrying ``sessionId``, ``exitCode`` and ``usage`` with only
 ``premiumRequests``, ``totalApiDurationMs``, ``sessionDurationMs`` and
 ``codeChanges`` (no prompt tokens).
+
+Copilot CLI 1.0.8x–1.0.9x add (published runs and readers of them): the model
+that answered on each ``assistant.message`` (``data.model``; ``session.start``
+names the one selected, which may be ``auto``), and ``session.usage_checkpoint``
+lines whose ``data`` holds the session's running billing totals —
+``totalPremiumRequests``, ``totalNanoAiu`` (AI credits × 10⁹),
+``totalApiDurationMs`` — beside prompt-cache diagnostics, and no token counts.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ GRAMMAR = Grammar(
         shape("tool.execution_start", _DATA,
               example={"type": "tool.execution_start", "data": {"toolCallId": "c1", "toolName": "bash"}}),
         shape("session.error", _DATA, example={"type": "session.error", "data": {"message": "quota exceeded"}}),
+        shape("session.usage_checkpoint", _DATA,
+              example={"type": "session.usage_checkpoint", "data": {"totalPremiumRequests": 1}}),
         shape("tool.execution_complete", read=NOTE,
               example={"type": "tool.execution_complete", "data": {"toolCallId": "c1", "success": True}}),
         *(shape(k, read=SKIP) for k in (
@@ -72,6 +81,8 @@ class CopilotProvider(Provider):
         self.output_tokens = 0
         self.counted = False
         self.raw: dict[str, Any] = {}
+        #: The last ``session.usage_checkpoint``'s totals (cumulative: each replaces the one before).
+        self.checkpoint: dict[str, Any] = {}
         self.result_seen = False
         self.exit_code: int | None = None
         self.error: str | None = None
@@ -87,6 +98,11 @@ class CopilotProvider(Provider):
         data = d.get("data")
         data = data if isinstance(data, dict) else {}
         if t == "assistant.message":
+            model = data.get("model")
+            if isinstance(model, str) and model and model != self.model:
+                # the model that answered (session.start names the one selected, "auto" among them)
+                self.model = model
+                live.append(LiveEvent("session", n, t, {"session_id": self.session_id, "model": model}))
             content = data.get("content")
             requests = data.get("toolRequests")
             calls = isinstance(requests, list) and bool(requests)
@@ -111,9 +127,13 @@ class CopilotProvider(Provider):
                                         _peek.title_of(data.get("arguments"))))
         elif t == "session.start":
             model = data.get("selectedModel") or data.get("model")
-            if isinstance(model, str) and model:
+            if isinstance(model, str) and model and self.model is None:
                 self.model = model
             self._session(data.get("sessionId"), n, t, live)
+        elif t == "session.usage_checkpoint":
+            # billing totals only (premium requests, nano-AIU, API time): kept whole in raw_usage, no tokens
+            self.checkpoint = {k: v for k, v in data.items()
+                               if isinstance(v, (int, float)) and not isinstance(v, bool)}
         elif t == "session.error":
             self.error = clip(message_of(data) or "session error")
             live.append(LiveEvent("error", n, t, {"message": self.error}))
@@ -144,6 +164,8 @@ class CopilotProvider(Provider):
         raw: dict[str, Any] | None = dict(self.raw) if self.raw else None
         if self.counted:
             raw = {**(raw or {}), "outputTokens": self.output_tokens}
+        if self.checkpoint:
+            raw = {**(raw or {}), "usage_checkpoint": dict(self.checkpoint)}
         return Answer(
             text=self.text,
             usage=usage,

@@ -8,9 +8,11 @@ message (text deltas with ``--stream-partial-output``); ``thinking`` lines;
 ``tool_call`` lines with ``subtype`` ``started``/``completed``, a ``call_id``
 and ``tool_call: {<name>ToolCall: {args, result}}``; a terminal ``result``
 (``subtype: "success"``, ``is_error``, ``duration_ms``, ``result``, the full
-text, ``session_id``, ``request_id``). No usage is printed. On failure the
-process exits non-zero and may end without a ``result`` (the error goes to
-stderr). ``--output-format json`` prints only the ``result`` object.
+text, ``session_id``, ``request_id``; since the 2026 builds also ``usage``:
+``inputTokens``, ``outputTokens``, ``cacheReadTokens``, ``cacheWriteTokens``, the
+cache reads and writes outside ``inputTokens``). On failure the process exits
+non-zero and may end without a ``result`` (the error goes to stderr).
+``--output-format json`` prints only the ``result`` object.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from typing import Any, ClassVar
 from ..lines import Dropped, Event, Noted
 from ._claudelike import ClaudeShaped
 from .base import LiveEvent
-from .claude import FAMILY, LOOKALIKES, look_alike
+from .claude import FAMILY, LOOKALIKES, look_alike, normalize_claude_usage
 from .grammar import SKIP, Grammar, has, is_, kind, lacks, shape
 
-__all__ = ["CursorProvider", "GRAMMAR"]
+__all__ = ["CursorProvider", "GRAMMAR", "normalize_cursor_usage"]
 
 _KEY_SOURCES = ("env", "flag", "login")
 _S = "c6b62c6f-7ead-4fd6-9922-e952131177ff"
@@ -58,6 +60,23 @@ GRAMMAR = look_alike(
 )
 
 
+def normalize_cursor_usage(raw: Any) -> dict[str, Any]:
+    """Cursor's camelCase ``result.usage`` → normalized names.
+
+    ``inputTokens`` leaves out the cache reads and writes, as Anthropic's
+    ``input_tokens`` does: the normalized ``input_tokens`` is the three summed,
+    by :func:`~spoolparse.providers.claude.normalize_claude_usage`'s rule.
+    """
+    if not isinstance(raw, dict):
+        return {}
+    return normalize_claude_usage({
+        "input_tokens": raw.get("inputTokens"),
+        "cache_read_input_tokens": raw.get("cacheReadTokens"),
+        "cache_creation_input_tokens": raw.get("cacheWriteTokens"),
+        "output_tokens": raw.get("outputTokens"),
+    })
+
+
 def _tool(call: Any) -> tuple[str | None, str | None]:
     """The tool's name and title from a ``tool_call`` object ``{<name>ToolCall: {args, …}}``."""
     if not isinstance(call, dict) or not call:
@@ -82,6 +101,10 @@ def _tool(call: Any) -> tuple[str | None, str | None]:
 class CursorProvider(ClaudeShaped):
     name: ClassVar[str] = "cursor"
     grammar: ClassVar[Grammar] = GRAMMAR
+
+    @staticmethod
+    def normalize_usage(raw: Any) -> dict[str, Any]:
+        return normalize_cursor_usage(raw)
 
     def event(self, ev: Event) -> list[LiveEvent]:
         if ev.type != "tool_call":

@@ -32,9 +32,9 @@ folds from scratch; the summary is the last run's, with every run's usage in
 ``raw_usage``. An event that begins a turn after the terminal event means the
 agent went on: the run must end again.
 
-**Verdict facts**: whether the run's terminal event came, which it awaits,
-how many events there were, whether a named provider's grammar explains any
-of them, and the traps matched (:class:`~spoolparse.providers.base.Answer`).
+**Verdict facts**: whether the run's terminal event came (and could be read),
+which it awaits, how many events there were, and whether a named provider's
+grammar explains any of them (:class:`~spoolparse.providers.base.Answer`).
 :func:`spoolparse.verdict.judge` turns them into ``ok`` and ``error``.
 """
 
@@ -162,7 +162,6 @@ class Engine:
     _final: bool  # the run ended at an event after which its CLI prints nothing more of it
     _maybe: bool  # the run ended at a line not read, which may have been anything
     _unread: Dropped | None  # the run's terminal line, when it could not be read
-    _trap: str | None  # the trap the run fell into
 
     def __init__(self, provider: Provider, *, detect_bytes: int = _limits.MAX_RETAINED) -> None:
         self.auto = provider if isinstance(provider, AutoProvider) else None
@@ -288,8 +287,6 @@ class Engine:
                 # the run ended, but how (a failure, a status, the step's reason) was in the line that is lost
                 ans.lost = (f"the run's last event ({r.type or 'untyped'}, {size_text(r.bytes)} at line {r.line}) "
                             f"{fold.why_lost(r)}: how the run ended is not known")
-        if self._trap is not None:
-            ans.error = self._trap if ans.error is None else f"{ans.error}; {self._trap}"
         notes = self.notes.as_list()
         if self.runs > 1:
             notes.append(f"the stream held {self.runs} runs; the summary is the last one's (from line {self.run_from})")
@@ -343,10 +340,6 @@ class Engine:
             elif g.role("turns", key, data) is not None:
                 self.ended_at = fold.ended_at = None  # the agent went on: this turn must end too
         live = fold.see(rec)
-        if data is not None and g.traps:
-            for trap in g.traps:
-                if trap.shape.fits(key, data):
-                    self._trap = clip(trap.error(data))
         end = g.role("terminal", key, data)
         if end is not None:
             self.ended_at = fold.ended_at = _line(rec)
@@ -362,7 +355,6 @@ class Engine:
         self._final = False
         self._maybe = False
         self._unread = None
-        self._trap = None
 
     def _new_run(self, line: int) -> None:
         """The next run of the stream begins at ``line``: the fold starts over; the finished run's usage is kept."""
@@ -428,7 +420,9 @@ class Engine:
             choice = self._decision()
             if choice is not None:
                 name, s = choice
-                return self._choose(name, f"line {_line(rec)}: {self._describe(s)}")
+                # one family's head for want of a look-alike's mark: the stream may be any of theirs
+                family = tuple(sorted(self._cands, key=lambda n: (n != name, idx.order[n])))
+                return self._choose(name, f"line {_line(rec)}: {self._describe(s)}", traps=family)
         else:
             self._unclaimed += 1
         count = self._claimed if self._claimed else self._unclaimed
@@ -461,9 +455,12 @@ class Engine:
             return self._choose(GenericProvider.name, f"ambiguous: {said}")
         return self._choose(GenericProvider.name, f"no event of a known format {where}")
 
-    def _choose(self, name: str, by: str) -> list[LiveEvent]:
-        """Hand the stream to ``name``'s provider: the held records are replayed into it."""
+    def _choose(self, name: str, by: str, *, traps: tuple[str, ...] = ()) -> list[LiveEvent]:
+        """Hand the stream to ``name``'s provider: the held records are replayed into it. ``traps``: the CLIs whose
+        known traps it is checked for, when it may be any of several (default: its own)."""
         fold = self._new_fold(name)
+        if traps:
+            fold.trap_clis = traps
         self.fold = fold
         self.detected_by = by
         self._reset_retain()

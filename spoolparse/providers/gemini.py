@@ -4,10 +4,12 @@ Facts: every line is ``{type, timestamp, …}``; ``init`` has the session id and
 model; the answer is the ``message`` events with role ``assistant`` (delta
 chunks), joined in order; ``tool_result`` carries whole tool outputs (the big
 lines, never decoded); ``error`` events (severity warning/error) are
-non-fatal; ``result`` has ``status``, ``error`` and ``stats`` (usage, with a
-per-model breakdown). A failed run can exit 0 with ``result.status: "error"``.
-``-o json`` prints one object ``{session_id?, response, stats, error?,
-warnings?}`` whose ``stats.models.<name>.tokens`` has the usage.
+non-fatal, except the two the CLI prints when it stops the agent and then
+reports success (known traps, :mod:`spoolparse.providers.traps`); ``result`` has
+``status``, ``error`` and ``stats`` (usage, with a per-model breakdown). A
+failed run can exit 0 with ``result.status: "error"``. ``-o json`` prints one
+object ``{session_id?, response, stats, error?, warnings?}`` whose
+``stats.models.<name>.tokens`` has the usage.
 
 .. seealso:: :mod:`spoolparse.providers.codex` for the shape every provider follows.
 """
@@ -17,8 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from ..lines import Event, Noted
-from . import _peek
+from ..lines import Dropped, Event, Noted
+from . import _peek, traps
 from ._text import BoundedText
 from .base import MISSING, Answer, LiveEvent, Provider, as_int, clip, message_of, size_text, sum_usage
 from .grammar import NOTE, Grammar, any_of, has, kind, shape
@@ -36,19 +38,26 @@ def _put(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = n
 
 
-def gemini_counts(prompt: Any, candidates: Any, total: Any, cached: Any, thoughts: Any = None) -> dict[str, Any]:
+def gemini_counts(
+    prompt: Any, candidates: Any, total: Any, cached: Any, thoughts: Any = None, tool: Any = None
+) -> dict[str, Any]:
     """One model's (or the run's) counts → normalized names, the same rule for both formats.
 
-    Gemini's ``candidates`` (stream-json ``output_tokens``) leave out thinking, and
-    stream-json has no ``thoughts`` count; its ``total`` has both. So the normalized
-    ``output_tokens`` is ``total - prompt`` when the total is known: every token past
-    the prompt (candidates, thoughts and the rare tool-use prompt tokens, which
-    stream-json cannot tell apart), and ``-o json`` and stream-json give the same
-    figure for the same run. ``reasoning_output_tokens`` is ``thoughts`` where reported.
+    Gemini's ``total`` is ``prompt`` + ``tool`` (the tool-use prompt tokens,
+    ``toolUsePromptTokenCount``) + ``candidates`` + ``thoughts``. ``-o json``
+    reports the four apart: the normalized ``input_tokens`` is ``prompt + tool``,
+    every prompt token. Stream-json has neither a ``tool`` nor a ``thoughts``
+    count (its ``output_tokens`` are the candidates): its ``input_tokens`` is the
+    prompt alone and the tool-use prompt tokens, which it cannot tell apart from
+    thinking, fall into the output. So the normalized ``output_tokens`` is
+    ``total - input_tokens`` when the total is known: every token past the
+    prompt. ``reasoning_output_tokens`` is ``thoughts`` where reported.
     """
     out: dict[str, Any] = {}
-    _put(out, "input_tokens", prompt)
-    p, c, t, th = as_int(prompt), as_int(candidates), as_int(total), as_int(thoughts)
+    p, c, t, th, tl = as_int(prompt), as_int(candidates), as_int(total), as_int(thoughts), as_int(tool)
+    if p is not None:
+        p += tl or 0
+        out["input_tokens"] = p
     if t is not None and p is not None and t >= p:
         out["output_tokens"] = t - p
     elif c is not None or th is not None:
@@ -73,7 +82,7 @@ def gemini_usage_by_model(stats: Any) -> dict[str, dict[str, Any]] | None:
         if isinstance(tokens, dict):  # -o json: {prompt, candidates, total, cached, thoughts, tool}
             usage = gemini_counts(
                 tokens.get("prompt"), tokens.get("candidates"), tokens.get("total"),
-                tokens.get("cached"), tokens.get("thoughts"),
+                tokens.get("cached"), tokens.get("thoughts"), tokens.get("tool"),
             )
         else:  # stream-json: {total_tokens, input_tokens, output_tokens, cached, input}
             usage = _stream_counts(per)
@@ -157,6 +166,8 @@ class GeminiProvider(Provider):
         self.result_error: str | None = None
         self.last_error: str | None = None
         self.last_said: str | None = None  # the last error event, whatever its severity
+        #: Why the CLI stopped the agent (a known trap), when it did: its success after that is no finished run.
+        self.stopped: str | None = None
         self.truncation_noted = False
         # the assistant message streaming now, for its ``text`` event when a tool call or the result ends it
         self.message = BoundedText(self.max_text)
@@ -194,6 +205,10 @@ class GeminiProvider(Provider):
         elif t == "error":
             severity = d.get("severity")
             msg = message_of(d.get("message")) or "error"
+            sprung = traps.check(self.name, t, d)
+            if sprung is not None:
+                # a known trap: the CLI stopped the agent, and the result it prints next says success
+                self.stopped = sprung.error
             text = self.warn(f"{severity}: {msg}" if isinstance(severity, str) else msg)
             self.last_said = text
             if severity != "warning":
@@ -228,6 +243,8 @@ class GeminiProvider(Provider):
         self.result_error = None
         if status == "error":
             self.result_error = clip(message_of(d.get("error")) or self.last_error or "error")
+        elif status == "success" and self.stopped is not None:
+            self.result_error = self.stopped
         elif status != "success":  # the CLI says success or error: anything else is no word that it finished
             self.result_error = (
                 f"the result's status is {clip(status)!r}, not success" if isinstance(status, str)
@@ -264,11 +281,19 @@ class GeminiProvider(Provider):
         err = d.get("error")
         self.status = "success"
         self.result_seen = True
-        if err is not None:
+        sprung = traps.check(self.name, t, d)  # a known trap: the CLI stopped the agent, then reported success
+        if err is not None or sprung is not None:
             self.status = "error"
-            self.result_error = clip(message_of(err) or "error")
+            self.result_error = sprung.error if sprung is not None else clip(message_of(err) or "error")
             live.append(LiveEvent("error", n, t, {"message": self.result_error}))
-        live.append(LiveEvent("result", n, t, {"ok": err is None, "status": self.status}))
+        live.append(LiveEvent("result", n, t, {"ok": self.result_error is None, "status": self.status}))
+
+    def dropped(self, rec: Dropped) -> list[LiveEvent]:
+        if rec.type == "error" and self.stopped is None:
+            # an error event that cannot be read may have been a stop (a known trap): a success after it is no word
+            self.stopped = f"an error event ({size_text(rec.bytes)} at line {rec.line}) {self.why_lost(rec)}: it " \
+                           "may have said the CLI stopped the agent"
+        return super().dropped(rec)
 
     def _end_message(self, n: int, t: str, live: list[LiveEvent]) -> None:
         if self.message:

@@ -11,8 +11,10 @@ A grammar names
   the ones after which the CLI prints nothing more of the run (``final``), and the lines that carry the
   answer or a part of it (lost when one cannot be had);
 * its **whole-document form**, if it has one (``gemini -o json``): read as the run only when it is the whole
-  input;
-* its **traps**: a failure the CLI prints as a success, matched on the CLI's exact marker.
+  input.
+
+A CLI's known traps (a failure printed as a success) are one table of their own,
+:mod:`spoolparse.providers.traps`, which the folds consult.
 
 Nothing here reads a stream: :mod:`spoolparse.providers.engine` derives detection, run and turn boundaries
 and the verdict's facts from the grammars, one engine for every provider. A provider's code keeps what a
@@ -29,7 +31,7 @@ from typing import Any, Final
 from ..lines import KEEP, NOTE, SKIP
 
 __all__ = [
-    "Cond", "Shape", "Trap", "Grammar", "KEEP", "NOTE", "SKIP", "has", "any_of", "lacks", "is_", "is_not", "kind",
+    "Cond", "Shape", "Grammar", "KEEP", "NOTE", "SKIP", "has", "any_of", "lacks", "is_", "is_not", "kind",
     "prefix", "filled", "empty", "shape", "lookup", "MISSING", "ok_table", "first_fit",
 ]
 
@@ -237,24 +239,6 @@ def shape(key: str, *when: Cond, read: int = KEEP, own: bool = False, label: str
     return Shape(key, tuple(when), read, own, label, example, tuple(shared))
 
 
-@dataclass(frozen=True, eq=False, slots=True)
-class Trap:
-    """A failure a CLI prints as a success, matched narrowly on the CLI's exact marker.
-
-    An event of ``shape`` makes its run not ``ok``: the error is ``says``, followed by the text at ``quote``
-    (a dotted path) when there is one. ``versions`` names the releases known to print it.
-    """
-
-    shape: Shape
-    says: str
-    quote: str = ""
-    versions: str = ""
-
-    def error(self, data: Mapping[str, Any]) -> str:
-        quoted = lookup(data, tuple(self.quote.split("."))) if self.quote else MISSING
-        return f"{self.says}: {quoted}" if isinstance(quoted, str) and quoted else self.says
-
-
 @dataclass(frozen=True, eq=False)
 class Grammar:
     """One CLI's stdout as data (see the module's docstring); checked when made."""
@@ -278,10 +262,9 @@ class Grammar:
     family: str = ""
     #: Whether auto-detection may choose it (a CLI whose stream is another's unchanged is chosen by name).
     detected: bool = True
-    #: Whether its events carry their type in ``type``; an untyped grammar's stream never holds a typed line,
-    #: while a typed stream may carry a stray untyped one.
+    #: Whether its events carry their type in ``type``: an untyped grammar's stream holds no other CLI's typed
+    #: line, while a typed stream may carry a stray untyped one.
     typed: bool = True
-    traps: tuple[Trap, ...] = ()
     #: For the docs: where the answer comes from, and what a finished run without one is told by.
     says_answer: str = ""
     says_no_answer: str = ""
@@ -310,9 +293,6 @@ class Grammar:
         for s in self.final:
             if s not in self.terminal:
                 raise ValueError(f"{self.name}: final event {s.name!r} is not a terminal one")
-        for trap in self.traps:
-            if reads.get(trap.shape.key) != KEEP:
-                raise ValueError(f"{self.name}: trap {trap.says!r} is on a type not decoded")
         object.__setattr__(self, "_by_key", {k: tuple(v) for k, v in by_key.items()})
         object.__setattr__(self, "_reads", reads)
         object.__setattr__(self, "_types", {read: frozenset(k for k, r in reads.items() if read is None or r == read)

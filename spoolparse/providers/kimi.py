@@ -8,6 +8,11 @@ string or a list of parts ``{"type": "text", "text"}``/``{"type": "think",
 output (the big lines). There is no session id, model, usage or terminal
 event: the run is over at the last assistant message without ``tool_calls``.
 Errors are printed as plain text (not JSON) and the process exits non-zero.
+
+Kimi Code (``@moonshot-ai/kimi-code``, MoonshotAI/kimi-code
+``apps/kimi-code/src/cli/prompt-render.ts``) prints the same messages and adds
+typed ``meta`` lines: ``system.version``, ``turn.step.retrying`` and, last, after
+a turn that completed, ``session.resume_hint`` with the ``session_id``.
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ from typing import Any, ClassVar
 import orjson
 
 from ..lines import Dropped, Event
-from . import _peek
+from . import _peek, traps
 from .base import MISSING, Answer, LiveEvent, Provider
-from .grammar import Grammar, empty, filled, is_, lacks, shape
+from .grammar import SKIP, Grammar, empty, filled, is_, lacks, shape
 
 __all__ = ["KimiProvider", "GRAMMAR"]
 
@@ -42,6 +47,11 @@ GRAMMAR = Grammar(
         _FINAL, _CALLS, _TOOL,
         shape("", is_("role", "user"), *_CHAT, label="a user message",
               example={"role": "user", "content": "Run echo hello."}),
+        # its meta lines are typed: the resume hint is read for the session id, the version line skipped
+        shape("session.resume_hint", is_("role", "meta"), own=True,
+              example={"role": "meta", "type": "session.resume_hint", "session_id": "s-1"}),
+        shape("system.version", is_("role", "meta"), read=SKIP, own=True,
+              example={"role": "meta", "type": "system.version", "version": "0.38.0"}),
     ),
     turns=(_CALLS, _TOOL),
     terminal=(_FINAL,),
@@ -86,10 +96,20 @@ class KimiProvider(Provider):
         super().__init__()
         self.final_text: str | None = None
         self.last_text: str | None = None
+        self.session_id: str | None = None
+        #: Why the turn was blocked (a known trap), if it was.
+        self.blocked: str | None = None
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []
+        if t == "session.resume_hint":
+            # after the answer, not a message: a line dropped before it still loses the answer
+            sid = d.get("session_id")
+            if isinstance(sid, str) and sid and sid != self.session_id:
+                self.session_id = sid
+                live.append(LiveEvent("session", n, t, {"session_id": sid, "model": None}))
+            return live
         role = d.get("role")
         # Lines are untyped: only a dropped line after the last decoded one may have been the answer.
         self.answer_from = n + 1
@@ -110,7 +130,14 @@ class KimiProvider(Provider):
                     args = fn.get("arguments") if isinstance(fn, dict) else None
                     live.append(self.tool_start(n, t, call.get("id"), name if isinstance(name, str) else None,
                                                 _peek.title_of(_arguments(args))))
-            if not calls:
+            sprung = None if calls else traps.check(self.name, t, d)
+            if sprung is not None:
+                # a known trap: a blocked hook's output written as the last assistant message, no answer
+                self.blocked = sprung.error
+                self.final_text = self.last_text = None
+                live.append(LiveEvent("error", n, t, {"message": sprung.error}))
+                live.append(LiveEvent("result", n, t, {"ok": False}))
+            elif not calls:
                 self.final_text = text
                 if bad is not None:  # the answer's line, decoded, with no text in it: lost, as a dropped one is
                     live.append(self.textless(ev, *bad))
@@ -141,7 +168,7 @@ class KimiProvider(Provider):
             usage={},
             raw_usage=None,
             model=None,
-            session_id=None,
-            error=None,
+            session_id=self.session_id,
+            error=self.blocked,
             warnings=self.notes.as_list() + extra,
         )

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..lines import Dropped, Event, Noted
-from . import _peek
+from . import _peek, traps
 from ._text import BoundedText
-from .base import MISSING, Answer, LiveEvent, Provider, as_int, clip, message_of, size_text
+from .base import MISSING, Answer, LiveEvent, Provider, as_int, size_text
 from .grammar import NOTE, Grammar, is_not, kind, shape
 
 __all__ = ["OpencodeProvider", "normalize_opencode_tokens", "GRAMMAR"]
@@ -162,12 +162,9 @@ class OpencodeProvider(Provider):
             self.in_step = False
             live.append(LiveEvent("turn_end", n, t, {"ok": True}))
         elif t == "error":
-            err = d.get("error")
-            msg = message_of(err) or "error"
-            name = err.get("name") if isinstance(err, dict) else None
-            if isinstance(name, str) and name and name != msg:
-                msg = f"{name}: {msg}"
-            self.error = clip(msg)
+            # the run's failure, however the process exited (a known trap: opencode has exited 0 after one)
+            sprung = traps.check(self.name, t, d)
+            self.error = sprung.error if sprung is not None else "error"
             live.append(LiveEvent("error", n, t, {"message": self.error}))
             if self.in_step:
                 self.in_step = False

@@ -1,6 +1,6 @@
 """Many agent processes on one host: bounded concurrency, memory admission, per-child caps, timeouts, job log.
 
-.. seealso:: :func:`run_many`, :func:`arun_many`, the README's "Running many agents" section
+.. seealso:: :func:`run_many`, :func:`arun_many`, the docs' "Running many agents" guide
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ from .calibrations import calibrations_path, record
 from .halt import Halt, parse_halt
 from .options import ENFORCE_MODES, BatchOptions
 from .scheduler import Batch, InvalidTask, run_many
-from .tasks import Task, id_text
+from .tasks import Outcome, Task, id_text
 from .verdicts import RETRY_VERDICTS
 
 if TYPE_CHECKING:
@@ -331,12 +331,13 @@ class _Progress:
 
     def __init__(self, out: IO[str], total: int | None = None) -> None:
         self.out = out
-        from ..progress import RunningTasks  # only with --progress: it brings in rich
+        from ..progress import RunningTasks, Spend  # only with --progress: it brings in rich
 
         self.total = total  # task lines in the input, when it is a file
         self.started = time.monotonic()
         self.next = 0.0
         self.tasks = RunningTasks()
+        self.spend = Spend()  # tokens and cost of the tasks ended so far
         self.drawn = 0  # lines of the block on screen
         # drawn from the batch's loop thread, cleared from the thread that prints outcomes
         self.lock = threading.RLock()
@@ -355,7 +356,7 @@ class _Progress:
             return
         self.next = now + 0.2
         if not isinstance(batch, Batch):
-            self.out.write(f"\r\x1b[K{batch.status()}")
+            self.out.write(f"\r\x1b[K{batch.status()}{self.spend.text()}")
             self.out.flush()
             return
         a = batch.admission
@@ -363,7 +364,8 @@ class _Progress:
         done = f"done {t.done}/{self.total}" if self.total is not None else f"done {t.done}"
         totals = (
             f"{done} | running {batch.running} | queued {batch.queued} | failed {t.failed}"
-            f" | memory {_gib(a.last_used)}/{_gib(a.last_total)} GiB{self._eta(t.done + batch.skipped, now)}"
+            f" | memory {_gib(a.last_used)}/{_gib(a.last_total)} GiB{self.spend.text()}"
+            f"{self._eta(t.done + batch.skipped, now)}"
         )
         width = shutil.get_terminal_size().columns
         lines = [*self.tasks.lines(width), totals]
@@ -384,9 +386,10 @@ class _Progress:
         """Back to the block's first line, and clear to the end of the screen."""
         return (f"\x1b[{self.drawn - 1}F" if self.drawn > 1 else "\r") + "\x1b[J"
 
-    def finished(self, task_id: str) -> None:
+    def finished(self, outcome: Outcome) -> None:
         with self.lock:
-            self.tasks.finished(task_id)
+            self.tasks.finished(outcome.id)
+            self.spend.add(outcome.summary)
 
     def clear(self) -> None:
         with self.lock:
@@ -552,7 +555,7 @@ def _run_batch(
                 with progress.lock if progress is not None else contextlib.nullcontext():
                     if progress is not None:  # no redraw between clearing the block and the outcome
                         progress.clear()
-                        progress.finished(outcome.id)
+                        progress.finished(outcome)
                     emit_json(outcome.to_dict(), out=out)
                 if not outcome.ok:
                     status = EXIT_NOT_OK

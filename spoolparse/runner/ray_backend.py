@@ -74,7 +74,7 @@ def _connect(ray: Any, address: str | None) -> bool:
     if ray.is_initialized():
         return False
     # nothing leaves the machine on our account, and Ray's memory monitor must not kill the
-    # actor that supervises agents (their admission is spoolparse's): see the README
+    # actor that supervises agents (their admission is spoolparse's): see the docs' Ray guide
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if address is None and not os.environ.get("RAY_ADDRESS"):
         os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")

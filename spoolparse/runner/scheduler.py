@@ -41,6 +41,7 @@ from .._proc import raise_open_files_limit
 from .._relay import EventRelay
 from .._signals import uninterruptible
 from .._wait import Inotify, open_inotify
+from ..cost import preload as preload_prices
 from ..errors import UsageError
 from ..providers.base import LiveEvent
 from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
@@ -183,6 +184,7 @@ class Batch(HandsOut):
             except OSError as e:
                 raise UsageError(f"cannot make the results folder {os.fspath(o.results)!r}: {e.strerror}") from None
         raise_open_files_limit()  # many children hold many descriptors
+        preload_prices()  # here, not in the loop at the first summary to price (a third of a second)
         self.probe: MemoryProbe = o.memory_probe if o.memory_probe is not None else HostMemory()
         self.admission = Admission(
             self.probe, stop_at=o.stop_at, kill_at=o.kill_at, max_age=min(0.05, o.sample_interval)
@@ -1094,7 +1096,7 @@ def run_many(
     starts or finds a local one as ``ray.init`` does, ``"auto"``,
     ``"ray://host:10001"``): every option then applies per node, the job log
     stays on this host, and a :class:`~spoolparse.runner.ray_backend.RayBatch`
-    is returned (see the README's "Running on a Ray cluster").
+    is returned (see the docs' Ray guide).
 
     .. seealso:: :func:`spoolparse.run`, :func:`arun_many`, GNU parallel's ``--memfree`` and ``--halt``
     """

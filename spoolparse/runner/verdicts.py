@@ -9,12 +9,15 @@ timeout (the hard one, or the soft signal that ended it), then a full spool.
 
 from __future__ import annotations
 
-__all__ = ["RETRY_VERDICTS", "runner_verdict", "memory_kill_error"]
+__all__ = ["RETRY_VERDICTS", "REQUEUE_ERROR", "runner_verdict", "memory_kill_error"]
 
 #: Verdicts ``retries`` runs again: the agent failed, timed out or outgrew its own memory limit. Not
 #: ``spawn_error`` (a missing command stays missing), ``cancelled`` or ``skipped``; a requeue after host
 #: memory pressure counts apart (``requeues``).
 RETRY_VERDICTS = ("failed", "timeout", "killed_memory")
+
+#: The ``error`` of an attempt killed for host memory pressure (and so requeued, up to ``requeues`` times).
+REQUEUE_ERROR = "killed: host memory above kill_at"
 
 
 def runner_verdict(*, forced: str | None, ok: bool, oom: bool, soft_ended: bool, cancelled: bool = False) -> str:
@@ -39,6 +42,6 @@ def runner_verdict(*, forced: str | None, ok: bool, oom: bool, soft_ended: bool,
 def memory_kill_error(*, requeue: bool, limit: int | None, enforcement: str, cgroup_note: str | None) -> str:
     """The ``error`` of a memory kill: the run's own names only the signal; the runner knows why it sent it."""
     if requeue:
-        return "killed: host memory above kill_at"
+        return REQUEUE_ERROR
     error = f"killed: process tree over its memory limit {limit} ({enforcement})"
     return f"{error}; {cgroup_note}" if cgroup_note is not None else error
