@@ -205,8 +205,11 @@ def _type_name(tp: object) -> str:
 MEANINGS: dict[str, str] = {
     # the summary
     "provider": "the format the transcript was read as (`codex`, `claude`, …, `generic`)",
+    "detected_by": "what chose the provider: the line and event that decided (`line 1: system/init "
+                   "(qwen_code_version)`), `ambiguous: …`, or `--provider`",
     "ok": "the agent finished and its answer is in hand",
-    "text": "the answer; `null` when there is none",
+    "text": "the answer, only when `ok`; `null` otherwise",
+    "partial_text": "what a run that is not ok said last (never an answer); `null` when ok",
     "usage": "token counts under normalized names (the usage table below)",
     "usage_by_model": "`{model: usage}` where the CLI reports usage per model, else `null`",
     "raw_usage": "the CLI's own usage object, whole",
@@ -295,6 +298,13 @@ def verdicts() -> str:
     from spoolparse.types import Verdict
 
     return ", ".join(f"`{v}`" for v in typing.get_args(Verdict))
+
+
+def ok_table() -> str:
+    """What ``ok`` needs of each provider's run, from its grammar (``concepts/verdict.md``)."""
+    from spoolparse.providers import ok_table as table
+
+    return table().rstrip("\n")
 
 
 # -- performance -------------------------------------------------------------------------------
@@ -397,6 +407,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "json-joblog": json_shape("JobLogRecord"),
     "json-events": event_fields,
     "verdicts": verdicts,
+    "ok-table": ok_table,
     "performance-local": lambda: _results("last.md"),
     "performance-ray": lambda: _results("ray.md"),
     "task-keys": task_keys,

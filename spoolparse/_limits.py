@@ -124,7 +124,8 @@ NOTE_TAIL = 512
 MAX_TITLE_CHARS = 200
 #: Tool calls remembered between their start and end, to pair them; past it the oldest is forgotten.
 MAX_OPEN_CALLS = 256
-#: Retained events looked at before auto-detection settles on the generic provider.
+#: Events some grammar claims that auto-detection holds, undecided, before it settles with the evidence so far
+#: (lines no grammar claims count only while none is claimed); what it holds is bounded by max_retained bytes too.
 DETECT_EVENTS = 16
 #: Size of the buffer used to copy a non-file ``input`` into its spool.
 INPUT_CHUNK = 1 * MiB

@@ -522,6 +522,7 @@ def open_run(
     keep_output: bool = True,
     loads: Loads | None = None,
     containment: Containment = "auto",
+    allow_empty_answer: bool = False,
 ) -> AsyncRun:
     """A run to follow from asyncio; the child starts on ``async with``.
 
@@ -550,6 +551,7 @@ def open_run(
         "max_spool_bytes": max_spool_bytes,
         "loads": loads,
         "cgroup": containment,
+        "allow_empty_answer": allow_empty_answer,
     }
     return AsyncRun(
         args,
@@ -581,6 +583,7 @@ async def arun(
     keep_output: bool = True,
     loads: Loads | None = None,
     containment: Containment = "auto",
+    allow_empty_answer: bool = False,
 ) -> Result:
     """:func:`spoolparse.run` for asyncio: same options, same :class:`~spoolparse.Result`.
 
@@ -609,5 +612,6 @@ async def arun(
         keep_output=keep_output,
         loads=loads,
         containment=containment,
+        allow_empty_answer=allow_empty_answer,
     ) as run:
         return await run.wait()

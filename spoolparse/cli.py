@@ -104,6 +104,12 @@ def _add_bounds(p: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="longest retained event kept; past it the line is dropped and reported (default: 64M)",
     )
+    p.add_argument(
+        "--allow-empty-answer",
+        action="store_true",
+        help="a run whose agent finished without an answer is ok (default: not ok, 'the agent finished without an "
+        "answer')",
+    )
     p.add_argument("--pretty", action="store_true", help="indent the JSON summary")
 
 
@@ -269,6 +275,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             keep_output=False,
             on_event=on_event,
             on_start=on_start,
+            allow_empty_answer=args.allow_empty_answer,
         )
     return _print_result(res, args)
 
@@ -283,7 +290,8 @@ def _cmd_parse(args: argparse.Namespace) -> int:
             raise UsageError(f"no such file: {args.file}")
         if os.path.isdir(source):
             raise UsageError(f"is a directory, not a transcript: {args.file}")
-    res = parse(source, provider=args.provider, max_line=args.max_line, max_retained=args.max_retained)
+    res = parse(source, provider=args.provider, max_line=args.max_line, max_retained=args.max_retained,
+                allow_empty_answer=args.allow_empty_answer)
     return _print_result(res, args)
 
 

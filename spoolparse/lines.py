@@ -29,7 +29,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, Any, Final, Protocol, Union
@@ -258,7 +258,14 @@ def _probe_json(parse: Callable[[IO[bytes]], Iterator[tuple[str, str, Any]]], da
             key: str = _no_surrogates(_probe_json(_ijson.python_parse(), data))
             return key
     except Exception:
-        pass
+        key = _compose(top, sub, msg)
+        if _unsure(key):
+            # not JSON past some point (a bad escape or a raw control character before the type, or the window's
+            # end): the key scan reads on through it, so a type after the bad bytes is still the line's type
+            keys = TopKeys()
+            keys.feed(data)
+            return _compose(keys.top, keys.sub, keys.msg)
+        return key
     return _compose(top, sub, msg)
 
 
@@ -556,12 +563,13 @@ class LineScanner:
         obj = self._decode(data)
         if obj is not None:
             self._emit_event(obj, len(data), out)
-        elif key:
+        elif key is not None:
             self._lost(key, len(data), "invalid", out)
 
     def _lost(self, key: str, size: int, reason: str, out: list[Record]) -> None:
-        """A line retained by its type (one seen: not an untyped line) that could not be had, besides any
-        count: a dropped record, so that a lost answer is known as one and no earlier message stands in."""
+        """A line retained by its type (an object's, untyped ones included: an untyped format's answer is one)
+        that could not be had, besides any count: a dropped record, so that a lost answer is known as one and no
+        earlier message stands in."""
         out.append(Dropped(self.lines, size, key, reason))
 
     def _emit_event(self, obj: dict[str, Any], size: int, out: list[Record]) -> None:
@@ -576,14 +584,18 @@ class LineScanner:
             obj = _longline.decode(read, size, self._decode, read_json)
         except (_longline.LongStringError, OSError) as e:
             unreadable = isinstance(e, OSError)  # the spill file could not be read back; else not JSON
-            if key:
+            if key is not None:
                 self._lost(key, size, "unreadable" if unreadable else "invalid", out)
-            if not key or not unreadable:
+            if key is None or not unreadable:
                 self.invalid_lines += 1
+            if key is None and not unreadable:
+                self._lost_undecodable(_windows(read, size), size, out)
             return
         if obj is None:  # not a JSON object (counted invalid by the decode)
-            if key:
+            if key is not None:
                 self._lost(key, size, "invalid", out)
+            else:
+                self._lost_undecodable(_windows(read, size), size, out)
             return
         if key is not None:
             self._emit_event(obj, size, out)
@@ -679,6 +691,21 @@ class LineScanner:
         obj = self._decode(data)
         if obj is not None:
             self._emit_classified(obj, len(data), lambda: (data[:_NOTE_HEAD], data[-_NOTE_TAIL:]), out)
+        else:
+            self._lost_undecodable((data,), len(data), out)
+
+    def _lost_undecodable(self, windows: Iterable[bytes | bytearray], size: int, out: list[Record]) -> None:
+        """A line that could not be decoded and whose type was not in its first bytes: its type is found by a scan
+        of its top-level keys (a bad escape or a raw control character in a string does not stop it), so that a
+        retained line is lost whether its type came before or after the bad bytes."""
+        keys = TopKeys()
+        for window in windows:
+            keys.feed(window)
+            if keys.done or keys.ended:
+                break
+        key = _compose(keys.top, keys.sub, keys.msg)
+        if self._retain(key) == KEEP:
+            self._lost(key, size, "invalid", out)
 
     def _emit_classified(self, obj: dict[str, Any], size: int, ends: Callable[[], tuple[bytes, bytes]],
                          out: list[Record]) -> None:
@@ -888,6 +915,15 @@ def exact_ints(obj: Any, data: bytes) -> Any:
     if _has_float(obj, 0) and _LONG_DIGITS.search(data) is not None:
         return _exact_ints(obj, data)
     return obj
+
+
+def _windows(read: _longline.Read, size: int) -> Iterator[bytes]:
+    """A held line, a read window at a time (an unreadable spill file ends it early)."""
+    for at in range(0, size, _limits.READ_CHUNK):
+        try:
+            yield read(at, min(_limits.READ_CHUNK, size - at))
+        except OSError:
+            return
 
 
 def _ends(read: _longline.Read, size: int) -> tuple[bytes, bytes]:

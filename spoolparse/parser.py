@@ -21,7 +21,7 @@ from .cost import price
 from .document import DOCUMENT, DocumentScanner, sniff
 from .errors import UsageError
 from .lines import NOTE, SKIP, Buffer, Dropped, LineScanner, Loads, Noted, Record, RetainFn
-from .providers import AutoProvider, Provider, make_provider
+from .providers import Engine, Provider, make_provider
 from .providers.base import LiveEvent
 from .result import Result
 from .verdict import StreamFacts, judge, spool_integrity
@@ -51,22 +51,26 @@ class StreamParser:
         loads: Loads | None = None,
         live: bool = True,
         tool_output: int = 0,
+        allow_empty_answer: bool = False,
     ) -> None:
+        #: The provider given (or made by name): the fold of a named one, the :class:`AutoProvider` of ``auto``.
         self.provider = make_provider(provider)
         self.provider.tool_output = tool_output
         self.provider.live = live
-        self.scanner = LineScanner(
-            self.provider.retain, max_line=max_line, max_retained=max_retained, loads=loads
-        )
         self.provider.max_text = min(self.provider.max_text, max_retained)
+        #: Detection, runs and the verdict's facts, from the providers' grammars.
+        self.engine = Engine(self.provider, detect_bytes=max_retained)
+        self.scanner = LineScanner(self.engine.retain, max_line=max_line, max_retained=max_retained, loads=loads)
+        #: Whether a run that finished without an answer is ``ok`` all the same.
+        self.allow_empty_answer = allow_empty_answer
         self.dropped: list[dict[str, Any]] = []
         self.dropped_count = 0
         self.live = live
         #: Live events handed on so far (each is stamped with its number).
         self.seq = 0
-        self._settled = not isinstance(self.provider, AutoProvider)
-        if self._settled and not live:
-            self.scanner.retain = _without_notes(self.provider.retain)
+        self._settled = False
+        self._retain_version = -1
+        self._update_retain()
         self.closed = False
         #: The smallest spool size seen below what was read (a child that truncated its own stdout).
         self.shrunk_to: int | None = None
@@ -78,10 +82,17 @@ class StreamParser:
 
     @property
     def provider_name(self) -> str:
-        p = self.provider
-        if isinstance(p, AutoProvider):
-            return p.provider_name
-        return p.name
+        return self.engine.provider_name
+
+    def _update_retain(self) -> None:
+        """Read the engine's retain function again when it may have changed (a provider was chosen)."""
+        engine = self.engine
+        if engine.retain_version == self._retain_version:
+            return
+        self._retain_version = engine.retain_version
+        self._settled = engine.decided
+        # with nobody listening, once the provider is known the lines it only notes are skipped unread
+        self.scanner.retain = engine.retain if self.live or not self._settled else _without_notes(engine.retain)
 
     def feed(self, buf: Buffer, start: int = 0, end: int | None = None) -> list[LiveEvent]:
         if self._head is not None:
@@ -114,9 +125,9 @@ class StreamParser:
         live = self._sniff(b"", 0, 0, final=True) if self._head is not None else []
         self.closed = True
         live.extend(self._fold(self.scanner.end() if self.document is None else self.document.end()))
-        if isinstance(self.provider, AutoProvider):
-            settled = self.provider.settle()
-            live.extend(self._stamp(settled) if self.live else [])
+        # every JSON object of the input, read or skipped: a whole-document form is the run only when it is the one
+        ended = self.engine.close(objects=self.scanner.lines - self.scanner.invalid_lines)
+        live.extend(self._stamp(ended) if self.live else [])
         return live
 
     def spool_size(self, size: int) -> None:
@@ -126,7 +137,7 @@ class StreamParser:
 
     def _fold(self, recs: list[Record]) -> list[LiveEvent]:
         live: list[LiveEvent] = []
-        p = self.provider
+        engine = self.engine
         for rec in recs:
             if type(rec) is Dropped:
                 self.dropped_count += 1
@@ -136,11 +147,9 @@ class StreamParser:
                 # classified before detection, in the same read: with nobody listening, a noted line
                 # only makes live events, so it goes the way of the lines after it (unread)
                 continue
-            live.extend(p.see(rec))
-            if not self._settled and isinstance(p, AutoProvider) and p.chosen is not None:
-                self._settled = True
-                # drops the decisions cached before detection, which still looked at noted lines
-                self.scanner.retain = p.retain if self.live else _without_notes(p.chosen.retain)
+            live.extend(engine.see(rec))
+            if engine.retain_version != self._retain_version:
+                self._update_retain()  # drops the decisions cached before, which still looked at noted lines
         return self._stamp(live) if self.live else []
 
     def _stamp(self, live: list[LiveEvent]) -> list[LiveEvent]:
@@ -167,7 +176,7 @@ class StreamParser:
         self.close()
         if spool_size is not None:
             self.spool_size(spool_size)
-        ans = self.provider.conclude()
+        ans = self.engine.conclude()
         warnings = ans.warnings
         if self.dropped_count > len(self.dropped):
             warnings = [*warnings, f"{self.dropped_count - len(self.dropped)} more dropped lines not listed"]
@@ -193,6 +202,7 @@ class StreamParser:
         cost, by_model = price(self.provider_name, ans.model, ans.usage, ans.usage_by_model)
         return Result(
             provider=self.provider_name,
+            detected_by=self.engine.detected_by,
             text=ans.text,
             usage=ans.usage,
             usage_by_model=by_model,
@@ -202,7 +212,7 @@ class StreamParser:
             raw_usage=ans.raw_usage,
             model=ans.model,
             session_id=ans.session_id,
-            error=judge(ans, facts),
+            error=judge(ans, facts, allow_empty_answer=self.allow_empty_answer),
             warnings=warnings,
             lines=self.scanner.lines,
             invalid_lines=self.scanner.invalid_lines,
@@ -229,6 +239,7 @@ def parse(
     on_event: OnEvent | None = None,
     loads: Loads | None = None,
     tool_output: int = 0,
+    allow_empty_answer: bool = False,
 ) -> Result:
     """Parse a transcript already on disk (a path, or a binary file) with bounded memory.
 
@@ -243,12 +254,14 @@ def parse(
     ends), so once the provider is known those lines are skipped unread.
     ``tool_output``: characters of each tool's output a ``tool_end`` event
     carries (default 0: only its size), read from the line's bounded head.
+    ``allow_empty_answer``: a run that finished without an answer is ``ok`` (by default it is not: "the agent
+    finished without an answer").
 
     .. seealso:: :func:`spoolparse.run`
     """
     start = time.monotonic()
     sp = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=on_event is not None,
-                      tool_output=tool_output)
+                      tool_output=tool_output, allow_empty_answer=allow_empty_answer)
     owns = isinstance(source, (str, bytes, os.PathLike))  # a path, bytes too (as open() takes one)
     if not owns and not _binary_reader(source):
         raise UsageError(f"parse takes a path or a file opened in binary mode, not {type(source).__name__}")

@@ -259,13 +259,15 @@ class Child:
         cgroup: Containment = None,
         close_in_background: bool = False,
         launch: bool = True,
+        allow_empty_answer: bool = False,
     ) -> None:
         # read_buffer: one buffer shared by children pumped from a single thread (the
         # parser never keeps it), so each start does not allocate and zero READ_CHUNK.
         self.args: list[str] | str = _argv(args, shell)
         cwd = _workdir(cwd)
         # live=False: nobody listens, so no events are kept and tool lines go unread
-        self.parser = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=live)
+        self.parser = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=live,
+                                   allow_empty_answer=allow_empty_answer)
         # a driver that supervises other children too (the batch, an event loop) has a large spool closed
         # in the background: freeing its blocks would hold up everyone else
         self._close = close_spool if close_in_background else _close_now
@@ -844,6 +846,7 @@ def _summarize_interrupted(child: Child, exc: Interrupted, *, running: bool, tim
         res, _ = child.result(keep_output=False, timeout=timeout, emit=_nobody)  # its events: nobody listens now
         if running:
             res.error = str(exc) if res.error is None else f"{exc}; {res.error}"
+            res.hold_back_text()
         exc.result = res
 
 
@@ -911,6 +914,7 @@ def run(
     keep_output: bool = True,
     loads: Loads | None = None,
     containment: Containment = "auto",
+    allow_empty_answer: bool = False,
 ) -> Result:
     """Run a command whose stdout is JSON lines, and return its answer.
 
@@ -929,7 +933,9 @@ def run(
     ``input`` is ``bytes``, ``str`` (UTF-8), a path (``os.PathLike``) or a
     binary file; ``None`` gives the child ``/dev/null``. With ``check=True`` a
     result that is not ``ok`` raises :class:`~spoolparse.TimeoutExpired` or
-    :class:`~spoolparse.CalledProcessError`.
+    :class:`~spoolparse.CalledProcessError`. ``allow_empty_answer=True``: a run
+    that finished without an answer is ``ok`` (by default it is not: "the agent
+    finished without an answer").
 
     ``on_event`` gets each :class:`~spoolparse.LiveEvent` while the child
     runs, in stream order, from a thread of its own: a slow listener delays
@@ -961,6 +967,7 @@ def run(
         live=on_event is not None,
         deadlines=deadlines,
         cgroup=containment,
+        allow_empty_answer=allow_empty_answer,
     )
     assert child.stderr is not None
     waiter: SpoolWaiter | None = None

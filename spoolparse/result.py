@@ -28,7 +28,10 @@ class Result:
     its provider's terminal event was seen, it reported no error, no part of
     the answer was dropped or cut, the spool holds the whole output, and the
     child exited 0 in time. Otherwise ``error`` says why, always
-    (:func:`spoolparse.verdict.judge` writes it). ``stdout``/``stderr`` are the spool files
+    (:func:`spoolparse.verdict.judge` writes it). ``text`` is the answer, only
+    when ``ok``: what a run that is not ok said last is ``partial_text``.
+    ``detected_by`` says what chose the provider (the line and event that
+    decided, or ``"--provider"``). ``stdout``/``stderr`` are the spool files
     (binary, positioned at 0) while the result is open; closing the result (or
     leaving its ``with`` block) deletes them.
 
@@ -65,6 +68,16 @@ class Result:
     cost_usd: float | None = None
     cost_source: CostSource | None = None
     cost_note: str | None = None
+    detected_by: str | None = None
+    partial_text: str | None = None
+
+    def __post_init__(self) -> None:
+        self.hold_back_text()
+
+    def hold_back_text(self) -> None:
+        """``text`` only when ``ok``: a result that is not (or no longer) ok keeps what was said as ``partial_text``."""
+        if not self.ok and self.text is not None:
+            self.partial_text, self.text = self.text, None
 
     @property
     def ok(self) -> bool:

@@ -236,8 +236,10 @@ class Summary(TypedDict):
     """:meth:`spoolparse.Result.summary`, the JSON that ``spoolparse run``/``parse`` print."""
 
     provider: str
+    detected_by: str | None  # what chose the provider: the line and event that decided, or "--provider"
     ok: bool
-    text: str | None
+    text: str | None  # the answer, only when ok
+    partial_text: str | None  # what a run that is not ok said last, if anything
     usage: Usage
     usage_by_model: dict[str, Usage] | None
     cost_usd: float | None

@@ -1,10 +1,11 @@
 """What ``ok`` means, written once: :func:`judge` gives the reason a run (or a parse) is not ok.
 
-``ok`` is true only when the provider's terminal event was seen, the agent
-reported no terminal error, the answer (where the provider has one) is
-complete in hand, the spool holds everything the child wrote, and — for a
-run — the process exited 0 within its timeout. Otherwise ``error`` is a
-sentence naming every reason found, most telling first. ``parse``, ``run``,
+``ok`` is true only when the run's terminal event was seen (its grammar's,
+:mod:`spoolparse.providers.grammar`), the agent reported no terminal error,
+the answer is in hand, complete and not empty (unless the caller allows a run
+without one), the spool holds everything the child wrote, and — for a run —
+the process exited 0 within its timeout. Otherwise ``error`` is a sentence
+naming every reason found, most telling first. ``parse``, ``run``,
 ``arun`` and the batch runner all build their results through
 :meth:`spoolparse.StreamParser.finish`, which calls this function; nothing
 else decides ``ok``.
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from .providers.base import Answer, size_text
 
-__all__ = ["StreamFacts", "judge", "spool_integrity", "exit_reason"]
+__all__ = ["StreamFacts", "judge", "spool_integrity", "exit_reason", "NO_ANSWER"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +64,15 @@ def exit_reason(rc: int) -> str:
     return f"the process exited with status {rc}"
 
 
-def judge(ans: Answer, facts: StreamFacts) -> str | None:
-    """The reason the run is not ok (one sentence, reasons joined by "; "), or ``None`` when it is."""
+#: The reason given for a run that finished without an answer.
+NO_ANSWER = "the agent finished without an answer"
+
+
+def judge(ans: Answer, facts: StreamFacts, *, allow_empty_answer: bool = False) -> str | None:
+    """The reason the run is not ok (one sentence, reasons joined by "; "), or ``None`` when it is.
+
+    ``allow_empty_answer``: a run that finished without an answer (none, or an empty one) is ok all the same.
+    """
     reasons: list[str] = []
     if facts.spool is not None:
         reasons.append(facts.spool)
@@ -85,8 +93,13 @@ def judge(ans: Answer, facts: StreamFacts) -> str | None:
     elif ans.events == 0 and facts.returncode is None:
         # a parse has nothing else to go on; a run of a child that printed nothing has its exit status
         reasons.append("no JSON event: the transcript is empty")
+    elif ans.unknown is not None:
+        reasons.append(ans.unknown)  # the stream is another CLI's: what it did not end is no news
     elif not ans.finished:
         reasons.append(f"stream ended before {ans.awaited}")
+    elif ans.events and not ans.text and ans.error is None and ans.lost is None and not allow_empty_answer:
+        # (a child that printed nothing is judged by its exit status alone)
+        reasons.append(NO_ANSWER + (f" ({ans.no_answer})" if ans.no_answer else ""))
     rc = facts.returncode
     # a lost answer or a stream cut short is what the exit left: say the exit too, unless a cause was named
     if rc is not None and rc != 0 and not (facts.spool or facts.timed_out or ans.error):

@@ -144,7 +144,7 @@ def test_results_keeps_the_transcripts_of_tasks_not_ok_as_links(tmp_path: Path) 
     spool = tmp_path / "spool"
     spool.mkdir()
     out = tmp_path / "out"
-    rows = [{"id": "good", "cmd": ["sh", "-c", 'echo \'{"a":1}\'']},
+    rows = [{"id": "good", "cmd": ["sh", "-c", 'echo \'{"result":"done"}\'']},
             {"id": "bad/../one", "cmd": ["sh", "-c", 'echo \'{"type":"x"}\'; echo oops >&2; exit 3']}]
     tasks = tmp_path / "t.jsonl"
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -157,7 +157,7 @@ def test_results_keeps_the_transcripts_of_tasks_not_ok_as_links(tmp_path: Path) 
     assert os.listdir(spool) == []  # the spools themselves stay nameless
     assert _batch(str(tasks), "--results", str(tmp_path / "all"), "--results-all").returncode == 1
     assert sorted(os.listdir(tmp_path / "all")) == ["bad%2F..%2Fone", "good"]
-    assert (tmp_path / "all" / "good" / "stdout").read_text() == '{"a":1}\n'
+    assert (tmp_path / "all" / "good" / "stdout").read_text() == '{"result":"done"}\n'
 
 
 def test_a_kept_transcript_is_a_link_not_a_copy(tmp_path: Path) -> None:
@@ -258,7 +258,7 @@ def test_every_known_key_is_taken_and_a_key_like_none_lists_them() -> None:
     from spoolparse.runner.tasks import TASK_KEYS, Task
 
     line = {"cmd": ["true"], "argv": ["true"], "id": "x", "input": "", "cwd": "/", "env": {}, "timeout": 1,
-            "soft_timeout": 1, "memory": 1, "memory_limit": 1, "provider": "auto"}
+            "soft_timeout": 1, "memory": 1, "memory_limit": 1, "provider": "auto", "allow_empty_answer": True}
     assert sorted(line) == sorted(TASK_KEYS)
     Task.from_json(line, default_id="1")
     with pytest.raises(spoolparse.UsageError, match=r'unknown keys "zzz", "\\u001b\[2J"; a task\'s keys are cmd,'):

@@ -72,7 +72,7 @@ def test_tool_results_are_never_decoded_but_reported() -> None:
 
 def test_missing_result_falls_back_to_last_assistant_text() -> None:
     s = summary(CLAUDE / "missing_result.jsonl")
-    assert s["text"] == "FINAL-ANSWER-only-in-assistant"  # text blocks joined, thinking left out
+    assert s["partial_text"] == "FINAL-ANSWER-only-in-assistant"  # text blocks joined, thinking left out
     assert s["ok"] is False and s["error"] == "stream ended before result"  # the run did not finish
     assert any("no result event" in w and "last assistant message" in w for w in s["warnings"])
 
@@ -121,7 +121,7 @@ def test_error_subtype_without_is_error_is_an_error() -> None:
                                       "session_id": SID, "usage": {"input_tokens": 100, "output_tokens": 50}})
     s = summary(data)
     assert s["error"] == "error_max_budget_usd"
-    assert s["text"] == "Starting"
+    assert s["partial_text"] == "Starting" and s["text"] is None
     assert s["usage"] == {"input_tokens": 100, "output_tokens": 50}
 
 
@@ -135,7 +135,7 @@ def test_killed_while_retrying_reports_retries() -> None:
 
 def test_subagent_message_is_not_the_answer() -> None:
     s = summary(CLAUDE / "subagent_last.jsonl")
-    assert s["text"] == "FINAL-ANSWER-claude"
+    assert s["partial_text"] == "FINAL-ANSWER-claude"  # no result: unfinished, and the subagent's words are not it
 
 
 def test_model_from_message_when_no_init_and_from_model_usage_last() -> None:

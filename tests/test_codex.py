@@ -72,7 +72,7 @@ def test_legacy_envelope() -> None:
                    {"id": "1", "msg": {"type": "agent_message", "message": "legacy answer"}},
                    {"id": "1", "msg": {"type": "token_count", "input_tokens": 10, "output_tokens": 2}}),
                 provider="codex")
-    assert s["text"] == "legacy answer"
+    assert s["ok"] is False and s["partial_text"] == "legacy answer"  # no task_complete printed: unfinished
     assert s["usage"] == {"input_tokens": 10, "output_tokens": 2}
     assert s["session_id"] == "sess-9"
     assert s["model"] == "o4-mini"
@@ -100,7 +100,7 @@ def test_experimental_item_type_shape() -> None:
     s = summary(jl({"type": "session.created", "session_id": "x-1"},
                    {"type": "item.completed", "item": {"id": "item_0", "item_type": "assistant_message",
                                                        "text": "exp answer"}}))
-    assert (s["provider"], s["text"], s["session_id"]) == ("codex", "exp answer", "x-1")
+    assert (s["provider"], s["partial_text"], s["session_id"]) == ("codex", "exp answer", "x-1")  # no turn end
 
 
 def test_dropped_answer_is_an_error_not_silence() -> None:

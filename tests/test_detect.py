@@ -39,8 +39,9 @@ def test_fixture_is_detected(name: str, provider: str) -> None:
 def test_auto_gives_the_named_provider_summary(name: str) -> None:
     auto = parse(FIXTURES / name).summary()
     named = parse(FIXTURES / name, provider=EXPECTED[name]).summary()
-    auto.pop("duration_s")
-    named.pop("duration_s")
+    for s in (auto, named):
+        s.pop("duration_s")
+    assert named.pop("detected_by") == "--provider" and auto.pop("detected_by").startswith("line ")
     assert auto == named
 
 
@@ -82,6 +83,7 @@ def test_detection_across_the_fixture_set(name: str) -> None:
     got = auto.summary()
     for s in (got, named):
         s.pop("duration_s")
+        s.pop("detected_by")
     assert named.pop("provider") == cli
     got.pop("provider")
     assert got == named
@@ -105,18 +107,14 @@ def test_detection_order_and_names() -> None:
     [
         ({"type": "thread.started", "thread_id": "t"}, "codex"),
         ({"id": "0", "msg": {"type": "agent_message", "message": "hi"}}, "codex"),
-        ({"type": "system", "subtype": "init", "session_id": "s", "model": "m"}, "claude"),
         ({"type": "init", "timestamp": "2026-01-01T00:00:00.000Z", "session_id": "s", "model": "m"}, "gemini"),
         ({"type": "step_start", "timestamp": 1, "sessionID": "ses_1", "part": {}}, "opencode"),
         # Claude-shaped look-alikes, told apart by what Claude Code never prints
         ({"type": "system", "subtype": "init", "session_id": "s", "model": "m", "qwen_code_version": "0.24.4"}, "qwen"),
         ({"type": "system", "subtype": "init", "session_id": "T-019b", "cwd": "/", "tools": []}, "amp"),
-        # an init without model and key source is still Claude's (claude-code-action's sample turns)
-        ({"type": "system", "subtype": "init", "session_id": "s", "tools": [], "mcp_servers": []}, "claude"),
         ({"type": "result", "subtype": "success", "session_id": "T-019b", "result": "x"}, "amp"),
         ({"type": "system", "subtype": "init", "session_id": "s", "apiKeySource": "login", "model": "GPT-5"}, "cursor"),
         ({"type": "tool_call", "subtype": "started", "call_id": "c", "tool_call": {}}, "cursor"),
-        ({"type": "system", "subtype": "init", "session_id": "s", "tools": ["Read"], "model": "m"}, "droid"),
         ({"type": "message", "role": "assistant", "id": "m", "text": "hi", "timestamp": 1, "session_id": "s"},
          "droid"),
         ({"type": "assistant.message", "data": {"content": "hi"}, "id": "e"}, "copilot"),
@@ -126,7 +124,10 @@ def test_detection_order_and_names() -> None:
           "apiKeySource": "none", "permissionMode": "default"}, "claude"),
         ({"type": "system", "subtype": "init", "session_id": "s", "apiKeySource": "ANTHROPIC_API_KEY", "model": "m"},
          "claude"),
+        ({"type": "system", "subtype": "init", "session_id": "s", "claude_code_version": "2.1.197"}, "claude"),
+        # an event Claude and its look-alikes share is Claude's until a look-alike's own mark shows
         ({"type": "result", "subtype": "success", "result": "x", "session_id": "s", "usage": {}}, "claude"),
+        ({"type": "assistant", "session_id": "s", "message": {"model": "m", "content": []}}, "claude"),
         ({"type": "message", "timestamp": "t", "role": "assistant", "content": "hi"}, "gemini"),
     ],
 )
@@ -135,6 +136,28 @@ def test_first_event_settles_the_choice(first: dict[str, Any], provider: str) ->
     sp.feed(b"not json at all\n" + jl(first))  # noise first, then one event
     assert isinstance(sp.provider, AutoProvider)
     assert sp.provider_name == provider
+
+
+@pytest.mark.parametrize(
+    ("first", "fits"),
+    [
+        # what Claude Code's init shares with Droid's (and its look-alikes'): no evidence either way
+        ({"type": "system", "subtype": "init", "session_id": "s", "model": "m"}, "qwen, amp, cursor, droid and claude"),
+        ({"type": "system", "subtype": "init", "session_id": "s", "tools": ["Read"], "model": "m"},
+         "qwen, amp, cursor, droid and claude"),
+        ({"type": "system", "subtype": "init", "session_id": "s", "tools": [], "mcp_servers": []},
+         "qwen, amp, cursor, droid and claude"),
+        ({"type": "error", "message": "boom"}, "codex and droid"),
+    ],
+)
+def test_an_event_two_clis_print_decides_nothing(first: dict[str, Any], fits: str) -> None:
+    sp = StreamParser()
+    sp.feed(jl(first))
+    assert sp.provider_name == "auto"  # still undecided, the event held
+    res = sp.finish(args=None)
+    # the end came with the evidence still shared: no provider's verdict, said so
+    assert res.provider == "generic" and res.detected_by == f"ambiguous: {fits}"
+    assert f"fit {fits} alike: read as generic" in res.warnings[0]
 
 
 def test_claude_tool_results_before_the_first_assistant_message() -> None:
@@ -148,7 +171,7 @@ def test_claude_tool_results_before_the_first_assistant_message() -> None:
 
     s = parse(io.BytesIO(jl(user, user, {"type": "assistant", "message": {"model": "m", "content": "hi"}})),
               loads=loads)
-    assert s.provider == "claude" and s.text == "hi"
+    assert s.provider == "claude" and s.partial_text == "hi" and not s.ok  # no result: unfinished
     assert all(o["type"] != "user" for o in seen)  # skipped undecoded, even before detection
 
 

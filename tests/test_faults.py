@@ -140,7 +140,7 @@ def test_child_closes_stdout_and_hangs_is_ended_by_the_timeout(tag: str, tmp_pat
            "--sleep", "60"]
     with spoolparse.run(cmd, timeout=1.0, grace=0.3) as r:
         assert r.timed_out and r.returncode == -signal.SIGKILL and r.exit_status() == 124
-        assert r.text == "ANSWER-1"
+        assert r.text is None and r.partial_text == "ANSWER-1"  # what it said: not ok, so not the answer
     pid = int(pidfile.read_text())
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert _gone(tag)
@@ -182,7 +182,7 @@ def test_spool_on_a_full_filesystem(small_fs: Path, tag: str, keeps_running: boo
     assert "no space" in err.reason
     assert str(small_fs) in str(err) and str(err.bytes_written) in str(err)
     assert err.result is not None and err.result.spool_full and not err.result.timed_out
-    assert err.result.session_id == "t-1" and err.result.text == "ANSWER-1"  # what was spooled is parsed
+    assert err.result.session_id == "t-1" and err.result.partial_text == "ANSWER-1"  # what was spooled is parsed
     err.result.close()
     assert _gone(tag)
     assert open_fds() == before
@@ -245,7 +245,7 @@ def test_spool_file_size_limit_inherited_by_a_child_that_ignores_sigxfsz() -> No
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("spoolparse: error: spool full in ") and f"RLIMIT_FSIZE) of {limit} bytes" in err
     summary = json.loads(proc.stdout)
-    assert summary["spool_full"] is True and summary["text"] == "ANSWER-1"
+    assert summary["spool_full"] is True and summary["partial_text"] == "ANSWER-1" and summary["text"] is None
     assert summary["returncode"] in (1, -signal.SIGTERM)  # it exits of EFBIG, or a poll sees the limit first
 
 
@@ -255,7 +255,7 @@ def test_max_spool_bytes_exceeded(tag: str) -> None:
                        max_spool_bytes=512 * 1024, grace=0.3)
     err = e.value
     assert "max_spool_bytes 524288 exceeded" in err.reason and err.bytes_written > 512 * 1024
-    assert err.result is not None and err.result.text == "ANSWER-1"
+    assert err.result is not None and err.result.partial_text == "ANSWER-1"
     err.result.close()
     assert _gone(tag)
 

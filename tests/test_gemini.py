@@ -75,8 +75,12 @@ def test_loop_detected_then_success_is_not_ok() -> None:
 def test_error_event_with_a_successful_result_is_a_warning() -> None:
     s = summary(jl(INIT, ev("error", severity="error", message="Quota nearly used"),
                    ev("result", status="success", stats={})))
-    assert s["ok"] is True and s["error"] is None
+    # not the run's failure, but the reason it finished without an answer
+    assert s["error"] == "the agent finished without an answer (error: Quota nearly used)"
     assert s["warnings"] == ["error: Quota nearly used"]
+    s = summary(jl(INIT, ev("error", severity="error", message="Quota nearly used"), delta("4"),
+                   ev("result", status="success", stats={})))
+    assert s["ok"] is True and s["text"] == "4" and s["warnings"] == ["error: Quota nearly used"]
 
 
 def test_fatal_error_result() -> None:
@@ -115,7 +119,7 @@ def test_user_messages_are_not_the_answer() -> None:
 def test_text_is_bounded_by_the_retained_ceiling() -> None:
     chunks = [delta("abcdefghij" * 30) for _ in range(10)]  # 3000 characters
     s = summary(jl(INIT, *chunks, ev("result", status="success", stats={})), max_line=1024, max_retained=1024)
-    assert s["text"] == ("abcdefghij" * 30 * 10)[:1024]
+    assert s["ok"] is False and s["partial_text"] == ("abcdefghij" * 30 * 10)[:1024]
     assert len([w for w in s["warnings"] if "cut" in w]) == 1
 
 
@@ -123,7 +127,7 @@ def test_text_bound_given_to_the_provider() -> None:
     sp = StreamParser(GeminiProvider(max_text=5))
     sp.feed(jl(INIT, delta("hello "), delta("world")))
     r = sp.finish(args=None)
-    assert r.text == "hello"
+    assert r.partial_text == "hello" and r.text is None
     assert any("passed 5 characters" in w for w in r.warnings)
 
 

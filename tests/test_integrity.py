@@ -405,7 +405,7 @@ def test_an_opencode_answer_the_model_did_not_finish_is_not_ok(reason: str, erro
     step = {"type": "step_finish", "timestamp": 1, "sessionID": "ses_1", "part": {"reason": reason}}
     s = summary(jl(OC_START, text, step))
     assert s["ok"] is False and error in s["error"] and f"finish reason {reason}" in s["error"], s
-    assert s["text"] == "half an"  # what there is, for the reader; the verdict says it is not whole
+    assert s["text"] is None and s["partial_text"] == "half an"  # what there is; the verdict says it is not whole
     later = {"type": "step_finish", "timestamp": 1, "sessionID": "ses_1", "part": {"reason": "stop"}}
     assert summary(jl(OC_START, text, step, OC_START, text, later))["ok"] is True  # a later step finished it
 

@@ -245,3 +245,37 @@ def test_blank_lines_are_counted_apart_not_as_invalid() -> None:
     for chunk in (1, 3, None):
         sc, _ = scan(b"\r\n\n  \n" + jl({"type": "x"}) + b" ", keep("x"), chunk)
         assert (sc.lines, sc.blank_lines, sc.invalid_lines) == (5, 4, 0), chunk  # the last line has no newline
+
+
+@pytest.mark.parametrize("bad", [b"\\q", b"\x01", b"\\ud83d\\x"])
+@pytest.mark.parametrize("size", [0, 200, 5000])  # within the probe window, past it, past max_line
+@pytest.mark.parametrize("chunk", [None, 64])
+def test_an_undecodable_line_with_its_type_after_the_bad_bytes_is_a_dropped_record(bad: bytes, size: int,
+                                                                                   chunk: int | None) -> None:
+    """A bad escape or a raw control character before ``"type"``: the type probe gave up there, so a retained
+    line was counted invalid and nothing else — its answer silently not lost, an earlier message in its place.
+    With the type first it was reported as a dropped record; now it is whatever the key order."""
+    pad = b"p" * size
+    lines = [
+        b'{"text":"' + pad + b"bad " + bad + b'","type":"agent_message"}',
+        b'{"type":"item.completed","item":{"id":"i","text":"' + pad + bad + b'","type":"agent_message"}}',
+        b'{"item":{"id":"i","text":"' + pad + bad + b'","type":"agent_message"},"type":"item.completed"}',
+    ]
+    want = ["agent_message", "item.completed/agent_message", "item.completed/agent_message"]
+    for line, key in zip(lines, want, strict=True):
+        sc, out = scan(line + b"\n", keep(key), chunk=chunk, max_line=1000, max_retained=100_000, probe_bytes=100)
+        assert [(type(r), r.type, r.reason) for r in out] == [(Dropped, key, "invalid")], (line, out)  # type: ignore[union-attr]
+        assert sc.invalid_lines == 1
+        _, none = scan(line + b"\n", keep("other"), chunk=chunk, max_line=1000, max_retained=100_000,
+                             probe_bytes=100)
+        assert [r.reason for r in none] == (["oversize"] if len(line) > 1000 else [])  # not retained: skipped
+
+
+def test_an_undecodable_untyped_object_is_a_dropped_record_when_untyped_lines_are_retained() -> None:
+    """Kimi's and Antigravity's lines have no type: one that could not be decoded may have been the answer, and
+    was only counted invalid. A line that is no object at all (a plain-text error) is still only counted."""
+    data = b'{"role":"assistant","content":"the answer \\q"}\n' + b"Error code: 500\n"
+    sc, out = scan(data, keep(""))
+    assert out == [Dropped(1, len(data.splitlines()[0]), "", "invalid")] and sc.invalid_lines == 2
+    sc, out = scan(data, keep("other"))
+    assert out == [] and sc.invalid_lines == 1  # untyped lines not retained: the bad one skipped unread

@@ -112,8 +112,8 @@ def test_cursor_success_and_tool_calls() -> None:
 
 def test_cursor_without_result() -> None:
     r = parse(FIXTURES / "cursor/no_result.jsonl")
-    assert r.provider == "cursor"
-    assert r.text == "I'll run the command."
+    assert r.provider == "cursor" and not r.ok
+    assert r.text is None and r.partial_text == "I'll run the command."
     assert any("no result event" in w for w in r.warnings)
 
 
@@ -160,7 +160,7 @@ def test_droid_ends_without_completion() -> None:
     r = parse(io.BytesIO(b"".join(lines)))
     assert r.provider == "droid" and not r.ok
     assert r.error == "stream ended before completion"
-    assert r.text == "FINAL-ANSWER-droid"  # the last assistant message, with a warning
+    assert r.partial_text == "FINAL-ANSWER-droid" and r.text is None  # the last assistant message, with a warning
     assert any("no completion event" in w for w in r.warnings)
 
 

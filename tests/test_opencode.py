@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ def test_rejected_permissions_are_warnings() -> None:
 
 def test_text_is_bounded() -> None:
     s = summary(jl(*(text("m1", "x" * 400) for _ in range(5))), max_line=1024, max_retained=1024)
-    assert s["text"] == "x" * 1024
+    assert s["partial_text"] == "x" * 1024 and s["ok"] is False
     assert len([w for w in s["warnings"] if "cut" in w]) == 1
 
 
@@ -103,3 +104,13 @@ def test_normalize_tokens() -> None:
 def test_declared_types() -> None:
     assert "tool_use" in OpencodeProvider.note and "tool_use" not in OpencodeProvider.keep
     assert {"text", "step_finish", "error"} <= OpencodeProvider.keep
+
+
+def test_a_dropped_first_part_of_the_last_message_loses_the_answer() -> None:
+    """The next part's message started the answer over past the unread line: the answer was the rest of the
+    message, ok. The unread part's message is not known, so the answer may lack it: not ok."""
+    first, second = text("m2", "FINAL-"), text("m2", "ANSWER")
+    bad = b'{"bad":"\\q",' + json.dumps(first, separators=(",", ":")).encode()[1:] + b"\n"
+    s = summary(jl(text("m1", "Running it."), ev("step_finish", part={"reason": "tool-calls"})) + bad
+                + jl(second, ev("step_finish", part={"reason": "stop"})))
+    assert s["ok"] is False and s["text"] is None and "could not be decoded" in s["error"], s

@@ -106,15 +106,16 @@ def test_cancel_all_gives_every_task_in_flight_or_requeued_one_cancelled_outcome
     assert ledger.in_flight() == 0 and not ledger.requeue
 
 
-@pytest.mark.parametrize("data", [None, "text ✓", b"\x00\xffbytes"])
-def test_tasks_cross_the_wire_intact(data: str | bytes | None) -> None:
+@pytest.mark.parametrize(("data", "allow_empty"), [(None, None), ("text ✓", True), (b"\x00\xffbytes", False)])
+def test_tasks_cross_the_wire_intact(data: str | bytes | None, allow_empty: bool | None) -> None:
     task = Task(argv=["a", "b c"], id="ignored", input=data, cwd="/tmp", env={"K": "V"}, timeout=5.0,
-                soft_timeout=2.0, memory=3, memory_limit=4, provider="codex")
+                soft_timeout=2.0, memory=3, memory_limit=4, provider="codex", allow_empty_answer=allow_empty)
     from spoolparse.runner.ray_wire import dumps
 
     back = decode_task(loads(dumps(encode_task(7, task))))
     assert back.id == "7"
-    for field in ("argv", "input", "cwd", "env", "timeout", "soft_timeout", "memory", "memory_limit", "provider"):
+    for field in ("argv", "input", "cwd", "env", "timeout", "soft_timeout", "memory", "memory_limit", "provider",
+                  "allow_empty_answer"):
         assert getattr(back, field) == getattr(task, field), field
 
 

@@ -173,3 +173,39 @@ def test_batch_check_of_a_million_lines_takes_no_more_memory_than_ten_thousand(t
     print(f"\npeak RSS of batch --check: 10,000 lines {few / MiB:.1f} MiB, 1,000,000 lines {many / MiB:.1f} MiB, "
           f"growth {(many - few) / MiB:.1f} MiB")
     assert many - few < 16 * MiB
+
+
+PARSE_MEASURE = """
+import json, sys
+import spoolparse
+r = spoolparse.parse(sys.argv[1], max_line=1 << 20, max_retained=int(sys.argv[2]))
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+print(json.dumps({"maxrss": int(hwm.split()[1]) * 1024, "provider": r.provider, "lines": r.lines}))
+"""
+
+
+@pytest.mark.slow
+def test_an_undecided_stream_holds_at_most_max_retained_while_detecting(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An init two CLIs print alike, then 128 MiB of lines no grammar claims: detection holds them (generic may
+    need them) only up to max_retained bytes, then decides; the rest is read as it comes."""
+    init = json.dumps({"type": "system", "subtype": "init", "session_id": "s", "model": "m"}).encode() + b"\n"
+    tick = json.dumps({"kind": "tick", "pad": "x" * 1000}).encode() + b"\n"
+    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+    small.write_bytes(init + tick)
+    with open(big, "wb") as f:
+        f.write(init)
+        block = tick * 1024
+        for _ in range(128 * MiB // len(block)):
+            f.write(block)
+    budget = 8 * MiB
+
+    def measure(path) -> dict:  # type: ignore[no-untyped-def, type-arg]
+        p = subprocess.run([sys.executable, "-c", PARSE_MEASURE, str(path), str(budget)], capture_output=True,
+                           check=True, timeout=600)
+        return json.loads(p.stdout)  # type: ignore[no-any-return]
+
+    tiny, large = measure(small), measure(big)
+    growth = large["maxrss"] - tiny["maxrss"]
+    print(f"\nundecided 128 MiB, max_retained 8 MiB: peak RSS growth {growth / MiB:.1f} MiB")
+    assert large["provider"] == "generic" and large["lines"] > 100_000
+    assert growth < LIMIT

@@ -134,7 +134,7 @@ def test_grandchild_left_behind_is_ended() -> None:
 
 def test_exit_code_and_signal() -> None:
     with spoolparse.run([*FAKE_CODEX, "--exit", "3"]) as r:
-        assert r.returncode == 3 and not r.ok and r.exit_status() == 1 and r.text is not None
+        assert r.returncode == 3 and not r.ok and r.exit_status() == 1 and r.text is None and r.partial_text
     with spoolparse.run(["sh", "-c", "kill -TERM $$"]) as r:
         assert r.returncode == -signal.SIGTERM and r.signal == signal.SIGTERM and r.exit_status() == 128 + 15
 

@@ -52,8 +52,9 @@ def test_codex_docs_sample() -> None:
 def test_codex_experimental_json_excerpt() -> None:
     s = summary("codex/legacy_experimental_json_pr4250_excerpt.jsonl")
     assert s["session_id"] == "019982d1-75f0-7920-b051-e0d3731a5ed8"  # session.created
-    assert s["text"] == "Running `echo` to confirm shell access and print output."  # item_type assistant_message
-    assert s["usage"] == {}  # the excerpt stops before turn.completed
+    # item_type assistant_message; the excerpt stops before turn.completed: unfinished, so what it said is partial
+    assert s["partial_text"] == "Running `echo` to confirm shell access and print output." and s["ok"] is False
+    assert s["usage"] == {}
     assert s["lines"] == 6
 
 
@@ -93,9 +94,11 @@ def test_claude_message_parser_dicts() -> None:
             assert one["error"] == f"API error (HTTP {obj['api_error_status']})"
         elif obj.get("is_error") or str(obj.get("subtype", "")).startswith("error_"):
             assert one["error"] == obj["subtype"]  # no errors[], no result text
-        else:
+        elif obj.get("result"):
             assert one["error"] is None
-            assert one["text"] == (obj.get("result") or None)
+            assert one["text"] == obj["result"]
+        else:  # a success without its text, and no message before it: finished, with no answer
+            assert one["error"] is not None and one["error"].startswith("the agent finished without an answer")
 
 
 def test_claude_result_with_model_usage() -> None:
@@ -132,13 +135,14 @@ def test_claude_results_without_text_fall_back(name: str, text: str, session: st
                                                error: str | None) -> None:
     s = summary(name)
     assert s["provider"] == "claude" and s["lines"] == lines and s["invalid_lines"] == 0
-    assert s["text"] == text and s["session_id"] == session and s["error"] == error
+    said = s["text"] if error is None else s["partial_text"]  # the answer only when ok
+    assert said == text and s["session_id"] == session and s["error"] == error
     assert any("last assistant message" in w for w in s["warnings"])
 
 
 def test_claude_rate_limit_events() -> None:
     s = summary("claude/sdk_python_test_rate_limit_event_repro_dicts.jsonl")
-    assert s["provider"] == "claude" and s["text"] == "hello"
+    assert s["provider"] == "claude" and s["partial_text"] == "hello"  # no result: unfinished
     assert "rate limit reached (seven_day)" in s["warnings"]  # the one "rejected" event
     assert s["model"] == "claude-sonnet-4-6-20250929"
 
@@ -204,11 +208,16 @@ def test_gemini_streaming_deltas_join(name: str) -> None:
 
 def test_gemini_formatter_events() -> None:
     s = summary("gemini/stream_json_formatter_test_events.jsonl")
-    assert s["text"] == "4"
-    assert s["session_id"] == "test-session-123"
-    assert s["error"] == "Maximum session turns exceeded"  # the last result failed
+    # two results: gemini prints nothing after its result, so the second is a run of its own, the summary's
+    assert s["error"] == "Maximum session turns exceeded" and s["text"] is None
     assert s["usage"] == {"input_tokens": 50, "output_tokens": 50, "cached_input_tokens": 0, "total_tokens": 100}
-    assert "warning: Loop detected, stopping execution" in s["warnings"]
+    assert [u["tool_calls"] for u in s["raw_usage"]] == [2, 0]  # both runs' usage
+    assert "the stream held 2 runs; the summary is the last one's (from line 9)" in s["warnings"]
+    first = summary_bytes(b"".join((SAMPLES / "gemini/stream_json_formatter_test_events.jsonl").read_bytes()
+                                   .splitlines(keepends=True)[:8]))
+    # the first run: the CLI stopped the agent (a known trap), then said success; "4" is what it had said
+    assert (first["ok"], first["partial_text"], first["session_id"]) == (False, "4", "test-session-123")
+    assert first["error"].startswith("Gemini CLI detected a loop and stopped the agent")
 
 
 def test_gemini_multi_model_stats() -> None:

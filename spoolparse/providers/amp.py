@@ -20,11 +20,36 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..lines import Event, Noted
 from ._claudelike import ClaudeShaped
 from .base import Answer, LiveEvent, as_int
+from .claude import look_alike
+from .grammar import NOTE, Grammar, is_, prefix, shape
 
-__all__ = ["AmpProvider", "normalize_amp_usage"]
+__all__ = ["AmpProvider", "GRAMMAR", "normalize_amp_usage"]
+
+_T = "T-019b9d03-62e3-772f-9780-3e637f90eaec"
+
+#: ``amp --execute PROMPT --stream-json``: Claude Code's stream, told from it by its thread ids (``T-…``), the
+#: one mark Claude never prints (an init without a model is no mark: claude-code-action's sample turns have one).
+GRAMMAR = look_alike(
+    "amp",
+    (
+        shape("system", is_("subtype", "init"), prefix("session_id", "T-"), own=True, label="system/init",
+              example={"type": "system", "subtype": "init", "cwd": "/w", "session_id": _T, "tools": ["Bash"],
+                       "mcp_servers": []}),
+        shape("system", prefix("session_id", "T-"), own=True,
+              example={"type": "system", "subtype": "status", "session_id": _T}),
+        shape("assistant", prefix("session_id", "T-"), own=True,
+              example={"type": "assistant", "session_id": _T, "parent_tool_use_id": None,
+                       "message": {"model": "m", "content": [{"type": "text", "text": "FINAL-ANSWER"}]}}),
+        shape("user", prefix("session_id", "T-"), read=NOTE, own=True,
+              example={"type": "user", "session_id": _T, "message": {"role": "user", "content": []}}),
+        shape("result", prefix("session_id", "T-"), own=True,
+              example={"type": "result", "subtype": "success", "is_error": False, "result": "FINAL-ANSWER",
+                       "session_id": _T}),
+    ),
+    says_answer="`result.result`; if it is empty, the last `assistant` text",
+)
 
 #: The counts of a message's usage that are summed over the run (Amp's names).
 _COUNTS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
@@ -49,6 +74,7 @@ def normalize_amp_usage(raw: Any) -> dict[str, Any]:
 
 class AmpProvider(ClaudeShaped):
     name: ClassVar[str] = "amp"
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,16 +88,6 @@ class AmpProvider(ClaudeShaped):
     @staticmethod
     def normalize_usage(raw: Any) -> dict[str, Any]:
         return normalize_amp_usage(raw)
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        if not isinstance(rec, Event) or rec.type not in ("system", "assistant", "user", "result"):
-            return False
-        d = rec.data
-        # Amp's thread ids are the one mark Claude never prints (an init without a model
-        # is no mark: claude-code-action's sample turns have one).
-        sid = d.get("session_id")
-        return isinstance(sid, str) and sid.startswith("T-")
 
     def _assistant(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
         msg = d.get("message")

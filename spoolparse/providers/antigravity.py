@@ -25,13 +25,46 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..lines import Dropped, Event, Noted
+from ..lines import Dropped, Event
 from . import _peek, traps
 from .base import Answer, LiveEvent, Provider, as_int, message_of
+from .grammar import Grammar, any_of, is_, kind, lacks, shape
 
-__all__ = ["AntigravityProvider", "normalize_antigravity_usage"]
+__all__ = ["AntigravityProvider", "GRAMMAR", "normalize_antigravity_usage"]
 
-_EVENTS = ("init", "step_update", "result", "error")
+_C = "9b2f6c1e-4d7a-4c3e-8f21-5a0d3e7b9c44"
+_UNTYPED = lacks("type")
+_INIT = shape("", is_("event", "init"), any_of("init", "conversation_id"), _UNTYPED, label="{event: init}",
+              example={"event": "init", "conversation_id": _C, "init": {"model": "gemini-3.1-pro-high"}})
+_RESULT = shape("", is_("event", "result"), kind("result", "object"), _UNTYPED, label="{event: result}",
+                example={"event": "result", "result": {"conversation_id": _C, "status": "SUCCESS",
+                                                       "response": "FINAL-ANSWER"}})
+
+_END = shape("", is_("event", "result"), label="result")
+
+#: ``agy -p PROMPT --output-format stream-json``: untyped ``{"event": E, E: {…}}`` lines.
+GRAMMAR = Grammar(
+    name="antigravity",
+    vocabulary=(
+        _INIT,
+        shape("", is_("event", "step_update"), kind("step_update", "object"), _UNTYPED, label="{event: step_update}",
+              example={"event": "step_update", "step_update": {"conversation_id": _C, "step_index": 2,
+                                                                "state": "ACTIVE", "step_type": "agent_response",
+                                                                "text_delta": "FINAL-"}}),
+        _RESULT,
+        shape("", is_("event", "error"), _UNTYPED, label="{event: error}",
+              example={"event": "error", "error": {"message": "500 Internal Server Error"}}),
+    ),
+    starts=(_INIT,),
+    terminal=(_END,),
+    final=(_END,),
+    # untyped: a line dropped after the last decoded one may have been the result (see answer_from)
+    answer=(_END,),
+    typed=False,
+    says_answer="`result.response`; when it is empty, the fragments of the last `agent_response` step after the "
+                "last tool step, with a warning",
+    says_no_answer="the result's `error` where it gives one",
+)
 #: Its tools' argument names for what a call is about (``run_command``'s ``CommandLine``, ``view_file``'s …).
 _TITLE_KEYS = ("CommandLine", "AbsolutePath", "TargetFile", "Query", "Url")
 
@@ -77,13 +110,7 @@ def normalize_antigravity_usage(raw: Any) -> dict[str, Any]:
 
 class AntigravityProvider(Provider):
     name: ClassVar[str] = "antigravity"
-    # Untyped lines: every event is "" to the line reader.
-    keep: ClassVar[frozenset[str]] = frozenset({""})
-    known: ClassVar[frozenset[str]] = keep
-    terminal: ClassVar[tuple[str, ...]] = ("",)
-    # a dropped line after the last decoded one may have been the result (the answer)
-    answer_types: ClassVar[frozenset[str]] = frozenset({""})
-    AWAITED: ClassVar[str] = "result"
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
         super().__init__()
@@ -93,6 +120,7 @@ class AntigravityProvider(Provider):
         self.status: str | None = None
         self.failure: str | None = None
         self.last_error: str | None = None  # the last error event: the failure when no result follows it
+        self.said: str | None = None  # the result's error, even on a success
         self.raw_usage: Any = None
         self.step_usage: dict[str, int] = {}  # summed per-step usage, for a result without any
         self._step: Any = None  # the agent_response step being written
@@ -102,21 +130,6 @@ class AntigravityProvider(Provider):
         # a line dropped since the last tool step: when the result has no response, the answer is taken from
         # the step updates, and that line may have been one of them
         self._dropped_since_tool: Dropped | None = None
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        if not isinstance(rec, Event) or rec.type != "":
-            return False
-        d = rec.data
-        e = d.get("event")
-        if e not in _EVENTS or "type" in d:
-            return False
-        if e == "init":
-            return isinstance(d.get("init"), dict) or isinstance(d.get("conversation_id"), str)
-        return e == "error" or isinstance(d.get(e), dict)
-
-    def is_terminal(self, ev: Event) -> bool:
-        return ev.data.get("event") == "result"
 
     def _session(self, sid: Any, n: int, t: str) -> list[LiveEvent]:
         if isinstance(sid, str) and sid and self.session_id is None:
@@ -157,6 +170,7 @@ class AntigravityProvider(Provider):
             self.status = status if isinstance(status, str) else None
             response = r.get("response")
             self.response = response if isinstance(response, str) and response else None
+            self.said = message_of(r.get("error"))
             if "usage" in r:
                 self.raw_usage = r.get("usage")
             sprung = traps.check(self.name, t, d)
@@ -231,11 +245,6 @@ class AntigravityProvider(Provider):
             return f"the answer's text fragments passed max_retained ({self.max_text} characters) and were cut"
         return None
 
-    def conclude(self) -> Answer:
-        ans = super().conclude()
-        ans.awaited = self.AWAITED
-        return ans
-
     def answer(self) -> Answer:
         warnings = self.notes.as_list()
         text = self.response
@@ -254,4 +263,5 @@ class AntigravityProvider(Provider):
             session_id=self.session_id,
             error=error,
             warnings=warnings,
+            no_answer=self.said,
         )

@@ -1,32 +1,30 @@
-"""What a provider is: the retained types of one stdout format, the fold
-that turns its retained events into an :class:`Answer`, and the facts its
-verdict rests on.
+"""What a provider is: the fold that turns one stdout format's retained events into an :class:`Answer`.
 
-The verdict API (what every provider declares, read in one place,
-:func:`spoolparse.verdict.judge`):
+A provider declares its CLI's stream as a :class:`~spoolparse.providers.grammar.Grammar`
+(``grammar``): the types it decodes, notes and skips (``keep``, ``note``,
+``known`` are the grammar's keys by read mode), what starts a run, begins a
+turn and ends it, and which lines carry the answer. The one engine,
+:mod:`spoolparse.providers.engine`, derives detection, run and turn boundaries
+and the verdict's facts from it; the provider's code keeps what a grammar
+cannot say — where the answer's text is, usage arithmetic, errors, live events.
 
-* ``terminal`` — the type keys of the event(s) that end a run (Codex
-  ``turn.completed``/``turn.failed``, Claude ``result`` …). A run whose stream
-  ends before one of them is not ``ok``: "stream ended before <first name>".
-  :meth:`Provider.is_terminal` may look at the event's fields (opencode's
-  ``step_finish`` ends a run only when its reason is not ``tool-calls``).
-* ``answer_types`` — the type keys whose lines carry the answer. A line of
-  one of them dropped for its size after the answer began
-  (``self.answer_from``, the line where the provider's current answer starts)
-  loses the answer: the run is not ``ok`` ("final answer (3.1 MiB) exceeded
-  max_retained (1 MiB) and was dropped"), and an earlier message is never
-  shown as the answer.
-* :meth:`Provider.cut` — a provider that had to cut the answer text says so.
+The fold's API (the engine calls it):
 
-Every record reaches a provider through :meth:`Provider.see`, which counts
-it, notes a terminal event and then calls :meth:`~Provider.event`,
-:meth:`~Provider.noted` or :meth:`~Provider.dropped`; :meth:`Provider.conclude`
-returns the :class:`Answer` with the verdict facts filled in.
+* :meth:`Provider.see` takes each record the provider retains: decoded
+  :class:`~spoolparse.lines.Event` records, undecoded
+  :class:`~spoolparse.lines.Noted` ones and :class:`~spoolparse.lines.Dropped`
+  records for lines too large to keep (or undecodable); it returns
+  :class:`LiveEvent` values for callers who follow a run as it happens;
+* :meth:`Provider.conclude` gives the :class:`Answer`, with whether its answer
+  was lost: a line of one of the grammar's answer types dropped after the
+  answer began (``self.answer_from``, where the provider's current answer
+  starts) loses it ("final answer (3.1 MiB) exceeded max_retained (1 MiB) and
+  was dropped"), and an earlier message is never shown as the answer;
+  :meth:`Provider.cut` says when the provider had to cut the answer's text;
+* :meth:`Provider.restart` forgets the run folded so far when the stream's next
+  run begins.
 
-Providers are sans-I/O: they see decoded :class:`~spoolparse.lines.Event`
-records, undecoded :class:`~spoolparse.lines.Noted` ones, and
-:class:`~spoolparse.lines.Dropped` records for lines too large to keep, and
-return :class:`LiveEvent` values for callers who follow a run as it happens.
+Providers are sans-I/O.
 """
 
 from __future__ import annotations
@@ -40,6 +38,7 @@ from .. import _limits
 from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from ..types import EVENT_FIELDS, EVENT_KINDS, EventDict, EventKind
 from ._peek import short
+from .grammar import Grammar
 
 __all__ = [
     "Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip", "size_text", "sum_usage", "MISSING",
@@ -116,15 +115,19 @@ class Answer:
     warnings: list[str] = field(default_factory=list)
     #: Per-model usage, normalized (``{model: usage}``), where the format reports it.
     usage_by_model: dict[str, dict[str, Any]] | None = None
-    # -- verdict facts, filled by :meth:`Provider.conclude` --
-    #: Whether the provider's terminal event was seen.
+    #: The CLI's own word on why a finished run has no answer (a warning it printed, a reason it gave), if any.
+    no_answer: str | None = None
+    # -- verdict facts: ``lost`` from :meth:`Provider.conclude`, the rest from the engine --
+    #: Whether the run's terminal event was seen.
     finished: bool = False
-    #: The terminal event the provider waits for, as the error names it.
+    #: The terminal event the run waits for, as the error names it.
     awaited: str = ""
     #: Why the answer is not complete in hand (dropped or cut), or ``None``.
     lost: str | None = None
     #: Kept and dropped JSON events the provider saw (noted ones are not counted: parse skips them unread).
     events: int = 0
+    #: Why the stream is not the named provider's at all ("no claude event in the stream"), or ``None``.
+    unknown: str | None = None
 
 
 #: The reason of a lost answer line that was decoded but carries no text (see :meth:`Provider.textless`).
@@ -215,26 +218,21 @@ def message_of(value: Any) -> str | None:
 
 
 class Provider:
-    """Base class: override ``keep``/``note``/``known`` and :meth:`event`.
+    """Base class: declare ``grammar`` and override :meth:`event` and :meth:`answer`.
 
     ``keep``: type keys decoded and folded. ``note``: type keys reported
-    undecoded (size only). ``known``: every type key of the format, including
-    the ones skipped (auto-detection uses it to skip them before it knows the
-    format). A retained event that is dropped for its size gets a warning by
-    default — a provider that loses its answer to it says so in ``error``.
+    undecoded (size and head only). ``known``: every type key of the format,
+    including the ones skipped. All three are the grammar's keys by read mode.
+    A retained event that is dropped for its size gets a warning by default — a
+    provider that loses its answer to it says so in ``error``.
     """
 
     name: ClassVar[str] = "base"
+    #: The CLI's stream, as data (``None``: the generic provider, which has no format of its own).
+    grammar: ClassVar[Grammar | None] = None
     keep: ClassVar[frozenset[str]] = frozenset()
     note: ClassVar[frozenset[str]] = frozenset()
     known: ClassVar[frozenset[str]] = frozenset()
-    #: Type keys of the events that end a run, the first named in errors (a subset of ``keep``).
-    #: Empty: the format has none (the generic provider), any JSON event will do.
-    terminal: ClassVar[tuple[str, ...]] = ()
-    #: Type keys whose lines carry the answer (a subset of ``keep``).
-    answer_types: ClassVar[frozenset[str]] = frozenset()
-    #: Type keys that begin a turn: one after the terminal event means the agent went on, and must end again.
-    begins: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self) -> None:
         self.notes = Notes()
@@ -252,39 +250,41 @@ class Provider:
         self._calls: dict[str, tuple[str | None, str | None]] = {}
         #: Line where the current answer begins: a dropped answer line at or after it loses the answer.
         self.answer_from = 0
-        #: Line of the terminal event, once seen.
+        #: Line of the run's terminal event once seen, ``None`` while the run goes on (the engine sets it).
         self.ended_at: int | None = None
-        self.events = 0
+        #: The CLIs whose known traps this stream is checked for (:mod:`spoolparse.providers.traps`): its own, or
+        #: every one of its family when it was read as the family's head for want of a look-alike's mark.
+        self.trap_clis: tuple[str, ...] = (self.name,)
 
-    # -- the verdict API -----------------------------------------------------
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        g = cls.__dict__.get("grammar")
+        if isinstance(g, Grammar):  # the types it looks at are its grammar's: one declaration, not two
+            cls.keep = g.types(KEEP)
+            cls.note = g.types(NOTE)
+            cls.known = g.types()
+
+    # -- the fold's API --------------------------------------------------------
 
     def see(self, rec: Record) -> list[LiveEvent]:
-        """Fold one record: the one entry point (it keeps the verdict facts)."""
+        """Fold one record: the one entry point."""
         if type(rec) is Event:
-            self.events += 1
-            if self.ended_at is not None and rec.type in self.begins:
-                self.ended_at = None  # a new turn after the end: the run is finished only when it ends too
-            live = self.event(rec)
-            if rec.type in self.terminal and self.is_terminal(rec):
-                self.ended_at = rec.lineno
-            return live
+            return self.event(rec)
         if type(rec) is Noted:
-            # not counted: ``parse`` (nobody listening) skips noted lines unread, and the verdict must not
-            # depend on whether anyone listened
             return self.noted(rec)
         assert isinstance(rec, Dropped)
-        self.events += 1
-        if rec.type in self.terminal:
-            self.ended_at = rec.line  # the run ended; what the line said is lost (see lost_answer)
         return self.dropped(rec)
 
-    def is_terminal(self, ev: Event) -> bool:
-        """Whether this event of a ``terminal`` type ends the run (override to look at its fields)."""
-        return True
+    def restart(self) -> None:
+        """Forget the run folded so far (the stream's next run begins); the caller's settings stay."""
+        kept = self.max_text, self.live, self.tool_output, self.trap_clis
+        type(self).__init__(self)
+        self.max_text, self.live, self.tool_output, self.trap_clis = kept
 
     def lost_answer(self) -> Dropped | None:
         """The dropped line that held the answer (or a part of it), if one did."""
-        r = self.last_lost(*self.answer_types) if self.answer_types else None
+        keys = self.grammar.answer_keys if self.grammar is not None else ()
+        r = self.last_lost(*keys) if keys else None
         return r if r is not None and r.line >= self.answer_from else None
 
     def cut(self) -> str | None:
@@ -292,27 +292,27 @@ class Provider:
         return None
 
     def conclude(self) -> Answer:
-        """The :class:`Answer` with the verdict facts filled in."""
+        """The :class:`Answer`, with whether its answer was lost (the engine adds the rest of the facts)."""
         ans = self.answer()
         odd = _not_numbers(ans.raw_usage, "")
         if odd:  # left out of usage by every normalization (no count): said, not silently dropped
             shown = ", ".join(f"{path} is {what}" for path, what in odd[:_limits.MAX_WARNINGS])
             ans.warnings.append(clip(f"usage: {shown} — not a number, so not counted (written as null)"))
-        ans.finished = not self.terminal or self.ended_at is not None
-        ans.awaited = self.terminal[0] if self.terminal else ""
-        ans.events = self.events
         r = self.lost_answer()
         if r is not None:
             ans.text = None  # never an earlier message in place of the lost one
-            why = {
-                "unreadable": "could not be read back from its spill file and was lost",
-                "invalid": "could not be decoded (not a JSON object, or nested too deep) and was lost",
-                TEXTLESS: "carries no text (a missing or non-string field) and was lost",
-            }.get(r.reason, f"exceeded max_retained ({size_text(self.max_text)}) and was dropped")
-            ans.lost = f"final answer ({size_text(r.bytes)} at line {r.line}) {why}"
+            ans.lost = f"final answer ({size_text(r.bytes)} at line {r.line}) {self.why_lost(r)}"
         else:
             ans.lost = self.cut()
         return ans
+
+    def why_lost(self, r: Dropped) -> str:
+        """Why a line was not had, as the verdict says it: "could not be decoded … and was lost" …"""
+        return {
+            "unreadable": "could not be read back from its spill file and was lost",
+            "invalid": "could not be decoded (not a JSON object, or nested too deep) and was lost",
+            TEXTLESS: "carries no text (a missing or non-string field) and was lost",
+        }.get(r.reason, f"exceeded max_retained ({size_text(self.max_text)}) and was dropped")
 
     def retain(self, key: str) -> int:
         if key in self.keep:
@@ -320,11 +320,6 @@ class Provider:
         if key in self.note:
             return NOTE
         return SKIP
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        """Whether this record, among the first of a stream, identifies this format."""
-        return False
 
     def event(self, ev: Event) -> list[LiveEvent]:
         raise NotImplementedError

@@ -22,8 +22,12 @@ from ..lines import Event, Noted
 from . import _peek, traps
 from ._text import message_text
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage
+from .grammar import NOTE, SKIP, Grammar, Shape, any_of, has, is_, is_not, kind, shape
 
-__all__ = ["ClaudeProvider", "normalize_claude_usage", "normalize_claude_model_usage"]
+__all__ = [
+    "ClaudeProvider", "normalize_claude_usage", "normalize_claude_model_usage", "GRAMMAR", "FAMILY", "LOOKALIKES",
+    "STARTS", "TURNS", "TERMINAL", "ANSWER", "look_alike",
+]
 
 
 def normalize_claude_usage(raw: Any, cost: Any = None) -> dict[str, Any]:
@@ -84,21 +88,90 @@ def normalize_claude_model_usage(raw: Any) -> dict[str, Any]:
     return out
 
 
+def _reason(result: dict[str, Any]) -> str | None:
+    """Why a result may hold no answer, in the CLI's words: its terminal reason, or the tools it was denied."""
+    reason = result.get("terminal_reason")
+    if isinstance(reason, str) and reason and reason != "completed":
+        return f"terminal_reason: {clip(reason, 200)}"
+    denied = result.get("permission_denials")
+    if isinstance(denied, list) and denied:
+        names = [d.get("tool_name") for d in denied if isinstance(d, dict)]
+        return "permission denied: " + clip(", ".join(str(n) for n in names if n) or "a tool", 200)
+    return None
+
+
+LOOKALIKES = ("claude", "qwen", "amp", "cursor")
+_S = "5d1c8f1e-2b7a-4c8e-9a51-0f6e1d2c3b4a"
+
+#: The shapes Claude Code's stream shares with its look-alikes (Qwen Code, Amp, Cursor): each of those grammars
+#: holds them, and is told from Claude's only by its own marks.
+FAMILY: tuple[Shape, ...] = (
+    shape("system", is_("subtype", "init"), label="system/init", shared=(*LOOKALIKES, "droid"),
+          example={"type": "system", "subtype": "init", "session_id": _S, "model": "m", "tools": ["Bash"],
+                   "cwd": "/w"}),
+    shape("system", kind("subtype", "string"), label="system", shared=LOOKALIKES,
+          example={"type": "system", "subtype": "api_retry", "attempt": 1, "max_retries": 10, "session_id": _S}),
+    shape("assistant", kind("message", "object"), shared=LOOKALIKES,
+          example={"type": "assistant", "session_id": _S, "parent_tool_use_id": None,
+                   "message": {"model": "m", "content": [{"type": "text", "text": "FINAL-ANSWER"}]}}),
+    shape("result", any_of("subtype", "is_error", "result"), shared=LOOKALIKES,
+          example={"type": "result", "subtype": "success", "is_error": False, "result": "FINAL-ANSWER",
+                   "session_id": _S}),
+    shape("user", read=NOTE, shared=LOOKALIKES,
+          example={"type": "user", "session_id": _S, "message": {"role": "user", "content": [
+              {"type": "tool_result", "tool_use_id": "toolu_1", "content": "hello"}]}}),
+    shape("stream_event", read=NOTE, shared=LOOKALIKES,
+          example={"type": "stream_event", "session_id": _S, "event": {"type": "message_stop"}}),
+    shape("rate_limit_event", shared=LOOKALIKES,
+          example={"type": "rate_limit_event", "session_id": _S, "rate_limit_info": {"status": "allowed"}}),
+    *(shape(k, read=SKIP, shared=LOOKALIKES) for k in (
+        "conversation_reset", "control_request", "control_response", "control_cancel_request")),
+)
+
+# The run structure Claude Code and its look-alikes share: a run starts at ``system/init``; ``result`` ends a
+# turn (with stream-json input there is one per turn) and an assistant message after it begins the next.
+STARTS = (shape("system", is_("subtype", "init"), label="system/init"),)
+TURNS = (shape("assistant"),)
+TERMINAL = (shape("result"),)
+ANSWER = TERMINAL
+
+#: ``claude -p --output-format stream-json --verbose`` (and ``--output-format json``).
+GRAMMAR = Grammar(
+    name="claude",
+    vocabulary=(
+        # what Claude Code alone prints: its version in the init, its key source (Cursor's are env/flag/login),
+        # the run's cost in the result
+        shape("system", is_("subtype", "init"), has("claude_code_version"), own=True, label="system/init",
+              example={"type": "system", "subtype": "init", "session_id": _S, "model": "m",
+                       "claude_code_version": "2.1.197"}),
+        shape("system", is_("subtype", "init"), has("apiKeySource"), is_not("apiKeySource", "env", "flag", "login"),
+              own=True, label="system/init",
+              example={"type": "system", "subtype": "init", "session_id": _S, "model": "m",
+                       "apiKeySource": "ANTHROPIC_API_KEY"}),
+        shape("result", any_of("total_cost_usd", "modelUsage"), own=True,
+              example={"type": "result", "subtype": "success", "is_error": False, "result": "FINAL-ANSWER",
+                       "session_id": _S, "total_cost_usd": 0.01}),
+        *FAMILY,
+    ),
+    starts=STARTS,
+    turns=TURNS,
+    terminal=TERMINAL,
+    answer=ANSWER,
+    says_answer="`result.result`; if it is empty, the last (main-agent) `assistant` message's text, with a warning",
+    says_no_answer="the result's `terminal_reason` or its permission denials where it gives them",
+)
+
+
+def look_alike(name: str, own: tuple[Shape, ...], *, says_answer: str,
+               shared: tuple[Shape, ...] = FAMILY) -> Grammar:
+    """A look-alike's grammar: Claude's shared events and run structure, told from Claude's by ``own`` marks."""
+    return Grammar(name=name, vocabulary=(*own, *shared), starts=STARTS, turns=TURNS, terminal=TERMINAL,
+                   answer=ANSWER, family=GRAMMAR.name, says_answer=says_answer)
+
+
 class ClaudeProvider(Provider):
     name: ClassVar[str] = "claude"
-    keep: ClassVar[frozenset[str]] = frozenset({"system", "assistant", "result", "rate_limit_event"})
-    # Tool results (the big lines) and partial-message deltas: read from their bounded heads,
-    # and only when someone listens.
-    note: ClassVar[frozenset[str]] = frozenset({"user", "stream_event"})
-    terminal: ClassVar[tuple[str, ...]] = ("result",)
-    # with stream-json input a result ends one turn: an assistant message after it is the next one's
-    begins: ClassVar[frozenset[str]] = frozenset({"assistant"})
-    answer_types: ClassVar[frozenset[str]] = frozenset({"result"})
-    known: ClassVar[frozenset[str]] = (
-        keep
-        | note
-        | frozenset({"conversation_reset", "control_request", "control_response", "control_cancel_request"})
-    )
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
         super().__init__()
@@ -108,6 +181,7 @@ class ClaudeProvider(Provider):
         self.result_seen = False
         self.result_text: str | None = None
         self.result_error: str | None = None
+        self.result_reason: str | None = None
         self.last_text: str | None = None
         self.api_error: str | None = None
         self.usage: dict[str, Any] = {}
@@ -125,19 +199,6 @@ class ClaudeProvider(Provider):
     def normalize_usage(raw: Any) -> dict[str, Any]:
         """One API message's (or the result's) usage → normalized names."""
         return normalize_claude_usage(raw)
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        if not isinstance(rec, Event):
-            return False
-        d = rec.data
-        if rec.type == "system":
-            return isinstance(d.get("subtype"), str)
-        if rec.type == "assistant":
-            return isinstance(d.get("message"), dict)
-        if rec.type == "result":
-            return "subtype" in d or "is_error" in d or "total_cost_usd" in d
-        return False
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
@@ -194,7 +255,7 @@ class ClaudeProvider(Provider):
         msg = msg if isinstance(msg, dict) else {}
         model = msg.get("model")
         text = message_text(msg)
-        sprung = traps.check(self.name, t, d)
+        sprung = traps.check_any(self.trap_clis, t, d)
         if sprung is not None:
             # An API failure dressed as a message (a known trap): its text is the error, never the answer.
             self.api_error = sprung.error
@@ -235,6 +296,7 @@ class ClaudeProvider(Provider):
         # With stream-json input there is one result per turn: the last one is the run's outcome.
         self.result_seen = True
         self.answer_from = n
+        self.result_reason = _reason(d)
         text = d.get("result")
         self.result_text = text if isinstance(text, str) else None
         if self.result_text:
@@ -272,7 +334,7 @@ class ClaudeProvider(Provider):
             live.append(LiveEvent("usage", n, t, {"usage": usage}))
         sub = d.get("subtype")
         # a known trap: a result that reports success around an error (Qwen Code's "[API Error: …]")
-        sprung = traps.check(self.name, t, d)
+        sprung = traps.check_any(self.trap_clis, t, d)
         failed = sprung is not None or d.get("is_error") is True or (isinstance(sub, str) and sub.startswith("error_"))
         self.result_error = None
         if failed:
@@ -422,5 +484,6 @@ class ClaudeProvider(Provider):
             error=error,
             warnings=self.notes.as_list() + extra,
             usage_by_model=self.usage_by_model,
+            no_answer=self.result_reason,
         )
 

@@ -17,8 +17,9 @@ from typing import Any, ClassVar
 from ..lines import Event, Noted
 from . import _peek
 from .base import MISSING, Answer, LiveEvent, Provider, as_int, message_of
+from .grammar import NOTE, SKIP, Grammar, any_of, has, lacks, shape
 
-__all__ = ["CodexProvider", "normalize_codex_usage"]
+__all__ = ["CodexProvider", "normalize_codex_usage", "GRAMMAR"]
 
 _ITEM_KINDS = ("command_execution", "file_change", "mcp_tool_call", "web_search", "collab_tool_call")
 _RECONNECT = re.compile(r"(\d+)\s*/\s*(\d+)")
@@ -61,64 +62,64 @@ def _retry_or(message: str, n: int, t: str) -> LiveEvent:
     return LiveEvent("error", n, t, {"message": message})
 
 
+_THREAD = shape("thread.started", example={"type": "thread.started", "thread_id": "t-1"})
+_SESSION = shape("session.created", example={"type": "session.created", "session_id": "s-1"})
+_CONFIGURED = shape("msg/session_configured", label="the envelope's session_configured",
+                    example={"id": "0", "msg": {"type": "session_configured", "session_id": "s-1"}})
+_TURN = shape("turn.started", example={"type": "turn.started"})
+_DONE = shape("turn.completed", example={"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}})
+_FAILED = shape("turn.failed", example={"type": "turn.failed", "error": {"message": "model overloaded"}})
+_MESSAGE = shape("item.completed/agent_message", label="agent_message item",
+                 example={"type": "item.completed", "item": {"id": "item_1", "type": "agent_message",
+                                                             "text": "FINAL-ANSWER"}})
+_ASSISTANT = shape("item.completed/assistant_message", label="assistant_message item (experimental JSON)",
+                   example={"type": "item.completed", "item": {"id": "item_1", "item_type": "assistant_message",
+                                                               "text": "FINAL-ANSWER"}})
+_ENVELOPE_MESSAGE = shape("msg/agent_message", label="the envelope's agent_message",
+                          example={"id": "1", "msg": {"type": "agent_message", "message": "FINAL-ANSWER"}})
+# The older shapes' ``result``: a claude result has a ``subtype`` or its cost, but one with neither is either's
+_RESULT = shape("result", any_of("result", "text"), lacks("subtype", "total_cost_usd"),
+                shared=("codex", "claude", "qwen", "amp", "cursor"),
+                example={"type": "result", "result": "FINAL-ANSWER", "session_id": "s-1"})
+_END = shape("session.end", example={"type": "session.end", "usage": {"input_tokens": 1}})
+_COMPLETE = shape("msg/task_complete", label="the envelope's task_complete",
+                  example={"id": "2", "msg": {"type": "task_complete", "last_agent_message": "FINAL-ANSWER"}})
+
+#: ``codex exec --json`` (thread/turn/item), the experimental ``item_type`` events and the pre-2025-10 envelope.
+GRAMMAR = Grammar(
+    name="codex",
+    vocabulary=(
+        _THREAD, _SESSION, _CONFIGURED, _TURN, _DONE, _FAILED, _MESSAGE, _ASSISTANT, _ENVELOPE_MESSAGE, _RESULT,
+        _END, _COMPLETE,
+        shape("error", has("message"), shared=("codex", "droid"),
+              example={"type": "error", "message": "Reconnecting... 1/5"}),
+        shape("item.completed/error", label="error item (a warning)",
+              example={"type": "item.completed", "item": {"id": "item_0", "type": "error", "message": "note"}}),
+        shape("item.completed/plan", example={"type": "item.completed", "item": {"id": "item_2", "type": "plan",
+                                                                                 "text": "1. do it"}}),
+        *(shape(f"msg/{k}", label=f"the envelope's {k}")
+          for k in ("token_count", "error", "stream_error", "exec_command_begin")),
+        *(shape(f"{a}/{k}", read=NOTE) for a in ("item.started", "item.completed") for k in _ITEM_KINDS),
+        *(shape(k, read=NOTE) for k in ("msg/exec_command_end", "item.completed/reasoning", "msg/agent_reasoning")),
+        *(shape(k, read=SKIP) for k in (
+            "item.completed/todo_list", "item.started/todo_list", "item.updated/todo_list",
+            "item.updated/command_execution", "item.updated/mcp_tool_call", "item.plan.delta", "request_user_input",
+            "msg/exec_command_output_delta", "msg/agent_message_delta", "msg/agent_reasoning_delta",
+            "msg/task_started")),
+    ),
+    starts=(_THREAD, _SESSION, _CONFIGURED),
+    turns=(_TURN,),
+    # ``codex exec`` ends its turn with turn.completed/turn.failed; the older shapes with result/session.end, the
+    # envelope with task_complete (when printed)
+    terminal=(_DONE, _FAILED, _RESULT, _END, _COMPLETE),
+    answer=(_MESSAGE, _ASSISTANT, _ENVELOPE_MESSAGE, _RESULT),
+    says_answer="the last `agent_message` item's `text` (else the last `plan` item's)",
+)
+
+
 class CodexProvider(Provider):
     name: ClassVar[str] = "codex"
-    keep: ClassVar[frozenset[str]] = frozenset(
-        {
-            "thread.started",
-            "turn.started",
-            "turn.completed",
-            "turn.failed",
-            "error",
-            "item.completed/agent_message",
-            "item.completed/assistant_message",
-            "item.completed/error",
-            "item.completed/plan",
-            "session.created",
-            "result",
-            "session.end",
-            "msg/agent_message",
-            "msg/token_count",
-            "msg/error",
-            "msg/stream_error",
-            "msg/session_configured",
-            "msg/task_complete",
-            "msg/exec_command_begin",
-        }
-    )
-    # Tool ends are reported by type and size only: their outputs are the big lines.
-    note: ClassVar[frozenset[str]] = frozenset(
-        {f"item.started/{k}" for k in _ITEM_KINDS} | {f"item.completed/{k}" for k in _ITEM_KINDS}
-        | {"msg/exec_command_end", "item.completed/reasoning", "msg/agent_reasoning"}
-    )
-    #: ``turn.completed``/``turn.failed`` end a ``codex exec`` turn; the older shapes end with
-    #: ``result``/``session.end``, the pre-2025-10 envelope with ``task_complete`` (when printed).
-    begins: ClassVar[frozenset[str]] = frozenset({"turn.started"})
-    terminal: ClassVar[tuple[str, ...]] = (
-        "turn.completed", "turn.failed", "result", "session.end", "msg/task_complete",
-    )
-    answer_types: ClassVar[frozenset[str]] = frozenset(
-        {"item.completed/agent_message", "item.completed/assistant_message", "msg/agent_message", "result"}
-    )
-    known: ClassVar[frozenset[str]] = (
-        keep
-        | note
-        | frozenset(
-            {
-                "item.completed/todo_list",
-                "item.started/todo_list",
-                "item.updated/todo_list",
-                "item.updated/command_execution",
-                "item.updated/mcp_tool_call",
-                "item.plan.delta",
-                "request_user_input",
-                "msg/exec_command_output_delta",
-                "msg/agent_message_delta",
-                "msg/agent_reasoning_delta",
-                "msg/task_started",
-            }
-        )
-    )
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
         super().__init__()
@@ -131,15 +132,6 @@ class CodexProvider(Provider):
         self.failed: str | None = None
         self.last_error: str | None = None
         self.result_seen = False
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        t = rec.type
-        return (
-            t in ("thread.started", "session.created", "turn.started")
-            or t.startswith("item.")
-            or t.startswith("msg/")
-        )
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno

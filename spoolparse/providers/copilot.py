@@ -28,39 +28,50 @@ from typing import Any, ClassVar
 from ..lines import Event, Noted
 from . import _peek
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of
+from .grammar import NOTE, SKIP, Grammar, has, kind, shape
 
-__all__ = ["CopilotProvider"]
+__all__ = ["CopilotProvider", "GRAMMAR"]
 
-_PREFIXES = ("assistant.", "tool.", "session.", "user.")
+_DATA = kind("data", "object")  # every session event carries its payload in ``data``
+_START = shape("session.start", _DATA,
+               example={"type": "session.start", "id": "e-0", "data": {"sessionId": "s", "selectedModel": "gpt-5"}})
+_MESSAGE = shape("assistant.message", _DATA,
+                 example={"type": "assistant.message", "id": "e-6",
+                          "data": {"messageId": "m-2", "content": "FINAL-ANSWER", "toolRequests": []}})
+_RESULT = shape("result", has("sessionId"), own=True,
+                example={"type": "result", "sessionId": "s", "exitCode": 0, "usage": {"premiumRequests": 1}})
+
+_END = shape("result")  # the CLI prints nothing after it
+
+#: ``copilot -p PROMPT --output-format json``: namespaced session events with their payload in ``data``, then a
+#: ``result``.
+GRAMMAR = Grammar(
+    name="copilot",
+    vocabulary=(
+        _START, _MESSAGE, _RESULT,
+        shape("tool.execution_start", _DATA,
+              example={"type": "tool.execution_start", "data": {"toolCallId": "c1", "toolName": "bash"}}),
+        shape("session.error", _DATA, example={"type": "session.error", "data": {"message": "quota exceeded"}}),
+        shape("session.usage_checkpoint", _DATA,
+              example={"type": "session.usage_checkpoint", "data": {"totalPremiumRequests": 1}}),
+        shape("tool.execution_complete", read=NOTE,
+              example={"type": "tool.execution_complete", "data": {"toolCallId": "c1", "success": True}}),
+        *(shape(k, read=SKIP) for k in (
+            "user.message", "assistant.turn_start", "assistant.turn_end", "assistant.message_delta",
+            "assistant.reasoning", "assistant.reasoning_delta", "tool.execution_partial_result", "session.info",
+            "session.shutdown")),
+    ),
+    starts=(_START,),
+    terminal=(_END,),
+    final=(_END,),
+    answer=(shape("assistant.message"),),
+    says_answer="the last non-empty `assistant.message` `data.content` that requested no tools",
+)
 
 
 class CopilotProvider(Provider):
     name: ClassVar[str] = "copilot"
-    keep: ClassVar[frozenset[str]] = frozenset(
-        {"assistant.message", "tool.execution_start", "session.start", "session.error", "session.usage_checkpoint",
-         "result"}
-    )
-    note: ClassVar[frozenset[str]] = frozenset({"tool.execution_complete"})
-    known: ClassVar[frozenset[str]] = (
-        keep
-        | note
-        | frozenset(
-            {
-                "user.message",
-                "assistant.turn_start",
-                "assistant.turn_end",
-                "assistant.message_delta",
-                "assistant.reasoning",
-                "assistant.reasoning_delta",
-                "tool.execution_partial_result",
-                "session.info",
-                "session.shutdown",
-            }
-        )
-    )
-
-    terminal: ClassVar[tuple[str, ...]] = ("result",)
-    answer_types: ClassVar[frozenset[str]] = frozenset({"assistant.message"})
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
         super().__init__()
@@ -75,14 +86,6 @@ class CopilotProvider(Provider):
         self.result_seen = False
         self.exit_code: int | None = None
         self.error: str | None = None
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        if rec.type.startswith(_PREFIXES):
-            return not isinstance(rec, Event) or isinstance(rec.data.get("data"), dict)
-        if isinstance(rec, Event) and rec.type == "result":
-            return "sessionId" in rec.data and "subtype" not in rec.data
-        return False
 
     def _session(self, sid: Any, n: int, t: str, live: list[LiveEvent]) -> None:
         if isinstance(sid, str) and sid and sid != self.session_id:

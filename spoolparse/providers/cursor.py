@@ -22,11 +22,42 @@ from typing import Any, ClassVar
 from ..lines import Dropped, Event, Noted
 from ._claudelike import ClaudeShaped
 from .base import LiveEvent
-from .claude import normalize_claude_usage
+from .claude import FAMILY, LOOKALIKES, look_alike, normalize_claude_usage
+from .grammar import SKIP, Grammar, has, is_, kind, lacks, shape
 
-__all__ = ["CursorProvider", "normalize_cursor_usage"]
+__all__ = ["CursorProvider", "GRAMMAR", "normalize_cursor_usage"]
 
 _KEY_SOURCES = ("env", "flag", "login")
+_S = "c6b62c6f-7ead-4fd6-9922-e952131177ff"
+
+#: ``cursor-agent -p PROMPT --output-format stream-json`` (``json``: the result alone): Claude Code's stream, told
+#: from it by its key sources on an init without a tool list, its ``tool_call`` and ``thinking`` types and the
+#: request id of its result.
+GRAMMAR = look_alike(
+    "cursor",
+    (
+        shape("system", is_("subtype", "init"), is_("apiKeySource", *_KEY_SOURCES), lacks("tools"), own=True,
+              label="system/init",
+              example={"type": "system", "subtype": "init", "apiKeySource": "login", "cwd": "/w", "session_id": _S,
+                       "model": "Claude 4 Sonnet", "permissionMode": "default"}),
+        shape("tool_call", kind("tool_call", "object"), own=True,
+              example={"type": "tool_call", "subtype": "started", "call_id": "c", "session_id": _S,
+                       "tool_call": {"shellToolCall": {"args": {"command": "echo hello"}}}}),
+        shape("result", has("request_id"), own=True,
+              example={"type": "result", "subtype": "success", "is_error": False, "result": "FINAL-ANSWER",
+                       "session_id": _S, "request_id": "r"}),
+        shape("thinking", read=SKIP, own=True,
+              example={"type": "thinking", "subtype": "delta", "text": "hmm", "session_id": _S}),
+        # its user line echoes the prompt (tool results are in tool_call): skipped
+        shape("user", read=SKIP, shared=LOOKALIKES,
+              example={"type": "user", "session_id": _S, "message": {"role": "user", "content": [
+                  {"type": "tool_result", "tool_use_id": "toolu_1", "content": "hello"}]}}),
+        shape("stream_event", read=SKIP, shared=LOOKALIKES,
+              example={"type": "stream_event", "session_id": _S, "event": {"type": "message_stop"}}),
+    ),
+    shared=tuple(s for s in FAMILY if s.key not in ("user", "stream_event")),
+    says_answer="`result.result` (every text delta joined, as Cursor defines it)",
+)
 
 
 def normalize_cursor_usage(raw: Any) -> dict[str, Any]:
@@ -69,29 +100,11 @@ def _tool(call: Any) -> tuple[str | None, str | None]:
 
 class CursorProvider(ClaudeShaped):
     name: ClassVar[str] = "cursor"
-    keep: ClassVar[frozenset[str]] = ClaudeShaped.keep | {"tool_call"}
-    # Cursor's ``user`` line echoes the prompt (tool results are in ``tool_call``): skipped.
-    note: ClassVar[frozenset[str]] = frozenset()
-    known: ClassVar[frozenset[str]] = ClaudeShaped.known | {"tool_call", "thinking"}
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     @staticmethod
     def normalize_usage(raw: Any) -> dict[str, Any]:
         return normalize_cursor_usage(raw)
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        if rec.type in ("tool_call", "thinking"):
-            # Cursor's own types (Droid's tool_call has a toolName and no subtype).
-            return not isinstance(rec, Event) or "toolName" not in rec.data
-        if not isinstance(rec, Event):
-            return False
-        d = rec.data
-        if rec.type == "result":
-            # The ``json`` form's lone object: a request id, and none of Claude's usage fields.
-            return "request_id" in d and not ("usage" in d or "modelUsage" in d or "total_cost_usd" in d)
-        if rec.type != "system":
-            return False
-        return d.get("subtype") == "init" and d.get("apiKeySource") in _KEY_SOURCES and "tools" not in d
 
     def event(self, ev: Event) -> list[LiveEvent]:
         if ev.type != "tool_call":

@@ -20,18 +20,50 @@ from typing import Any, ClassVar
 from ..lines import Event, Noted
 from . import _peek
 from .base import Answer, LiveEvent, Provider, clip, message_of
-from .claude import normalize_claude_usage
+from .claude import FAMILY, normalize_claude_usage
+from .grammar import NOTE, Grammar, has, kind, lacks, shape
 
-__all__ = ["DroidProvider"]
+__all__ = ["DroidProvider", "GRAMMAR"]
+
+_S = "b7f0b4a2-2c1e-4a8e-9c55-3d9f1f0e6a11"
+_INIT = FAMILY[0]  # Claude Code's system/init, field for field: nothing in it tells the two apart
+_COMPLETION = shape("completion", has("finalText"), own=True,
+                    example={"type": "completion", "finalText": "FINAL-ANSWER", "numTurns": 1, "durationMs": 10,
+                             "session_id": _S})
+
+_END = shape("completion")
+
+#: ``droid exec --output-format stream-json PROMPT``: its init is Claude Code's (with or without a model, tools,
+#: permission mode, MCP servers or key source), so its own messages, tool calls and completion tell it.
+GRAMMAR = Grammar(
+    name="droid",
+    vocabulary=(
+        _INIT,
+        shape("message", kind("text", "string"), has("role"), lacks("content"), own=True,
+              example={"type": "message", "role": "assistant", "id": "m-2", "text": "FINAL-ANSWER",
+                       "timestamp": 1763704800500, "session_id": _S}),
+        shape("tool_call", has("toolName"), own=True,
+              example={"type": "tool_call", "id": "call_1", "messageId": "m-2", "toolId": "toolu_01",
+                       "toolName": "Execute", "parameters": {"command": "echo hello"}, "session_id": _S}),
+        shape("tool_result", has("toolId"), read=NOTE, own=True,
+              example={"type": "tool_result", "id": "call_1", "toolId": "toolu_01", "isError": False,
+                       "value": "hello", "session_id": _S}),
+        shape("error", has("message"), shared=("codex", "droid"),
+              example={"type": "error", "source": "cli", "message": "Request failed with status code 500",
+                       "timestamp": 1763704801000}),
+        _COMPLETION,
+    ),
+    starts=(_INIT,),
+    terminal=(_END,),
+    final=(_END,),
+    answer=(_END,),
+    says_answer="`completion.finalText`, else the last assistant `message`, with a warning",
+)
 
 
 class DroidProvider(Provider):
     name: ClassVar[str] = "droid"
-    keep: ClassVar[frozenset[str]] = frozenset({"system", "message", "tool_call", "error", "completion"})
-    note: ClassVar[frozenset[str]] = frozenset({"tool_result"})
-    known: ClassVar[frozenset[str]] = keep | note
-    terminal: ClassVar[tuple[str, ...]] = ("completion",)
-    answer_types: ClassVar[frozenset[str]] = frozenset({"completion"})
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
         super().__init__()
@@ -42,22 +74,6 @@ class DroidProvider(Provider):
         self.completed = False
         self.error: str | None = None
         self.raw_usage: Any = None
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        if not isinstance(rec, Event):
-            return False
-        d, t = rec.data, rec.type
-        if t == "system":
-            # Claude's init always has its key source, permission mode and MCP servers; Droid's has none.
-            return "tools" in d and "model" in d and not {"apiKeySource", "permissionMode", "mcp_servers"} & d.keys()
-        if t == "message":
-            return isinstance(d.get("text"), str) and "session_id" in d and "content" not in d
-        if t == "tool_call":
-            return "toolName" in d
-        if t == "completion":
-            return "finalText" in d
-        return False
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno

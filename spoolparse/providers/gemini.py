@@ -19,12 +19,13 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from ..lines import Event, Noted
+from ..lines import Dropped, Event, Noted
 from . import _peek, traps
 from ._text import BoundedText
 from .base import MISSING, Answer, LiveEvent, Provider, as_int, clip, message_of, size_text, sum_usage
+from .grammar import NOTE, Grammar, any_of, has, kind, shape
 
-__all__ = ["GeminiProvider", "normalize_gemini_stats", "gemini_counts"]
+__all__ = ["GeminiProvider", "normalize_gemini_stats", "gemini_counts", "GRAMMAR"]
 
 
 # Gemini reports retries on stderr; an ``error`` event that speaks of one is a retry, not a failure.
@@ -108,16 +109,45 @@ def _stream_counts(d: dict[str, Any]) -> dict[str, Any]:
     return gemini_counts(d.get("input_tokens"), d.get("output_tokens"), d.get("total_tokens"), d.get("cached"))
 
 
+_T = "2026-11-21T06:00:00.000Z"
+_INIT = shape("init", example={"type": "init", "timestamp": _T, "session_id": "g", "model": "auto"})
+_RESULT = shape("result", has("status"), example={"type": "result", "timestamp": _T, "status": "success",
+                                                  "stats": {"total_tokens": 3}})
+_END = shape("result")  # the CLI prints nothing after it (a result without a status is one that says no success)
+
+#: ``gemini -p … -o stream-json`` (and the ``-o json`` document).
+GRAMMAR = Grammar(
+    name="gemini",
+    vocabulary=(
+        _INIT,
+        shape("message", kind("role", "string"), has("content"),
+              example={"type": "message", "timestamp": _T, "role": "assistant", "content": "FINAL", "delta": True}),
+        shape("error", has("severity", "message"), shared=("codex", "droid", "gemini"),
+              example={"type": "error", "timestamp": _T, "severity": "warning", "message": "Loop detected"}),
+        _RESULT,
+        # tool_use is small but shares its name with opencode's bulky tool event: noted, as there
+        shape("tool_use", has("tool_name"), read=NOTE, own=True,
+              example={"type": "tool_use", "timestamp": _T, "tool_name": "run_shell_command", "tool_id": "t1",
+                       "parameters": {"command": "echo hello"}}),
+        shape("tool_result", has("tool_id"), read=NOTE, own=True,
+              example={"type": "tool_result", "timestamp": _T, "tool_id": "t1", "status": "success",
+                       "output": "hello"}),
+    ),
+    starts=(_INIT,),
+    terminal=(_END,),
+    final=(_END,),
+    # the answer is every assistant delta joined: a dropped one anywhere loses a part of it
+    answer=(shape("message"),),
+    document=shape("", any_of("response", "error"), kind("stats", "object"), label="`-o json` document",
+                   example={"session_id": "g", "response": "FINAL", "stats": {"models": {}}}),
+    says_answer="every `assistant` `message` delta, joined (at most `max_retained` characters)",
+    says_no_answer="the last `error` event's message (a warning, such as a loop detected) where there is one",
+)
+
+
 class GeminiProvider(Provider):
     name: ClassVar[str] = "gemini"
-    # "" is the untyped ``-o json`` document.
-    keep: ClassVar[frozenset[str]] = frozenset({"init", "message", "error", "result", ""})
-    # tool_use is small but shares its name with opencode's bulky tool event: note both.
-    note: ClassVar[frozenset[str]] = frozenset({"tool_use", "tool_result"})
-    known: ClassVar[frozenset[str]] = keep | note
-    terminal: ClassVar[tuple[str, ...]] = ("result", "")
-    # the answer is every assistant delta joined: a dropped one anywhere loses a part of it
-    answer_types: ClassVar[frozenset[str]] = frozenset({"message", ""})
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self, *, max_text: int | None = None) -> None:
         super().__init__()
@@ -135,26 +165,12 @@ class GeminiProvider(Provider):
         self.result_seen = False
         self.result_error: str | None = None
         self.last_error: str | None = None
+        self.last_said: str | None = None  # the last error event, whatever its severity
         #: Why the CLI stopped the agent (a known trap), when it did: its success after that is no finished run.
         self.stopped: str | None = None
         self.truncation_noted = False
         # the assistant message streaming now, for its ``text`` event when a tool call or the result ends it
         self.message = BoundedText(self.max_text)
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        if not isinstance(rec, Event):
-            return False
-        d = rec.data
-        if rec.type == "init":
-            return "timestamp" in d or ("session_id" in d and "model" in d)
-        if rec.type == "message":
-            return isinstance(d.get("role"), str) and "timestamp" in d
-        if rec.type == "result":
-            return isinstance(d.get("status"), str) and ("stats" in d or "timestamp" in d)
-        if rec.type == "":
-            return ("response" in d or "error" in d) and isinstance(d.get("stats"), dict)
-        return False
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
@@ -194,6 +210,7 @@ class GeminiProvider(Provider):
                 # a known trap: the CLI stopped the agent, and the result it prints next says success
                 self.stopped = sprung.error
             text = self.warn(f"{severity}: {msg}" if isinstance(severity, str) else msg)
+            self.last_said = text
             if severity != "warning":
                 self.last_error = clip(msg)
             retry = _RETRY.search(msg)
@@ -271,6 +288,13 @@ class GeminiProvider(Provider):
             live.append(LiveEvent("error", n, t, {"message": self.result_error}))
         live.append(LiveEvent("result", n, t, {"ok": self.result_error is None, "status": self.status}))
 
+    def dropped(self, rec: Dropped) -> list[LiveEvent]:
+        if rec.type == "error" and self.stopped is None:
+            # an error event that cannot be read may have been a stop (a known trap): a success after it is no word
+            self.stopped = f"an error event ({size_text(rec.bytes)} at line {rec.line}) {self.why_lost(rec)}: it " \
+                           "may have said the CLI stopped the agent"
+        return super().dropped(rec)
+
     def _end_message(self, n: int, t: str, live: list[LiveEvent]) -> None:
         if self.message:
             live.append(LiveEvent("text", n, t, {"text": self.message.text()}))
@@ -324,6 +348,7 @@ class GeminiProvider(Provider):
             error=error,
             warnings=warnings + extra,
             usage_by_model=self.usage_by_model,
+            no_answer=self.last_said,
         )
 
     def cut(self) -> str | None:

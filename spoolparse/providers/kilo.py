@@ -10,18 +10,19 @@ Kilo from opencode: auto-detection reports the ``opencode`` family and
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
-from ..lines import Event, Noted
+from .grammar import Grammar
+from .opencode import GRAMMAR as OPENCODE
 from .opencode import OpencodeProvider
 
-__all__ = ["KiloProvider"]
+__all__ = ["KiloProvider", "GRAMMAR"]
+
+#: opencode's grammar under Kilo's name: nothing in the stream tells the two apart, so it is chosen by name only.
+GRAMMAR = dataclasses.replace(OPENCODE, name="kilo", detected=False)
 
 
 class KiloProvider(OpencodeProvider):
     name: ClassVar[str] = "kilo"
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        # Indistinguishable from opencode: chosen by name only.
-        return False
+    grammar: ClassVar[Grammar] = GRAMMAR

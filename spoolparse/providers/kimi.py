@@ -21,13 +21,45 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ..lines import Dropped, Event, Noted
+from ..lines import Dropped, Event
 from . import _peek, traps
 from .base import MISSING, Answer, LiveEvent, Provider
+from .grammar import SKIP, Grammar, empty, filled, is_, lacks, shape
 
-__all__ = ["KimiProvider"]
+__all__ = ["KimiProvider", "GRAMMAR"]
 
 _ROLES = ("assistant", "tool", "user")
+_CHAT = (lacks("type", "event"),)  # a chat message: untyped, and no other CLI's envelope
+_FINAL = shape("", is_("role", "assistant"), empty("tool_calls"), *_CHAT,
+               label="an assistant message without tool calls",
+               example={"role": "assistant", "content": [{"type": "text", "text": "FINAL-ANSWER"}]})
+_CALLS = shape("", is_("role", "assistant"), filled("tool_calls"), *_CHAT, label="an assistant message with tool calls",
+               example={"role": "assistant", "content": "Let me run it.", "tool_calls": [
+                   {"type": "function", "id": "Shell:0", "function": {"name": "Shell", "arguments": "{}"}}]})
+_TOOL = shape("", is_("role", "tool"), *_CHAT, label="a tool message",
+              example={"role": "tool", "content": "hello", "tool_call_id": "Shell:0"})
+
+#: ``kimi --print -p PROMPT --output-format stream-json``: untyped chat messages, no session, model or usage; the
+#: run is over at the last assistant message without tool calls.
+GRAMMAR = Grammar(
+    name="kimi",
+    vocabulary=(
+        _FINAL, _CALLS, _TOOL,
+        shape("", is_("role", "user"), *_CHAT, label="a user message",
+              example={"role": "user", "content": "Run echo hello."}),
+        # its meta lines are typed: the resume hint is read for the session id, the version line skipped
+        shape("session.resume_hint", is_("role", "meta"), own=True,
+              example={"role": "meta", "type": "session.resume_hint", "session_id": "s-1"}),
+        shape("system.version", is_("role", "meta"), read=SKIP, own=True,
+              example={"role": "meta", "type": "system.version", "version": "0.38.0"}),
+    ),
+    turns=(_CALLS, _TOOL),
+    terminal=(_FINAL,),
+    # untyped: a dropped line after the last decoded message may have been the answer (see answer_from)
+    answer=(_FINAL,),
+    typed=False,
+    says_answer="that message's text parts (none when it has none: never an earlier message's)",
+)
 
 
 def _text(content: Any) -> tuple[str | None, tuple[str, Any] | None]:
@@ -58,15 +90,7 @@ def _arguments(args: Any) -> Any:
 
 class KimiProvider(Provider):
     name: ClassVar[str] = "kimi"
-    # Untyped lines: every message is "" to the line reader, tool outputs included.
-    # Kimi Code's resume hint is typed: the one meta line read (for its session id).
-    keep: ClassVar[frozenset[str]] = frozenset({"", "session.resume_hint"})
-    known: ClassVar[frozenset[str]] = keep
-    # The run is over at an assistant message without tool calls (is_terminal); a dropped
-    # line after the last decoded message may have been that answer (answer_from).
-    terminal: ClassVar[tuple[str, ...]] = ("",)
-    answer_types: ClassVar[frozenset[str]] = frozenset({""})
-    AWAITED: ClassVar[str] = "an assistant message without tool calls"
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
         super().__init__()
@@ -75,16 +99,6 @@ class KimiProvider(Provider):
         self.session_id: str | None = None
         #: Why the turn was blocked (a known trap), if it was.
         self.blocked: str | None = None
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        if not isinstance(rec, Event) or rec.type != "":
-            return False
-        d = rec.data
-        return d.get("role") in _ROLES and ("content" in d or "tool_calls" in d) and "type" not in d
-
-    def is_terminal(self, ev: Event) -> bool:
-        return ev.data.get("role") == "assistant" and not ev.data.get("tool_calls")
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
@@ -117,22 +131,19 @@ class KimiProvider(Provider):
                     live.append(self.tool_start(n, t, call.get("id"), name if isinstance(name, str) else None,
                                                 _peek.title_of(_arguments(args))))
             sprung = None if calls else traps.check(self.name, t, d)
-            if calls:
-                self.ended_at = None  # the turn goes on
-            elif sprung is not None:
+            if sprung is not None:
                 # a known trap: a blocked hook's output written as the last assistant message, no answer
                 self.blocked = sprung.error
                 self.final_text = self.last_text = None
                 live.append(LiveEvent("error", n, t, {"message": sprung.error}))
                 live.append(LiveEvent("result", n, t, {"ok": False}))
-            else:
+            elif not calls:
                 self.final_text = text
                 if bad is not None:  # the answer's line, decoded, with no text in it: lost, as a dropped one is
                     live.append(self.textless(ev, *bad))
                     self.answer_from = n
                 live.append(LiveEvent("result", n, t, {"ok": bad is None}))
         elif role == "tool":
-            self.ended_at = None
             content = d.get("content")
             live.extend(self.tool_end(n, t, d.get("tool_call_id"), size=ev.size,
                                       output=str(content) if self.tool_output and content is not None else None))
@@ -143,11 +154,6 @@ class KimiProvider(Provider):
         # says the answer was lost when no decoded message follows it.
         self._lost[rec.type] = rec
         return [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
-
-    def conclude(self) -> Answer:
-        ans = super().conclude()
-        ans.awaited = self.AWAITED
-        return ans
 
     def answer(self) -> Answer:
         text = self.final_text if self.ended_at is not None else None

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..lines import Event, Noted
+from ..lines import Dropped, Event, Noted
 from . import _peek, traps
 from ._text import BoundedText
 from .base import MISSING, Answer, LiveEvent, Provider, as_int, size_text
+from .grammar import NOTE, Grammar, is_not, kind, shape
 
-__all__ = ["OpencodeProvider", "normalize_opencode_tokens"]
+__all__ = ["OpencodeProvider", "normalize_opencode_tokens", "GRAMMAR"]
 
 _SUMMED = ("input", "output", "reasoning", "total")
 
@@ -68,18 +69,50 @@ _UNFINISHED = {
 }
 
 
+_S = "ses_3b1f0c2d9ffeAbCdEf012345"
+_SESSION = kind("sessionID", "string")  # on every line opencode prints
+_STEP = shape("step_start", _SESSION, own=True,
+              example={"type": "step_start", "timestamp": 1, "sessionID": _S, "part": {"messageID": "msg_1"}})
+_TEXT = shape("text", _SESSION, own=True,
+              example={"type": "text", "timestamp": 1, "sessionID": _S,
+                       "part": {"messageID": "msg_1", "text": "FINAL-ANSWER"}})
+_FINISH = shape("step_finish", _SESSION, own=True,
+                example={"type": "step_finish", "timestamp": 1, "sessionID": _S,
+                         "part": {"reason": "stop", "tokens": {"input": 1, "output": 1}}})
+_ERROR = shape("error", _SESSION, own=True,
+               example={"type": "error", "timestamp": 1, "sessionID": _S,
+                        "error": {"name": "APIError", "data": {"message": "mock: simulated 500 failure"}}})
+_DONE = shape("done", _SESSION, own=True,
+              example={"type": "done", "timestamp": 1, "sessionID": _S, "reason": "idle", "rejected": []})
+# the run's failure, and an idle session: opencode prints nothing more of the run after either
+_ERROR_END, _DONE_END = shape("error"), shape("done")
+
+#: ``opencode run --format json`` (Kilo prints it unchanged).
+GRAMMAR = Grammar(
+    name="opencode",
+    vocabulary=(
+        _STEP, _TEXT, _FINISH, _ERROR, _DONE,
+        # finished tools, with their whole output, and reasoning: read from their bounded heads and tails, and
+        # only when someone listens
+        shape("tool_use", _SESSION, read=NOTE, own=True,
+              example={"type": "tool_use", "timestamp": 1, "sessionID": _S,
+                       "part": {"type": "tool", "tool": "bash", "callID": "c1", "state": {"status": "completed"}}}),
+        shape("reasoning", _SESSION, read=NOTE, own=True,
+              example={"type": "reasoning", "timestamp": 1, "sessionID": _S, "part": {"text": "hmm"}}),
+    ),
+    turns=(shape("step_start"),),
+    # a step that finished for any reason but tool-calls (versions without a reason: any step may be the last)
+    terminal=(shape("step_finish", is_not("part.reason", "tool-calls"), label="step_finish"), _DONE_END, _ERROR_END),
+    final=(_DONE_END, _ERROR_END),
+    answer=(shape("text"),),
+    says_answer="the `part.text` of the last message's `text` parts, joined",
+    says_no_answer="the permissions `done` says were rejected, where it lists them",
+)
+
+
 class OpencodeProvider(Provider):
     name: ClassVar[str] = "opencode"
-    keep: ClassVar[frozenset[str]] = frozenset({"step_start", "text", "step_finish", "error", "done"})
-    # Finished tools, with their whole output, and reasoning: read from their bounded heads and
-    # tails, and only when someone listens.
-    note: ClassVar[frozenset[str]] = frozenset({"tool_use", "reasoning"})
-    known: ClassVar[frozenset[str]] = keep | note
-    #: A step that finished for any reason but ``tool-calls`` ends the run; so do ``done``
-    #: (an idle session) and ``error`` (the run's failure).
-    terminal: ClassVar[tuple[str, ...]] = ("step_finish", "done", "error")
-    begins: ClassVar[frozenset[str]] = frozenset({"step_start"})
-    answer_types: ClassVar[frozenset[str]] = frozenset({"text"})
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
         super().__init__()
@@ -94,12 +127,8 @@ class OpencodeProvider(Provider):
         self.truncation_noted = False
         self.step_message: Any = None  # the messageID of the step running now
         self.in_step = False
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        if not isinstance(rec, Event):
-            return False
-        return isinstance(rec.data.get("sessionID"), str) and rec.type in cls.keep
+        self.rejected: str | None = None  # the permissions ``done`` says were rejected
+        self.unread_part: int | None = None  # a text part dropped since the last one read, whose message is unknown
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
@@ -144,7 +173,8 @@ class OpencodeProvider(Provider):
             rejected = d.get("rejected")
             if isinstance(rejected, list) and rejected:
                 names = ", ".join(str(r) for r in rejected[:20])
-                live.append(LiveEvent("warning", n, t, {"message": self.warn(f"permissions rejected: {names}")}))
+                self.rejected = self.warn(f"permissions rejected: {names}")
+                live.append(LiveEvent("warning", n, t, {"message": self.rejected}))
             reason = d.get("reason")
             live.append(LiveEvent("result", n, t, {"ok": self._failure() is None,
                                                    "status": reason if isinstance(reason, str) else None}))
@@ -159,7 +189,9 @@ class OpencodeProvider(Provider):
             self.text.clear()
             self.truncation_noted = False
             self.message_id = mid
-            self.answer_from = n
+            # a text part lost just before may have been this message's first: its answer would lack it
+            self.answer_from = n if self.unread_part is None else self.unread_part
+        self.unread_part = None
         if not isinstance(text, str):
             live.append(self.textless(ev, "part.text", text))  # this message's answer is not in hand
             return
@@ -195,17 +227,15 @@ class OpencodeProvider(Provider):
         s["steps"] = self.steps
         live.append(LiveEvent("usage", n, t, {"usage": normalize_opencode_tokens(s)}))
 
-    def is_terminal(self, ev: Event) -> bool:
-        if ev.type != "step_finish":
-            return True
-        part = ev.data.get("part")
-        reason = part.get("reason") if isinstance(part, dict) else None
-        return reason != "tool-calls"  # older versions give no reason: any step may be the last
-
     def cut(self) -> str | None:
         if self.text.cut:
             return f"final answer exceeded max_retained ({size_text(self.max_text)}) and was cut"
         return None
+
+    def dropped(self, rec: Dropped) -> list[LiveEvent]:
+        if rec.type == "text":
+            self.unread_part = rec.line
+        return super().dropped(rec)
 
     def noted(self, rec: Noted) -> list[LiveEvent]:
         """A finished tool (its start and end at once) or a reasoning part."""
@@ -255,4 +285,5 @@ class OpencodeProvider(Provider):
             session_id=self.session_id,
             error=error,
             warnings=self.notes.as_list(),
+            no_answer=self.rejected,
         )

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..lines import Event, Noted
 from ._claudelike import ClaudeShaped
 from .base import LiveEvent, as_int
+from .claude import look_alike
+from .grammar import Grammar, has, is_, shape
 
-__all__ = ["QwenProvider", "normalize_qwen_usage"]
+__all__ = ["QwenProvider", "normalize_qwen_usage", "GRAMMAR"]
 
 
 def normalize_qwen_usage(raw: Any) -> dict[str, Any]:
@@ -43,16 +44,26 @@ def normalize_qwen_usage(raw: Any) -> dict[str, Any]:
     return out
 
 
+#: ``qwen -p … --output-format stream-json`` (``json``: the same events as one array): Claude Code's stream, told
+#: from it by the version its init names.
+GRAMMAR = look_alike(
+    "qwen",
+    (
+        shape("system", is_("subtype", "init"), has("qwen_code_version"), own=True, label="system/init",
+              example={"type": "system", "subtype": "init", "session_id": "s", "model": "qwen3-coder-plus",
+                       "qwen_code_version": "0.24.4"}),
+    ),
+    says_answer="`result.result`; if it is empty, the last `assistant` text (not when it repeats the failure)",
+)
+
+
 class QwenProvider(ClaudeShaped):
     name: ClassVar[str] = "qwen"
+    grammar: ClassVar[Grammar] = GRAMMAR
 
     @staticmethod
     def normalize_usage(raw: Any) -> dict[str, Any]:
         return normalize_qwen_usage(raw)
-
-    @classmethod
-    def detect(cls, rec: Event | Noted) -> bool:
-        return isinstance(rec, Event) and rec.type == "system" and "qwen_code_version" in rec.data
 
     def _result(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
         super()._result(d, n, t, live)

@@ -19,14 +19,14 @@ a release this table knows of.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ._text import message_text
 from .base import clip, message_of
 
-__all__ = ["Trap", "Sprung", "TRAPS", "check", "markdown"]
+__all__ = ["Trap", "Sprung", "TRAPS", "check", "check_any", "markdown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +267,15 @@ def check(cli: str, event: str, data: Mapping[str, Any]) -> Sprung | None:
         error = trap.match(data)
         if error is not None:
             return Sprung(trap, error)
+    return None
+
+
+def check_any(clis: Iterable[str], event: str, data: Mapping[str, Any]) -> Sprung | None:
+    """:func:`check` for a stream that may be any of ``clis``' (one family's, none of its marks seen)."""
+    for cli in clis:
+        sprung = check(cli, event, data)
+        if sprung is not None:
+            return sprung
     return None
 
 

@@ -190,6 +190,9 @@ def register(sub: Any) -> None:
     again.add_argument("--resume-failed", dest="resume", action="store_const", const="failed",
                        help="skip task ids whose final outcome in --joblog is ok; run the others again")
     b.add_argument("--ordered", action="store_const", const=True, help="print outcomes in input order")
+    b.add_argument("--allow-empty-answer", action="store_const", const=True,
+                   help="a task whose agent finished without an answer is ok (a task line's \"allow_empty_answer\" "
+                   "says so for that task)")
     b.add_argument("--results", metavar="DIR",
                    help="keep the stdout and stderr of each task that is not ok as DIR/<id>/stdout, stderr "
                    "(hard links to the spools, no copies; <id> %%-quoted)")

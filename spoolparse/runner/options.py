@@ -102,6 +102,8 @@ class BatchOptions:
     results: str | os.PathLike[str] | None = None
     #: ``"failed"``: keep the transcripts of tasks not ok; ``"all"``: of every task.
     keep_transcript: KeepTranscript = "failed"
+    #: Whether a task whose agent finished without an answer is ``ok`` (a task's own ``allow_empty_answer`` wins).
+    allow_empty_answer: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "halt", parse_halt(self.halt))
@@ -131,6 +133,8 @@ class BatchOptions:
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0 or (value == 0 and name != "retry_backoff"):
                 raise UsageError(f"{name} must be a finite number of seconds above 0, not {value}")
+        if not isinstance(self.allow_empty_answer, bool):
+            raise UsageError(f"allow_empty_answer must be True or False, not {self.allow_empty_answer!r}")
         if self.resume and self.joblog is None:
             raise UsageError("resume needs a joblog to read")
         if self.resume not in (True, False, "failed"):

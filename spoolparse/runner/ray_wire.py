@@ -65,6 +65,8 @@ def encode_task(seq: int, task: Task) -> dict[str, Any]:
             d[key] = value
     if task.provider != "auto":
         d["p"] = task.provider
+    if task.allow_empty_answer is not None:
+        d["ae"] = task.allow_empty_answer
     return d
 
 
@@ -85,6 +87,7 @@ def decode_task(d: dict[str, Any]) -> Task:
         memory=d.get("m"),
         memory_limit=d.get("ml"),
         provider=d.get("p", "auto"),
+        allow_empty_answer=d.get("ae"),
     )
 
 

@@ -80,6 +80,7 @@ def child_for(
         cwd=task.cwd,
         env=env,
         provider=task.provider,
+        allow_empty_answer=options.allow_empty_answer if task.allow_empty_answer is None else task.allow_empty_answer,
         spool_dir=options.spool_dir,
         max_spool_bytes=options.max_spool_bytes,
         cgroup=cgroup,  # joined before exec; the guardian holds its directories: killed and removed if we die

@@ -29,6 +29,8 @@ class Task:
     on its process tree (default: the runner's ``memory_limit``, often none).
     ``timeout``/``soft_timeout`` override the runner's. ``input`` is given to
     the child as with :func:`spoolparse.run`; it is never logged.
+    ``allow_empty_answer``: whether the task is ``ok`` when its agent finished
+    without an answer (``None``: the runner's ``allow_empty_answer``).
 
     .. seealso:: :func:`spoolparse.run_many`
     """
@@ -43,6 +45,7 @@ class Task:
     memory: int | None = None
     memory_limit: int | None = None
     provider: str = "auto"
+    allow_empty_answer: bool | None = None
 
     @classmethod
     def from_json(cls, obj: Any, *, default_id: str) -> Task:
@@ -72,6 +75,7 @@ class Task:
             memory=_opt_int(obj, "memory"),
             memory_limit=_opt_int(obj, "memory_limit"),
             provider=str(obj.get("provider", "auto")),
+            allow_empty_answer=_opt(obj, "allow_empty_answer", (bool,)),
         )
 
 
@@ -94,6 +98,8 @@ TASK_KEY_HELP: dict[str, str] = {
     "memory": "bytes (or `2G`) reserved for the task before it starts (default: `--memory-per-task`)",
     "memory_limit": "bytes (or `3G`) the task's process tree may use (default: `--memory-limit`)",
     "provider": "the stdout format: `auto` (default) or a provider's name",
+    "allow_empty_answer": "`true`: the task is ok when its agent finished without an answer (default: "
+    "`--allow-empty-answer`)",
 }
 
 

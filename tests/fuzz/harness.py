@@ -353,8 +353,11 @@ def check_scanner_state(scanner: LineScanner) -> None:
 
 
 def check_records(recs: Sequence[Record], ref: Sequence[RefLine], retain: Callable[[str], int], max_line: int,
-                  max_retained: int) -> None:
-    """Each line up to ``max_line`` gives exactly the reference's retained event; none exceeds the ceiling."""
+                  max_retained: int, fed: Callable[[RefLine], bool] | None = None) -> None:
+    """Each line up to ``max_line`` gives exactly the reference's retained event; none exceeds the ceiling.
+
+    ``fed``: which of the retained reference lines the records are expected to hold (default: all).
+    """
     by_line = {r.lineno: r for r in ref}
     events = [r for r in recs if isinstance(r, Event)]
     for ev in events:
@@ -366,16 +369,16 @@ def check_records(recs: Sequence[Record], ref: Sequence[RefLine], retain: Callab
         assert (ev.lineno, ev.type, ev.data, ev.size) == (line.lineno, line.key, line.data, line.size)
     for d in recs:
         if isinstance(d, Dropped) and d.reason == "invalid":
-            # a line whose type is retained but that is no JSON object: reported, so that an answer it was is
-            # known lost (an invalid line without a type is only counted)
-            assert d.type and retain(d.type) == KEEP and by_line[d.line].key is None, d
+            # a line whose type is retained (the untyped "" too) but that is no JSON object: reported, so that an
+            # answer it was is known lost
+            assert retain(d.type) == KEEP and by_line[d.line].key is None, d
             assert by_line[d.line].size == d.bytes
         elif isinstance(d, Dropped):
             assert d.bytes > max_line and d.reason in ("oversize", "over_ceiling"), d
             assert by_line[d.line].size == d.bytes
         elif isinstance(d, Noted):
             assert d.size <= max_line and by_line[d.lineno].size == d.size
-    short = [r for r in ref if r.size <= max_line]
+    short = [r for r in ref if r.size <= max_line and (fed is None or fed(r))]
     got = [(e.lineno, e.type, e.data, e.size) for e in events
            if by_line[e.lineno].size <= max_line and not by_line[e.lineno].ambiguous]
     assert got == retained_events(short, retain)
@@ -454,7 +457,24 @@ def check_parser(data: bytes, cuts: Sequence[int], name: str, *, max_line: int =
     assert res.lines == len(ref_lines(data))
     if name != "auto":
         ref = reference(data)
-        check_records(seen, ref, make_provider(name).retain, max_line, max_retained)
+        check_records(seen, ref, make_provider(name).retain, max_line, max_retained, fed=_fed(ref, name))
+
+
+def _fed(ref: Sequence[RefLine], name: str) -> Callable[[RefLine], bool]:
+    """Which retained lines the engine hands a named provider: all its typed ones, and the untyped ones its grammar
+    explains — its whole-document form only when it is the input's one JSON object."""
+    cls = PROVIDERS.get(name)
+    g = cls.grammar if cls is not None else None
+    objects = sum(1 for r in ref if r.key is not None)
+
+    def fed(r: RefLine) -> bool:
+        if g is None or r.key != "" or r.data is None:
+            return True
+        if g.document is not None:
+            return objects == 1 and g.document.fits("", r.data)
+        return g.explains("", r.data) is not None
+
+    return fed
 
 
 def check_parse_file(data: bytes, name: str, *, max_line: int = MAX_LINE, max_retained: int = MAX_RETAINED) -> None:

@@ -1,0 +1,563 @@
+"""One engine for every provider: detection, runs and turns, and the verdict's facts, from the grammars.
+
+:class:`Engine` sits between the line scanner and a provider's fold. It is
+sans-I/O and per record: :meth:`Engine.see` takes each record the scanner
+gives (decoded :class:`~spoolparse.lines.Event`, undecoded
+:class:`~spoolparse.lines.Noted`, :class:`~spoolparse.lines.Dropped`) and
+returns the live events of the fold; :meth:`Engine.retain` is the scanner's
+retain function.
+
+**Detection** (``--provider auto``, an :class:`AutoProvider`): each record is
+matched against every candidate's :class:`~spoolparse.providers.grammar.Grammar`.
+An event claimed by one grammar decides; an event one CLI alone prints
+(``own``) is claimed by it alone; an event several grammars explain narrows
+the candidates, and the stream is decided once they are one grammar, or one
+family (read as its head: a look-alike is chosen only by its own marks). Until
+then the records are held — at most ``DETECT_EVENTS`` claimed ones (records no
+grammar claims count only while none is claimed) and ``max_retained`` bytes
+(each record counted as at least ``RECORD_BYTES``) — and replayed into the
+chosen provider: nothing is read twice. Past the budget, or at the end,
+candidates of more than one family give ``generic`` with a warning; no
+claimed event at all gives ``generic``. A later event that the chosen grammar
+does not know and another grammar claims re-decides, with a warning naming
+both: an event of a type it does not know until its terminal event, a
+look-alike's own mark on one of its types while the records since the
+decision are held (``DETECT_EVENTS`` of them, replayed into the new provider).
+A typed event does so after an untyped grammar's end too, while an untyped
+line never displaces a typed grammar.
+
+**Runs and turns**: an event that starts a run (or any event after a *final*
+terminal event) after the terminal event begins a new run, which the provider
+folds from scratch; the summary is the last run's, with every run's usage in
+``raw_usage``. An event that begins a turn after the terminal event means the
+agent went on: the run must end again.
+
+**Verdict facts**: whether the run's terminal event came (and could be read),
+which it awaits, how many events there were, and whether a named provider's
+grammar explains any of them (:class:`~spoolparse.providers.base.Answer`).
+:func:`spoolparse.verdict.judge` turns them into ``ok`` and ``error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import orjson
+
+from .. import _limits
+from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
+from . import _peek
+from .base import Answer, LiveEvent, Notes, Provider, clip, size_text
+from .generic import GenericProvider
+from .grammar import Grammar, Shape
+
+__all__ = ["AutoProvider", "Engine", "RECORD_BYTES"]
+
+#: What a held record counts for at least, against the detection byte budget (its Python objects).
+RECORD_BYTES = 512
+#: Earlier runs whose usage ``raw_usage`` keeps (the last run's is always there).
+_RUNS_KEPT = _limits.MAX_WARNINGS
+
+
+class AutoProvider(Provider):
+    """Auto-detection: the stream's provider is chosen from its events by their grammars (:class:`Engine`).
+
+    ``candidates`` are the providers it may choose (default: every registered one whose grammar allows
+    detection); ``chosen`` is the provider reading the stream once one is chosen.
+    """
+
+    name: ClassVar[str] = "auto"
+
+    def __init__(self, candidates: Sequence[type[Provider]] | None = None) -> None:
+        super().__init__()
+        if candidates is None:
+            from . import PROVIDERS  # the registry imports this module
+
+            candidates = list(PROVIDERS.values())
+        self.candidates = [c for c in candidates if c.grammar is not None and c.grammar.detected]
+        self.chosen: Provider | None = None
+
+    @property
+    def provider_name(self) -> str:
+        return self.chosen.name if self.chosen is not None else "auto"
+
+    def event(self, ev: Event) -> list[LiveEvent]:
+        raise TypeError("an AutoProvider reads nothing itself: give it to a StreamParser")
+
+    def answer(self) -> Answer:
+        raise TypeError("an AutoProvider reads nothing itself: give it to a StreamParser")
+
+
+def _data(rec: Record) -> Mapping[str, Any] | None:
+    """What of a record its shape can be judged by: an event's object, a short noted line's, else nothing."""
+    if type(rec) is Event:
+        return rec.data
+    if type(rec) is Noted:
+        return _peek.whole(rec)
+    return None
+
+
+def _line(rec: Record) -> int:
+    return rec.line if type(rec) is Dropped else rec.lineno  # type: ignore[union-attr]
+
+
+def _held(rec: Record) -> int:
+    """Bytes a held record counts for against the detection budget."""
+    if type(rec) is Event:
+        size = rec.size
+    elif type(rec) is Noted:
+        size = len(rec.head) + len(rec.tail)
+    else:
+        size = 0
+    return max(size, RECORD_BYTES)
+
+
+class _Index:
+    """The candidates' grammars by key: who knows a key, and who claims an event."""
+
+    def __init__(self, grammars: Sequence[Grammar]) -> None:
+        self.grammars = list(grammars)
+        self.order = {g.name: i for i, g in enumerate(self.grammars)}
+        self.by_name = {g.name: g for g in self.grammars}
+        self.by_key: dict[str, list[tuple[Grammar, Shape]]] = {}
+        for g in self.grammars:
+            for s in g.vocabulary:
+                self.by_key.setdefault(s.key, []).append((g, s))
+            if g.document is not None:
+                self.by_key.setdefault("", []).append((g, g.document))
+        self.keep = frozenset(k for g in self.grammars for k in g.types(KEEP))
+        self.note = frozenset(k for g in self.grammars for k in g.types() if k not in self.keep)
+
+    def claims(self, key: str, data: Mapping[str, Any] | None) -> tuple[dict[str, Shape], bool]:
+        """The grammars that claim an event, each with the shape it fits, and whether one of them owns it.
+
+        An event one grammar owns (an ``own`` shape fits) is claimed by the owners alone. A record that was
+        not read (``data`` ``None``) is claimed by the grammars that know its key, owned by none.
+        """
+        fits: dict[str, Shape] = {}
+        owners: dict[str, Shape] = {}
+        for g, s in self.by_key.get(key, ()):
+            if s.fits(key, data):
+                fits.setdefault(g.name, s)
+                if s.own and data is not None:
+                    owners.setdefault(g.name, s)
+        return (owners, True) if owners else (fits, False)
+
+    def head(self, name: str) -> str:
+        family = self.by_name[name].family
+        return family if family in self.by_name else name
+
+
+class Engine:
+    """The reading of one stream: which provider folds it, its runs and turns, and the verdict's facts.
+
+    ``provider`` is the fold for a named provider, or an :class:`AutoProvider` whose candidates the
+    stream is detected among (its settings — ``max_text``, ``live``, ``tool_output`` — pass to the one
+    chosen). ``detect_bytes`` bounds what is held while undecided (the parser's ``max_retained``).
+    """
+
+    #: Line of the run's terminal event, once seen (``None`` while the run goes on).
+    ended_at: int | None
+    _final: bool  # the run ended at an event after which its CLI prints nothing more of it
+    _maybe: bool  # the run ended at a line not read, which may have been anything
+    _unread: Dropped | None  # the run's terminal line, when it could not be read
+
+    def __init__(self, provider: Provider, *, detect_bytes: int = _limits.MAX_RETAINED) -> None:
+        self.auto = provider if isinstance(provider, AutoProvider) else None
+        self.fold: Provider | None = None if self.auto is not None else provider
+        self.detect_bytes = detect_bytes
+        self._index = _Index([c.grammar for c in self.auto.candidates if c.grammar is not None]) if self.auto else None
+        self._classes = {c.name: c for c in self.auto.candidates} if self.auto else {}
+        #: What decided the provider (``"--provider"`` for a named one).
+        self.detected_by = "--provider" if self.auto is None else ""
+        #: Bumped whenever :meth:`retain` may answer differently (the parser re-reads it then).
+        self.retain_version = 0
+        self.notes = Notes()  # the engine's own warnings: switches, ambiguity, documents that were none
+        # detection
+        self._buffer: list[Record] | None = [] if self.auto is not None else None
+        self._bytes = 0
+        self._claimed = 0
+        self._unclaimed = 0
+        self._cands: dict[str, Shape] | None = None  # candidate -> the shape that kept it in
+        self._typed_evidence = False
+        self._after = 0  # records held past the decision
+        # the stream's runs
+        self.events = 0
+        self.known = 0  # events the grammar's vocabulary explains (a named provider with none is not ok)
+        self.runs = 1
+        self.run_from = 1
+        self._earlier: list[Any] = []
+        self._earlier_count = 0
+        self._doc: Record | None = None  # a document withheld until it is known to be the whole input
+        self._begin_run()
+        self._closed = False
+        self._reset_retain()
+
+    # -- what the parser reads ----------------------------------------------------------------------------------
+
+    @property
+    def grammar(self) -> Grammar | None:
+        return self.fold.grammar if self.fold is not None else None
+
+    @property
+    def provider_name(self) -> str:
+        return self.fold.name if self.fold is not None else "auto"
+
+    @property
+    def decided(self) -> bool:
+        return self.fold is not None
+
+    def retain(self, key: str) -> int:
+        """How the scanner reads a line of ``key``: the fold's choice, and while detecting the candidates'."""
+        fold = self.fold
+        if fold is None:
+            idx = self._index
+            assert idx is not None
+            if key in idx.keep:
+                return KEEP
+            if key in idx.note:
+                return NOTE  # evidence by its key and head, never decoded
+            return KEEP  # no grammar's: the generic provider may need it
+        d = fold.retain(key)
+        if d != SKIP:
+            return d
+        # another grammar's event could re-decide: it is read (only in the streams that print one)
+        return KEEP if key in self._foreign else SKIP
+
+    def _reset_retain(self) -> None:
+        self._foreign: frozenset[str] = frozenset()
+        self._rivals: dict[str, tuple[Shape, ...]] = {}
+        g = self.grammar
+        if self.auto is not None and self._index is not None and g is not None:
+            # typed keys another candidate knows; untyped ones only when the chosen grammar is untyped too
+            self._foreign = frozenset(
+                k for k in self._index.by_key if k not in g.types() and (k != "" or not g.typed)
+            )
+            # the marks other grammars own in the chosen one's types: only an event of one of them can re-decide
+            for key, pairs in self._index.by_key.items():
+                owned = tuple(s for h, s in pairs if s.own and h is not g and s not in g.vocabulary)
+                if owned and key in g.types():
+                    self._rivals[key] = owned
+        self.retain_version += 1
+
+    # -- records ------------------------------------------------------------------------------------------------
+
+    def see(self, rec: Record) -> list[LiveEvent]:
+        """Take one record; the live events it gave."""
+        if self.fold is None:
+            return self._detect(rec)
+        if self.auto is not None:
+            switch = self._contradicted(rec)
+            if switch is not None:
+                return self._redecide(rec, *switch)
+            self._hold(rec)
+        return self._feed(rec)
+
+    def close(self, objects: int) -> list[LiveEvent]:
+        """End of stream: decide if still undecided, and read a withheld document if it was the whole input
+        (``objects``: the JSON objects the input held, read or skipped). Idempotent."""
+        if self._closed:
+            return []
+        self._closed = True
+        live = self._settle(at_end=True) if self.fold is None else []
+        doc, self._doc = self._doc, None
+        if doc is not None:
+            if objects == 1 and self.events == 0:
+                live += self._take_document(doc)
+            else:
+                self._refuse(doc)
+        return live
+
+    def conclude(self) -> Answer:
+        """The :class:`Answer` of the last run, with the verdict's facts."""
+        assert self.fold is not None, "close() decides the provider"
+        fold, g = self.fold, self.grammar
+        ans = fold.conclude()
+        ans.events = self.events
+        if g is None:  # the generic provider: any JSON event will do
+            ans.finished, ans.awaited = True, ""
+        else:
+            ans.finished = self.ended_at is not None
+            ans.awaited = g.awaited
+            if self.auto is None and self.known == 0 and self.events:
+                ans.unknown = f"no {fold.name} event in the stream"
+            r = self._unread
+            if ans.finished and ans.lost is None and r is not None and r.line == self.ended_at:
+                # the run ended, but how (a failure, a status, the step's reason) was in the line that is lost
+                ans.lost = (f"the run's last event ({r.type or 'untyped'}, {size_text(r.bytes)} at line {r.line}) "
+                            f"{fold.why_lost(r)}: how the run ended is not known")
+        notes = self.notes.as_list()
+        if self.runs > 1:
+            notes.append(f"the stream held {self.runs} runs; the summary is the last one's (from line {self.run_from})")
+            kept = [*self._earlier, ans.raw_usage]
+            ans.raw_usage = kept
+            missing = self._earlier_count - len(self._earlier)
+            if missing:
+                notes.append(f"the usage of {missing} earlier runs was not kept")
+        ans.warnings = notes + ans.warnings
+        return ans
+
+    # -- reading, once the provider is known ------------------------------------------------------------------
+
+    def _feed(self, rec: Record) -> list[LiveEvent]:
+        """A record for the fold, with the run structure its grammar declares."""
+        fold = self.fold
+        assert fold is not None
+        g = fold.grammar
+        if g is None:  # the generic provider has no grammar: every record is its, and any JSON event ends it
+            if type(rec) is not Noted:
+                self.events += 1
+            return fold.see(rec)
+        key, kind = rec.type, type(rec)
+        read = g.read(key)  # the provider's retain, which its grammar's read modes make
+        if read == SKIP and kind is not Dropped:
+            return []  # not this CLI's (read while detecting, or to see whether it re-decides)
+        if read == NOTE and kind is Event:
+            rec = _synthetic_note(rec)  # type: ignore[arg-type]  # decoded while detecting; this provider notes it
+            kind = Noted
+        data = rec.data if kind is Event else None  # type: ignore[union-attr]
+        if not key:
+            if g.document is not None and kind is not Noted:
+                return self._document(rec)
+            if data is not None and g.explains(key, data) is None:
+                return []  # an untyped line the grammar does not know: no event of this CLI
+        if self._doc is not None:  # something after a document: it was no document
+            doc, self._doc = self._doc, None
+            self._refuse(doc)
+        if kind is Noted:
+            # not counted, as an event or as the grammar's: with nobody listening they are skipped unread, and the
+            # verdict must not depend on whether anyone listened
+            return fold.see(rec)
+        self.events += 1
+        if not self.known and g.explains(key, data) is not None:
+            self.known += 1
+        if data is not None and self.ended_at is not None:
+            if self._maybe:
+                self.ended_at = fold.ended_at = None  # the unread line that may have ended it did not: more came
+            elif self._final or g.role("starts", key, data) is not None:
+                self._new_run(_line(rec))
+            elif g.role("turns", key, data) is not None:
+                self.ended_at = fold.ended_at = None  # the agent went on: this turn must end too
+        live = fold.see(rec)
+        end = g.role("terminal", key, data)
+        if end is not None:
+            self.ended_at = fold.ended_at = _line(rec)
+            # a line not read ends the run by its type alone: for an untyped one, only if nothing follows it
+            self._maybe = data is None and key == ""
+            self._final = data is not None and end in g.final
+            self._unread = rec if type(rec) is Dropped else None
+        return live
+
+    def _begin_run(self) -> None:
+        """The facts of a run that has just begun."""
+        self.ended_at = None
+        self._final = False
+        self._maybe = False
+        self._unread = None
+
+    def _new_run(self, line: int) -> None:
+        """The next run of the stream begins at ``line``: the fold starts over; the finished run's usage is kept."""
+        fold = self.fold
+        assert fold is not None
+        self._earlier_count += 1
+        if len(self._earlier) < _RUNS_KEPT:
+            self._earlier.append(fold.answer().raw_usage)
+        fold.restart()
+        self.runs += 1
+        self.run_from = line
+        self._begin_run()
+
+    def _document(self, rec: Record) -> list[LiveEvent]:
+        """An untyped line of a grammar with a whole-document form: withheld until the end shows whether it was
+        the whole input (only then is it the run); with other events around, it is none."""
+        g = self.grammar
+        assert g is not None and g.document is not None
+        if type(rec) is Event and not g.document.fits("", rec.data):
+            return []  # not even shaped like one: a stray untyped line
+        if self.events or self._doc is not None:
+            self._refuse(rec)
+            return []
+        self._doc = rec
+        return []
+
+    def _take_document(self, rec: Record) -> list[LiveEvent]:
+        fold = self.fold
+        assert fold is not None
+        self.events += 1
+        self.known += 1
+        live = fold.see(rec)
+        self.ended_at = _line(rec)
+        fold.ended_at = self.ended_at
+        return live
+
+    def _refuse(self, rec: Record) -> None:
+        g = self.grammar
+        assert g is not None and g.document is not None
+        self.notes.add(f"line {_line(rec)} looks like {g.name}'s {g.document.name} but the input holds other "
+                          f"events: it is not taken for the run")
+
+    # -- detection ----------------------------------------------------------------------------------------------
+
+    def _detect(self, rec: Record) -> list[LiveEvent]:
+        idx = self._index
+        assert idx is not None and self._buffer is not None
+        self._buffer.append(rec)
+        self._bytes += _held(rec)
+        claims: dict[str, Shape] = {}
+        if type(rec) is not Dropped:
+            claims, _ = idx.claims(rec.type, _data(rec))
+        typed = rec.type != ""
+        if claims and not (not typed and self._typed_evidence):  # an untyped line never sways typed evidence
+            self._claimed += 1
+            cands = self._cands
+            both = {n: s for n, s in claims.items() if cands is None or n in cands}
+            if cands is None or not both:
+                self._cands = dict(claims)  # the newer evidence: the earlier was another CLI's noise
+            else:
+                self._cands = both
+            self._typed_evidence |= typed
+            choice = self._decision()
+            if choice is not None:
+                name, s = choice
+                # one family's head for want of a look-alike's mark: the stream may be any of theirs
+                family = tuple(sorted(self._cands, key=lambda n: (n != name, idx.order[n])))
+                return self._choose(name, f"line {_line(rec)}: {self._describe(s)}", traps=family)
+        else:
+            self._unclaimed += 1
+        count = self._claimed if self._claimed else self._unclaimed
+        if count >= _limits.DETECT_EVENTS or self._bytes > self.detect_bytes:
+            return self._settle(at_end=False)
+        return []
+
+    def _decision(self) -> tuple[str, Shape] | None:
+        """The grammar the candidates settle on: the one left, or the head of the one family left."""
+        cands = self._cands
+        assert cands is not None and self._index is not None
+        if len(cands) == 1:
+            return next(iter(cands.items()))
+        heads = {self._index.head(n) for n in cands}
+        if len(heads) == 1:
+            head = heads.pop()
+            if head in cands:
+                return head, cands[head]
+        return None
+
+    def _settle(self, *, at_end: bool) -> list[LiveEvent]:
+        """Decide with the evidence so far: the budget ran out, or the stream ended."""
+        idx = self._index
+        assert idx is not None
+        where = "in the stream" if at_end else f"in its first {self._claimed or self._unclaimed} events"
+        if self._cands:
+            names = sorted(self._cands, key=idx.order.__getitem__)
+            said = ", ".join(names[:-1]) + f" and {names[-1]}"
+            self.notes.add(f"auto-detection: the events {where} fit {said} alike: read as generic")
+            return self._choose(GenericProvider.name, f"ambiguous: {said}")
+        return self._choose(GenericProvider.name, f"no event of a known format {where}")
+
+    def _choose(self, name: str, by: str, *, traps: tuple[str, ...] = ()) -> list[LiveEvent]:
+        """Hand the stream to ``name``'s provider: the held records are replayed into it. ``traps``: the CLIs whose
+        known traps it is checked for, when it may be any of several (default: its own)."""
+        fold = self._new_fold(name)
+        if traps:
+            fold.trap_clis = traps
+        self.fold = fold
+        self.detected_by = by
+        self._reset_retain()
+        held = self._buffer or []
+        live: list[LiveEvent] = []
+        for rec in held:
+            live += self._feed(rec)
+        if fold.grammar is None:
+            self._buffer = None  # generic is the last word: nothing re-decides it
+        return live
+
+    def _new_fold(self, name: str) -> Provider:
+        auto = self.auto
+        assert auto is not None
+        cls = self._classes.get(name, GenericProvider)
+        fold = cls()
+        fold.max_text, fold.live, fold.tool_output = auto.max_text, auto.live, auto.tool_output
+        auto.chosen = fold
+        return fold
+
+    def _describe(self, s: Shape) -> str:
+        """A shape as ``detected_by`` and the warnings name it: its name, and its marks when it is a CLI's own."""
+        return (s.name + (f" ({s.marks()})" if s.own and s.marks() else "")).replace("`", "")
+
+    def _hold(self, rec: Record) -> None:
+        """Keep a record for a replay should the choice change: past the decision, as many records as detection
+        looks at, within its byte budget."""
+        buf = self._buffer
+        if buf is None:
+            return
+        self._bytes += _held(rec)
+        self._after += 1
+        buf.append(rec)
+        if self._after > _limits.DETECT_EVENTS or self._bytes > self.detect_bytes:
+            self._buffer = None  # past the budget: a later switch reads on from where it happens
+
+    # -- re-deciding --------------------------------------------------------------------------------------------
+
+    def _contradicted(self, rec: Record) -> tuple[str, Shape] | None:
+        """Another grammar claims an event the chosen one does not know, where that may re-decide: the grammar
+        and the shape it fits, or ``None``."""
+        g, idx = self.grammar, self._index
+        if g is None or idx is None or type(rec) is not Event:
+            # a noted line is no evidence once the provider is known: with nobody listening it is skipped unread,
+            # and the verdict must not depend on whether anyone listened
+            return None
+        key = rec.type
+        typed = key != ""
+        if g.typed and not typed:
+            return None  # a stray untyped line never displaces a typed grammar
+        if self.ended_at is not None and g.typed:
+            return None  # after its end a typed stream may print anything (an untyped one holds only its own lines)
+        known = typed and key in g.types()
+        if known:
+            if self._buffer is None:
+                # a look-alike's mark on one of its types is looked for while the records since the decision are
+                # held (the first DETECT_EVENTS): a stream shows its marks from its start, and a switch later would
+                # read on from there only; an event of a type it does not know re-decides until its end
+                return None
+            for s in self._rivals.get(key, ()):
+                if s.fits(key, rec.data):
+                    break
+            else:
+                return None  # one of its own types, with no other grammar's own mark on it
+        claims, owned = idx.claims(key, rec.data)
+        if not claims or g.name in claims or (known and not owned):
+            return None  # explained, unclaimed, or a type it knows in a shape it does not: no other CLI's mark
+        head = idx.head(next(iter(claims)))
+        one_family = head in claims and all(idx.head(n) == head for n in claims)
+        name = head if one_family else min(claims, key=idx.order.__getitem__)
+        return name, claims[name]
+
+    def _redecide(self, rec: Record, name: str, s: Shape) -> list[LiveEvent]:
+        old = self.fold
+        assert old is not None
+        held = self._buffer
+        line = _line(rec)
+        said = f"line {line}: {self._describe(s)} is {name}'s, not {old.name}'s"
+        self.notes.add(clip(f"auto-detection: {said}: read as {name}"
+                               + (" from the start" if held is not None else f" from line {line} on")))
+        self.events = self.known = 0
+        self.runs, self.run_from = 1, 1
+        self._earlier, self._earlier_count = [], 0
+        self._begin_run()
+        self._cands = {name: s}
+        fold = self._new_fold(name)
+        self.fold = fold
+        self.detected_by = f"line {line}: {self._describe(s)} (after {old.name})"
+        self._reset_retain()
+        if held is not None:
+            for r in held:
+                self._feed(r)  # read before, as another CLI's: the live events were given then
+            self._hold(rec)
+        return self._feed(rec)
+
+
+def _synthetic_note(ev: Event) -> Noted:
+    """A decoded event as the noted line a provider that only notes its type expects (head and tail of its JSON)."""
+    raw = orjson.dumps(ev.data)
+    return Noted(ev.lineno, ev.type, ev.size, raw[: _limits.NOTE_HEAD], raw[-_limits.NOTE_TAIL :])
