@@ -43,12 +43,13 @@ from .._signals import Interrupted, as_interrupted, helper_thread, interrupts
 from .._terminal import printable
 from ..errors import UsageError
 from .admission import cpu_cap
+from .backend import run_many
 from .calibrate import calibrate
 from .calibrations import calibrations_path, listing, record
 from .halt import Halt, parse_halt
 from .ids import SeenIds, duplicate_error
 from .options import ENFORCE_MODES, BatchOptions
-from .scheduler import Batch, InvalidTask, run_many
+from .scheduler import Batch, InvalidTask
 from .taskfile import TaskLines
 from .tasks import Outcome, Task
 from .verdicts import RETRY_VERDICTS

@@ -22,12 +22,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Generator, Iterable
 from typing import Any
 
 from .._signals import handlers_kept, uninterruptible
 from ..errors import UsageError
-from .arun import relay
+from .driver import relay
 from .emission import Emission, HandsOut
 from .halt import Halt, Tally
 from .intake import AsyncSource, Intake, InvalidTask
@@ -38,12 +38,10 @@ from .ray_node import NodeRunner
 from .ray_wire import dumps, loads
 from .tasks import Outcome, Task, TaskLike
 
-__all__ = ["RayBatch", "run_many_ray", "arun_many_ray", "BACKENDS", "NODE_GRACE", "RAY_MISSING"]
+__all__ = ["RayBatch", "arun_ray", "NODE_GRACE", "RAY_MISSING"]
 
 log = logging.getLogger("spoolparse.runner")
 
-#: ``local``: this host only; ``ray``: every node of a Ray cluster.
-BACKENDS = ("local", "ray")
 RAY_MISSING = "backend='ray' needs Ray: pip install 'spoolparse[ray]'"
 #: Seconds a node may stay unreachable (``ActorUnavailableError``) before its tasks go elsewhere.
 NODE_GRACE = 10.0
@@ -466,30 +464,13 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def _backend(backend: str, address: str | None) -> None:
-    if backend not in BACKENDS:
-        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    if backend == "local" and address is not None:
-        raise UsageError("address is for backend='ray'")
-
-
-def run_many_ray(
-    tasks: Iterable[TaskLike | InvalidTask], *, backend: str, address: str | None, options: BatchOptions
-) -> RayBatch:
-    """:func:`run_many` on Ray (the hook ``run_many`` calls for ``backend="ray"``)."""
-    _backend(backend, address)
-    return RayBatch(tasks, address=address, options=options)
-
-
-async def arun_many_ray(
+async def arun_ray(
     tasks: Iterable[TaskLike | InvalidTask] | AsyncIterable[TaskLike | InvalidTask],
     *,
-    backend: str,
     address: str | None,
     options: BatchOptions,
-) -> AsyncIterator[Outcome]:
-    """:func:`arun_many` on Ray: the driver loop runs in a thread, outcomes come to the event loop."""
-    _backend(backend, address)
+) -> AsyncGenerator[Outcome, None]:
+    """:func:`~spoolparse.arun_many` on Ray: the driver loop runs in a thread, outcomes come to the event loop."""
     loop = asyncio.get_running_loop()
     source: Any = tasks
     if isinstance(tasks, AsyncIterable):

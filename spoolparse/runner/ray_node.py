@@ -1,4 +1,5 @@
-"""The node runner: one long-lived Ray actor per node, running :func:`arun_many` for that node's share of tasks.
+"""The node runner: one long-lived Ray actor per node, running a local batch (:func:`~.arun.arun_batch`) for that
+node's share of tasks.
 
 Everything that touches an agent happens here, on the agent's node: spools on
 its disk, process groups and cgroups, memory admission with ``stop_at`` and
@@ -37,7 +38,7 @@ import orjson
 
 from .._guardian import MARK_VAR, SWEEP_FOR, guardian, marked
 from .admission import Admission, auto_concurrency, default_reserve
-from .arun import arun_many
+from .arun import arun_batch
 from .cgroup import Placement, uncontained_note, wants_cgroup
 from .memory import HostMemory, MemoryProbe
 from .options import BatchOptions
@@ -157,7 +158,7 @@ class NodeRunner:
     async def _run(self) -> None:
         out_ready, feed_ready = self._start()
         try:
-            async for out in arun_many(self._feed(), self.opts):
+            async for out in arun_batch(self._feed(), self.opts):
                 self.ended += 1
                 self.outbox.append(encode_outcome(out))
                 out_ready.set()
