@@ -2,9 +2,9 @@
 
 No thread per child. The child's exit wakes the loop through its pidfd
 (``loop.add_reader``); its writes through one inotify instance shared by every
-run on the loop (see :mod:`spoolparse._wait`). A running child so holds its two
+run on the loop (see :mod:`spoolparse._os.wait`). A running child so holds its two
 spool files and its pidfd, nothing more. Where pidfds or inotify are missing
-a run polls instead, with a backoff capped at :data:`~spoolparse._wait.POLL_IDLE`.
+a run polls instead, with a backoff capped at :data:`~spoolparse._os.wait.POLL_IDLE`.
 
 The reading itself is the same one pass as :func:`spoolparse.run`:
 :meth:`Child.pump` feeds the :class:`~spoolparse.StreamParser` from the spool
@@ -23,8 +23,8 @@ from types import TracebackType
 from typing import Any
 
 from . import _limits
-from ._lifecycle import Deadlines, Done, Wait
-from ._wait import Inotify, next_interval, open_inotify
+from ._os.lifecycle import Deadlines, Done, Wait
+from ._os.wait import Inotify, next_interval, open_inotify
 from .cost import loaded as prices_loaded
 from .cost import preload as preload_prices
 from .errors import SpoolFullError, UsageError

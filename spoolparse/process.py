@@ -2,7 +2,7 @@
 
 :class:`Child` owns one started child, its spools, its :class:`StreamParser`,
 its containment (its own process group, and a cgroup where one can be made)
-and its :class:`~spoolparse._lifecycle.Lifecycle`, and never waits. The
+and its :class:`~spoolparse._os.lifecycle.Lifecycle`, and never waits. The
 drivers do the waiting, each with its own clock and way to sleep: :func:`run`
 here with a poll loop, the asyncio driver from the event loop, the runner for
 many at once. Each of them only feeds the lifecycle what it sees and sleeps
@@ -10,9 +10,9 @@ until the time :meth:`Child.advance` hands back; the policy of how a child
 ends is the lifecycle's alone.
 
 Nothing outlives us: the child and what it starts carry our owner mark, its
-group and cgroup are held by the guardian (:mod:`spoolparse._guardian`) until
+group and cgroup are held by the guardian (:mod:`spoolparse._os.guardian`) until
 they are empty, and a child that joins a cgroup before it runs also gets
-``PR_SET_PDEATHSIG`` (the three ways to start, :mod:`spoolparse._spawn`).
+``PR_SET_PDEATHSIG`` (the three ways to start, :mod:`spoolparse._os.spawn`).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from typing import IO, Any, Literal, Protocol, Union
 
 from . import _limits
-from ._guardian import Registration, guardian
-from ._lifecycle import Check, Deadlines, Done, Lifecycle, Reap, Send, Wait
-from ._proc import proc_stats
+from ._os.guardian import Registration, guardian
+from ._os.lifecycle import Check, Deadlines, Done, Lifecycle, Reap, Send, Wait
+from ._os.proc import proc_stats
+from ._os.spawn import Gate, deathsig_preexec, explain_exec_error, gated_argv, spawn, start_way
+from ._os.wait import SpoolWaiter
 from ._relay import EventRelay
 from ._signals import Interrupted, deferred
-from ._spawn import Gate, deathsig_preexec, explain_exec_error, gated_argv, spawn, start_way
-from ._wait import SpoolWaiter
 from .errors import SpawnError, SpoolFullError, UsageError
 from .lines import Loads
 from .parser import OnEvent, StreamParser
@@ -164,7 +164,7 @@ def _stdin_for(inp: Input, spool_dir: str) -> tuple[Any, IO[bytes] | None]:
 
 
 class Cgroup(Protocol):
-    """What a child's cgroup offers (:class:`spoolparse.runner.cgroup.ChildCgroup` is one).
+    """What a child's cgroup offers (:class:`spoolparse._os.cgroup.ChildCgroup` is one).
 
     The guardian holds its ``dirs`` from the child's start: :meth:`remove` tells it to forget each once it is
     gone (``guardian.release(None, dirs)``); one never removed is removed by the guardian when we exit."""
@@ -192,7 +192,7 @@ def _auto_cgroup() -> Cgroup | None:
     global _placement
     if _placement is None:
         # imported here: the runner package imports this module
-        from .runner.cgroup import Placement
+        from ._os.cgroup import Placement
 
         try:
             _placement = Placement.detect()
@@ -231,7 +231,7 @@ class Child:
     made by the caller, or ``None`` (the process group alone); the child
     joins it before it execs. Without a cgroup to join nor a ``preexec_fn``
     the child starts directly (``vfork``, one ``exec``); with a cgroup and
-    stdin ``/dev/null``, gated (:mod:`spoolparse._spawn`).
+    stdin ``/dev/null``, gated (:mod:`spoolparse._os.spawn`).
 
     ``launch=False`` makes the child ready (spools, environment, parser) and
     leaves the start to :meth:`launch`, which a driver may call from another

@@ -43,7 +43,7 @@ from typing import IO
 
 from . import _limits
 from ._dirfd import NotOurs, make_unique_dir, own_dir
-from ._proc import pid_gone
+from ._os.proc import pid_gone
 from ._signals import helper_thread
 from .errors import SpoolDirError, SpoolDirWarning, SpoolFullError
 

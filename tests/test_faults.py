@@ -55,7 +55,7 @@ def _gone(tag: str, within: float = 5.0) -> bool:
 
 @pytest.fixture(autouse=True, scope="module")
 def _warm() -> None:
-    """One run first: the process's kept inotify descriptor and its thread are state, not a leak (``_wait.py``)."""
+    """One run first: the process's kept inotify descriptor and its thread are state, not a leak (``_os/wait.py``)."""
     spoolparse.run(["true"]).close()
 
 

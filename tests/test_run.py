@@ -414,7 +414,7 @@ def test_the_check_before_the_fork_agrees_with_the_kernel(tmp_path: Path) -> Non
     one it refuses fails with the very errno; it never vouches for what fails (the gated start would then
     hand it to the shell). What it leaves to execve is only what the kernel refuses (an exact start then
     reports its errno): every script that runs is vouched for."""
-    from spoolparse._spawn import exec_check
+    from spoolparse._os.spawn import exec_check
 
     seen = {"refused": 0, "runs": 0, "left": 0}
     for i, line in enumerate(_shebangs()):

@@ -21,8 +21,8 @@ import pytest
 
 import spoolparse
 from spoolparse import _limits
+from spoolparse._os.cgroup import Placement
 from spoolparse.runner import Admission, Task, auto_concurrency, default_reserve, run_many
-from spoolparse.runner.cgroup import Placement
 from spoolparse.runner.joblog import done_ids, finished_ok
 from spoolparse.runner.memory import HostMemory, sample_trees
 from spoolparse.runner.scheduler import Batch, InvalidTask
@@ -337,7 +337,7 @@ def test_keyboard_interrupt_cancels_started_tasks_and_leaves_nothing(tmp_path: P
              for i in range(100))
     batch = run_many(tasks, max_concurrent=3, joblog=log, memory_probe=FixedProbe(BIG))
     timer = threading.Timer(0.8, os.kill, (os.getpid(), signal.SIGINT))
-    from spoolparse._guardian import guardian
+    from spoolparse._os.guardian import guardian
 
     guardian.start()  # one per process, for its life (started by the first spawn): not the batch's to close
     empty_pool()

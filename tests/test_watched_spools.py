@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import spoolparse
-from spoolparse._wait import Inotify, open_inotify
+from spoolparse._os.wait import Inotify, open_inotify
 from spoolparse.process import Child
 from spoolparse.runner import Task, run_many
 from spoolparse.runner import scheduler as sched

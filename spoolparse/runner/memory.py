@@ -14,7 +14,7 @@ from typing import Protocol
 
 import psutil
 
-from .._proc import proc_stats
+from .._os.proc import proc_stats
 
 __all__ = ["MemoryProbe", "HostMemory", "own_cgroup", "v2_dir", "enclosing_limit", "sample_trees", "read_int"]
 

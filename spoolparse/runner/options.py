@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import _limits
-from .._lifecycle import check_times
+from .._os.lifecycle import check_times
 from ..errors import UsageError
 from .admission import DEFAULT_MEMORY_PER_TASK, check_fractions
 from .halt import Halt, parse_halt

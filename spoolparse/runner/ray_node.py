@@ -9,12 +9,12 @@ a status report out. The actor is asynchronous, so an exchange waiting for
 outcomes never holds up the next one.
 
 Every task runs in a cgroup of its own where the node lets one be made (as
-on a local batch: :func:`~spoolparse.runner.cgroup.wants_cgroup`), which is
+on a local batch: :func:`~spoolparse._os.cgroup.wants_cgroup`), which is
 what ends a process that left its task's session and cleared its
 environment; the first reply says when none can be made there, and the
 driver warns once for that node. When the actor process dies —
 ``ray.kill``, its node removed, Ray's memory monitor — its guardian
-(:mod:`spoolparse._guardian`, the one every run has, started detached and
+(:mod:`spoolparse._os.guardian`, the one every run has, started detached and
 given the runner's environment mark) kills its agents and whatever they
 started (the cgroups it holds, and every process carrying the mark), and
 deletes the node's job log.
@@ -36,10 +36,10 @@ from typing import Any
 
 import orjson
 
-from .._guardian import MARK_VAR, SWEEP_FOR, guardian, marked
+from .._os.cgroup import Placement, uncontained_note, wants_cgroup
+from .._os.guardian import MARK_VAR, SWEEP_FOR, guardian, marked
 from .admission import Admission, auto_concurrency, default_reserve
 from .arun import arun_batch
-from .cgroup import Placement, uncontained_note, wants_cgroup
 from .memory import HostMemory, MemoryProbe
 from .options import BatchOptions
 from .ray_wire import decode_task, dumps, encode_outcome, loads

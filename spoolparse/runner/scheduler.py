@@ -11,7 +11,7 @@ O(``max_concurrent``), never O(number of tasks).
 
 This module is that loop and its admission; the rest is each in a module of
 its own: the input (:mod:`.intake`), starting children (:mod:`.spawning`),
-how each child ends (:mod:`spoolparse._lifecycle`, advanced from here), a
+how each child ends (:mod:`spoolparse._os.lifecycle`, advanced from here), a
 running task and its outcome (:mod:`.slot`, verdicts in :mod:`.verdicts`),
 the order outcomes go out in and when they are final in the job log
 (:mod:`.emission`), and the asyncio face (:mod:`.arun`).
@@ -36,18 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _limits
-from .._lifecycle import Done
-from .._proc import raise_open_files_limit
-from .._relay import EventRelay
-from .._signals import uninterruptible
-from .._wait import Inotify, open_inotify
-from ..cost import preload as preload_prices
-from ..errors import UsageError
-from ..providers.base import LiveEvent
-from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
-from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
-from .calibrations import command_key, recorded
-from .cgroup import (
+from .._os.cgroup import (
     REMOVE_WITHIN,
     ChildCgroup,
     Placement,
@@ -56,6 +45,17 @@ from .cgroup import (
     wait_removed,
     wants_cgroup,
 )
+from .._os.lifecycle import Done
+from .._os.proc import raise_open_files_limit
+from .._os.wait import Inotify, open_inotify
+from .._relay import EventRelay
+from .._signals import uninterruptible
+from ..cost import preload as preload_prices
+from ..errors import UsageError
+from ..providers.base import LiveEvent
+from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
+from .admission import Admission, auto_concurrency, cpu_cap, default_reserve
+from .calibrations import command_key, recorded
 from .driver import Driver
 from .emission import Emission, HandsOut
 from .halt import Tally
@@ -636,7 +636,7 @@ class Batch(HandsOut):
             for s in list(self._far.values()):
                 with contextlib.suppress(OSError):
                     self._look_at_spools(s, every=False, read_all=False, facts=None)
-        # The child's lifecycle (spoolparse._lifecycle, the one written for run and arun too) decides when
+        # The child's lifecycle (spoolparse._os.lifecycle, the one written for run and arun too) decides when
         # to signal, reap and sweep. It is advanced when its pidfd turned readable (an exit), when one of its
         # deadlines is due (the timer heap), when the loop ended it, and once a second in any case; a tick
         # so costs in proportion to the children that changed, not to all of them.

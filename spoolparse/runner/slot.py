@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._os.cgroup import ChildCgroup
 from ..process import Child
 from ..providers.base import LiveEvent
 from ..result import Result
 from ..types import Summary
-from .cgroup import ChildCgroup
 from .results import ResultsDir
 from .tasks import Outcome, Task
 from .verdicts import memory_kill_error, runner_verdict

@@ -1,7 +1,7 @@
 """Starting a batch's children: from a few threads, each child in its cgroup before it runs.
 
 fork+exec waits for the exec (and a gated start for the guardian to hold the
-child's group, :mod:`spoolparse._spawn`): spawning from a few threads
+child's group, :mod:`spoolparse._os.spawn`): spawning from a few threads
 overlaps those waits, so a burst of starts never stalls the supervisor loop.
 The loop makes a common child ready first (``Child(..., launch=False)``:
 spools, environment, parser), so a spawner thread does only the fork, the
@@ -22,10 +22,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._lifecycle import Deadlines
-from .._spawn import mark_long_lived
+from .._os.cgroup import ChildCgroup
+from .._os.lifecycle import Deadlines
+from .._os.spawn import mark_long_lived
 from ..process import Child
-from .cgroup import ChildCgroup
 from .options import BatchOptions
 from .tasks import Task
 

@@ -197,7 +197,7 @@ class Outcome:
     bytes (from the cgroup's peak counter or from RSS sampling, see
     ``peak_source``; ``None`` when the task ended before it was sampled).
     ``enforcement`` names what capped its memory: ``cgroup2``,
-    ``cgroup1``, ``watchdog`` or ``none`` (:data:`spoolparse.runner.cgroup.ENFORCEMENTS`).
+    ``cgroup1``, ``watchdog`` or ``none`` (:data:`spoolparse._os.cgroup.ENFORCEMENTS`).
 
     .. seealso:: :class:`spoolparse.Result`
     """

@@ -36,9 +36,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from .._guardian import guardian
-from .._proc import pid_gone
-from .memory import read_int, v2_dir
+from ..runner.memory import read_int, v2_dir
+from .guardian import guardian
+from .proc import pid_gone
 
 __all__ = [
     "Placement", "ChildCgroup", "destroy", "sweep_stale", "enforcement_of", "wait_removed", "REMOVE_WITHIN",

@@ -1,6 +1,6 @@
 """A small process that ends our children's groups and cgroups when we die, even by ``kill -9``.
 
-``PR_SET_PDEATHSIG`` (see :mod:`spoolparse._spawn`) reaches only the direct
+``PR_SET_PDEATHSIG`` (see :mod:`spoolparse._os.spawn`) reaches only the direct
 child; what it started, and what left its process group (``setsid``), needs
 someone who outlives us. One guardian per spoolparse process, started on the
 first spawn: ``python -I -S`` running this file, so it imports nothing of
