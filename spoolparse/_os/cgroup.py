@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..runner.memory import read_int, v2_dir
+from .cgroupfs import read_int, v2_dir
 from .guardian import guardian
 from .proc import pid_gone
 

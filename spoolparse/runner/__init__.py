@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # at run time each name loads on first use: ``spoolparse run`` reaches
-    # _os.cgroup without going through this package and must not pay for the scheduler (and asyncio)
+if TYPE_CHECKING:  # at run time each name loads on first use: importing the package (a task's types, say)
+    # must not pay for the scheduler (and asyncio)
     from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
     from .backend import arun_many, run_many
     from .intake import InvalidTask
