@@ -25,11 +25,11 @@ from typing import Any
 from . import _limits
 from ._os.lifecycle import Deadlines, Done, Wait
 from ._os.wait import Inotify, next_interval, open_inotify
+from .child import Argv, Child, Containment, Input
 from .cost import loaded as prices_loaded
 from .cost import preload as preload_prices
 from .errors import SpoolFullError, UsageError
 from .lines import Loads
-from .process import Argv, Child, Containment, Input
 from .providers import Provider
 from .providers.base import LiveEvent
 from .result import Result
@@ -131,7 +131,7 @@ class AsyncRun:
     Use it as an async context manager: leaving the block before the run has
     ended (an exception, a ``break`` out of :meth:`events`, a cancelled task)
     kills the child's process group and closes the spools. ``pid`` and
-    ``pgid`` are the child's; ``child`` is the :class:`~spoolparse.process.Child`
+    ``pgid`` are the child's; ``child`` is the :class:`~spoolparse.child.Child`
     (its ``offset`` and ``parser`` counters suit a progress display).
 
     .. seealso:: :func:`arun`, :class:`asyncio.subprocess.Process`

@@ -56,7 +56,7 @@ def named_files(path: str | os.PathLike[str]) -> list[str]:
 
 def group_gone(pgid: int) -> bool:
     """No live process is left in the group (zombies waiting for PID 1 count as gone)."""
-    from spoolparse.process import group_alive
+    from spoolparse.child import group_alive
 
     return not group_alive(pgid)
 

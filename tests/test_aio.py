@@ -432,7 +432,7 @@ def test_a_slow_consumer_holds_up_no_timeout(tmp_path: Path, how: str) -> None:
 def test_a_deadline_whose_first_look_fails_is_looked_at_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The loop's timer for a deadline meets an OSError (a signal or a look at the group that failed once): it
     looks again soon, and the timeout still fires while the consumer is busy elsewhere."""
-    from spoolparse.process import Child
+    from spoolparse.child import Child
 
     real = Child.advance
     failed: list[bool] = []

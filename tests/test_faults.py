@@ -27,7 +27,7 @@ import spoolparse
 from spoolparse import SpoolDirWarning, SpoolFullError
 from spoolparse import spool as spool_mod
 from spoolparse._cli_common import exit_status
-from spoolparse.process import Child
+from spoolparse.child import Child
 
 from .helpers import ROOT, as_from_a_terminal, open_fds
 

@@ -112,7 +112,7 @@ def test_ten_thousand_runs_leave_nothing_behind(spool_dir: Path) -> None:
 
 def test_a_child_made_ready_runs_only_when_launched_and_leaves_nothing_if_never(spool_dir: Path) -> None:
     from spoolparse._os.guardian import guardian
-    from spoolparse.process import Child
+    from spoolparse.child import Child
 
     _one(4, spool_dir)  # warm: the guardian runs, the spool placement is made
     before = _snapshot(spool_dir)

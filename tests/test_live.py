@@ -14,7 +14,7 @@ import pytest
 
 import spoolparse
 from spoolparse._os import wait as _wait
-from spoolparse.process import Child
+from spoolparse.child import Child
 
 from .helpers import FAKE_CODEX, FIXTURES, event_dict, group_gone, open_fds
 

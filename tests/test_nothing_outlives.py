@@ -302,7 +302,6 @@ def test_every_way_of_starting_marks_the_agent_and_gives_it_nothing_of_ours(
     the instant before the guardian holds the group). A cgroup with stdin /dev/null: the gated start (a
     shim joins it, setpriv gives the death signal); with input: the preexec_fn start."""
     import spoolparse
-    from spoolparse import process as process_mod
     from spoolparse._os.guardian import guardian
 
     calls: list[tuple[list[str], dict[str, Any]]] = []
@@ -313,13 +312,13 @@ def test_every_way_of_starting_marks_the_agent_and_gives_it_nothing_of_ours(
             calls.append((a[0], kw))
         return real(*a, **kw)
 
-    process_mod.subprocess.Popen = spy  # type: ignore[misc]
+    subprocess.Popen = spy  # type: ignore[misc]  # every start's Popen, wherever it is called from
     try:
         with spoolparse.run(_INTROSPECT, input=given, containment=containment) as r:  # type: ignore[arg-type]
             assert r.ok, r.error
             seen = json.loads(r.text or "")
     finally:
-        process_mod.subprocess.Popen = real  # type: ignore[misc]
+        subprocess.Popen = real  # type: ignore[misc]
     argv, kw = calls[0]
     way = "preexec" if kw["preexec_fn"] is not None else "direct" if argv[0] == _INTROSPECT[0] else "gated"
     if containment is None:

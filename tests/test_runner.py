@@ -530,7 +530,7 @@ def test_quiet_children_cost_a_look_at_their_spools_not_a_read_or_a_proc_walk_ea
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Memory of tasks with no limit is read once a second; a spool that did not grow is not read."""
-    from spoolparse.process import Child
+    from spoolparse.child import Child
     from spoolparse.runner import scheduler
 
     walks = pumps = 0

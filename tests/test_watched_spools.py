@@ -18,7 +18,7 @@ import pytest
 
 import spoolparse
 from spoolparse._os.wait import Inotify, open_inotify
-from spoolparse.process import Child
+from spoolparse.child import Child
 from spoolparse.runner import Task, run_many
 from spoolparse.runner import scheduler as sched
 

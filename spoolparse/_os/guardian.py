@@ -27,7 +27,7 @@ mark (and its group, when it leads one), repeats that for up to
 and exits.
 
 The owner mark is what makes a start without a gate safe
-(:mod:`spoolparse.process`): a child is known to the guardian only after
+(:mod:`spoolparse.child`): a child is known to the guardian only after
 the fork returns, and we may be killed before. A child caught between its
 fork and the end of its ``execve`` when we die still shows our environment,
 not its marked one, and has already closed its copy of the pipe; so the

@@ -13,7 +13,7 @@ answer. It reaches only the direct child; the guardian
 (:mod:`spoolparse._os.guardian`) ends the rest of its group and cgroup.
 
 Three ways to start a child (:func:`start_way` picks one, for
-:class:`spoolparse.process.Child`), each leaving nothing behind if we die at
+:class:`spoolparse.child.Child`), each leaving nothing behind if we die at
 any instant, and each running the program with one ``execve`` whose error
 is the start's :class:`~spoolparse.SpawnError`, never a shell's exit status:
 
@@ -402,7 +402,7 @@ def start_way(
     program: list[str], *, marked: bool, cgroups: bool, devnull_stdin: bool, preexec_fn: bool,
     env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None,
 ) -> str:
-    """How :class:`spoolparse.process.Child` starts ``program`` (the module's docstring): ``"direct"``,
+    """How :class:`spoolparse.child.Child` starts ``program`` (the module's docstring): ``"direct"``,
     ``"gated"`` or ``"preexec"``. The one place this is decided.
 
     Every way execs the program once with ``execve`` and reports its error: the direct and preexec starts

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._os.cgroup import ChildCgroup
-from ..process import Child
+from ..child import Child
 from ..providers.base import LiveEvent
 from ..result import Result
 from ..types import Summary

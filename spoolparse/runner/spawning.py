@@ -5,7 +5,7 @@ child's group, :mod:`spoolparse._os.spawn`): spawning from a few threads
 overlaps those waits, so a burst of starts never stalls the supervisor loop.
 The loop makes a common child ready first (``Child(..., launch=False)``:
 spools, environment, parser), so a spawner thread does only the fork, the
-exec and what must follow them at once (:meth:`~spoolparse.process.Child.launch`):
+exec and what must follow them at once (:meth:`~spoolparse.child.Child.launch`):
 the less Python runs there, the less the threads take turns at the
 interpreter lock with the loop. A task with input (a FIFO to open, bytes to
 copy) or a cgroup (a gated start checks its program first) is made whole in
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from .._os.cgroup import ChildCgroup
 from .._os.lifecycle import Deadlines
 from .._os.spawn import mark_long_lived
-from ..process import Child
+from ..child import Child
 from .options import BatchOptions
 from .tasks import Task
 
@@ -66,7 +66,7 @@ def child_for(
     launch: bool = True,
 ) -> Child:
     """Start ``task``'s child as the batch's options say (its own timeouts over the batch's); with ``launch=False``
-    it is only made ready, and :meth:`~spoolparse.process.Child.launch` starts it."""
+    it is only made ready, and :meth:`~spoolparse.child.Child.launch` starts it."""
     env = None if task.env is None else {**os.environ, **task.env}
     deadlines = Deadlines(
         timeout=task.timeout if task.timeout is not None else options.timeout,
