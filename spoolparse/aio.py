@@ -23,8 +23,9 @@ from types import TracebackType
 from typing import Any
 
 from . import _limits
+from ._os.capabilities import Inotify, open_inotify
 from ._os.lifecycle import Deadlines, Done, Wait
-from ._os.wait import Inotify, next_interval, open_inotify
+from ._os.wait import next_interval
 from .child import Argv, Child, Containment, Input
 from .cost import loaded as prices_loaded
 from .cost import preload as preload_prices

@@ -18,26 +18,23 @@ they are empty, and a child that joins a cgroup before it runs also gets
 from __future__ import annotations
 
 import contextlib
-import errno
-import math
 import os
-import resource
-import select
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import IO, Any, Literal, Protocol, Union
+from typing import IO, Any, Literal, Union
 
 from . import _limits
-from ._os.guardian import Registration, guardian
+from ._os.capabilities import exit_seen, open_pidfd, own_cgroup, wait_exit
+from ._os.cgroup import Cgroup
+from ._os.group import group_alive, signal_group
+from ._os.guardian import guardian
+from ._os.launch import Launch
 from ._os.lifecycle import Check, Deadlines, Done, Lifecycle, Reap, Send, Wait
-from ._os.proc import proc_stats
-from ._os.spawn import Gate, deathsig_preexec, explain_exec_error, gated_argv, spawn, start_way
+from ._os.proc import own_peak
 from ._signals import deferred
-from .errors import SpawnError, UsageError
+from .errors import UsageError
 from .lines import Loads
 from .parser import StreamParser
 from .providers import Provider
@@ -84,42 +81,6 @@ def _workdir(cwd: Any) -> str | None:
         raise UsageError(f"cwd is a path, not {type(cwd).__name__}") from None
 
 
-def signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to process group ``pgid``; ``False`` when the group is gone.
-
-    Never our own group, nor 0 (``killpg(0)`` is the caller's group): a child
-    not yet started has no group to signal.
-    """
-    if pgid <= 1 or pgid == os.getpgrp():
-        return False
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _live_members(pgid: int) -> bool:
-    """Whether a process other than a zombie is in group ``pgid`` (reads /proc)."""
-    return any(
-        len(fields) >= 3 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X")
-        for _, fields in proc_stats()
-    )
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether group ``pgid`` still has a live (non-zombie) process.
-
-    Orphans killed in the group become zombies of PID 1, which may take a
-    while to reap them; they hold nothing, so they count as gone.
-    """
-    if not signal_group(pgid, 0):
-        return False
-    return _live_members(pgid) if os.path.isdir("/proc") else True
-
-
 def _stdin_for(inp: Input, spool_dir: str) -> tuple[Any, IO[bytes] | None]:
     """What to give the child as stdin, and a file to close afterwards.
 
@@ -160,62 +121,7 @@ def _stdin_for(inp: Input, spool_dir: str) -> tuple[Any, IO[bytes] | None]:
     return f, f
 
 
-class Cgroup(Protocol):
-    """What a child's cgroup offers (:class:`spoolparse._os.cgroup.ChildCgroup` is one).
-
-    The guardian holds its ``dirs`` from the child's start: :meth:`remove` tells it to forget each once it is
-    gone (``guardian.release(None, dirs)``); one never removed is removed by the guardian when we exit."""
-
-    dirs: list[str]
-
-    def preexec(self) -> Callable[[], None]: ...
-
-    def attached(self) -> None: ...
-
-    def kill(self, sig: int = ...) -> None: ...
-
-    def procs(self) -> list[int]: ...
-
-    def remove(self, within: float = ...) -> bool: ...
-
-
 Containment = Cgroup | Literal["auto"] | None
-
-_placement: Any = None
-
-
-def _auto_cgroup() -> Cgroup | None:
-    """A cgroup of our own for one child, or ``None`` where none can be made (then the group sweep alone)."""
-    global _placement
-    if _placement is None:
-        # imported here: the runner package imports this module
-        from ._os.cgroup import Placement
-
-        try:
-            _placement = Placement.detect()
-        except OSError:
-            _placement = False
-    if not _placement or _placement.kind is None:
-        return None
-    try:
-        cg: Cgroup = _placement.create(memory_limit=None, pids_max=None)
-    except OSError:
-        return None
-    return cg
-
-
-def _preexec(parts: list[Callable[[], None] | None]) -> Callable[[], None] | None:
-    todo = [p for p in parts if p is not None]
-    if not todo:
-        return None
-    if len(todo) == 1:
-        return todo[0]
-
-    def all_of() -> None:
-        for p in todo:
-            p()
-
-    return all_of
 
 
 class Child:
@@ -277,7 +183,7 @@ class Child:
         self._stdin_close: IO[bytes] | None = None
         # the child's own write descriptors on the spools, closed once it has them; with them (and
         # the spools not handed to a result) the spools may be recycled after the child is gone
-        ends: list[int] = []
+        self._ends: list[int] = []
         self._recycle = False
         self._spools_closed = False
         self.offset = 0
@@ -298,51 +204,25 @@ class Child:
         self.cgroup: Cgroup | None = None
         self._own_cgroup = cgroup == "auto"
         self.life = Lifecycle(deadlines if deadlines is not None else Deadlines(), started=self.started)
-        self._launch: _Launch | None = None
-        gate: Gate | None = None
+        self._launch: Launch | None = None
         try:
             self.stderr = open_spool(self.spool_dir)
-            ends = [writer_end(self.stdout), writer_end(self.stderr)]
-            if -1 in ends:
+            self._ends = [writer_end(self.stdout), writer_end(self.stderr)]
+            if -1 in self._ends:
                 out_end: Any = self.stdout
                 err_end: Any = self.stderr
             else:
-                out_end, err_end = ends
+                out_end, err_end = self._ends
                 self._recycle = True
             stdin, self._stdin_close = _stdin_for(input, self.spool_dir)
-            self.cgroup = _auto_cgroup() if cgroup == "auto" else cgroup
+            self.cgroup = own_cgroup() if cgroup == "auto" else cgroup
             program = ["/bin/sh", "-c", self.args] if isinstance(self.args, str) else self.args
-            # every child carries our owner mark: the guardian ends what has it when we are gone
-            marked = guardian.marked_env(env) if sys.platform.startswith("linux") else None
-            cgroups = self._cgroup_dirs()
-            registration: Registration | None = None
-            try:
-                way = start_way(
-                    program, marked=marked is not None, cgroups=bool(cgroups),
-                    devnull_stdin=stdin is subprocess.DEVNULL, preexec_fn=preexec_fn is not None, env=env, cwd=cwd,
-                )
-            except (OSError, ValueError) as e:
-                raise self._spawn_error(e) from None
-            gated = gated_argv(program, [os.path.join(d, "cgroup.procs") for d in cgroups]) if way == "gated" else None
-            if way == "direct" or gated is not None:
-                # direct: one exec, vfork; the mark covers the instant between the fork and our hold. gated: a
-                # cgroup to join before exec, without Python in the child
-                if gated is not None:
-                    gate = Gate()
-                    stdin = gate.r
-                argv, preexec, env = gated or program, None, marked
-            else:
-                argv = program
-                env = marked if marked is not None else env
-                join = self.cgroup.preexec() if self.cgroup is not None else None
-                # the child itself tells the guardian about its group, before it runs anything
-                registration = guardian.registration(cgroups)
-                preexec = _preexec([deathsig_preexec(), join, registration, preexec_fn])
-            self._launch = _Launch(argv, program, stdin, out_end, err_end, cwd, env, preexec, gate, registration, ends)
+            self._launch = Launch.prepare(
+                self.args if isinstance(self.args, list) else [self.args], program, stdin=stdin, stdout=out_end,
+                stderr=err_end, cwd=cwd, env=env, cgroup=self.cgroup, preexec_fn=preexec_fn,
+            )
         except BaseException:
-            if gate is not None:
-                gate.close()
-            self._launched(ends)
+            self._launched()
             self.close()
             raise
         if launch:
@@ -354,92 +234,37 @@ class Child:
         plan, self._launch = self._launch, None
         if plan is None:  # an assert would vanish under python -O and leave an AttributeError
             raise UsageError("launch() is for a child made with launch=False, once")
-        gate, registration = plan.gate, plan.registration
-        cgroups = self._cgroup_dirs()
-        held_by_us = registration is None  # else the child told the guardian itself
-
-        def start() -> subprocess.Popen[bytes]:
-            try:
-                with registration or contextlib.nullcontext():
-                    return subprocess.Popen(  # an argv list; a shell only when asked
-                        plan.argv,
-                        stdin=plan.stdin,
-                        stdout=plan.stdout,
-                        stderr=plan.stderr,
-                        cwd=plan.cwd,
-                        env=plan.env,
-                        start_new_session=True,
-                        preexec_fn=plan.preexec,
-                    )
-            except (OSError, ValueError) as e:
-                raise self._spawn_error(e, plan) from None
-
         try:
             # From fork to the child being ours to end, a signal must not cut in (the child would be
             # nobody's); one that comes is raised again at the end of the block, and the cleanup below runs.
             with deferred():
                 self.started = time.monotonic()
                 self.life.started = self.started
-                try:
-                    # PR_SET_PDEATHSIG is the forking thread's: those starts fork from one that outlives the child
-                    self.proc = start() if plan.preexec is None and gate is None else spawn(start)
-                except BaseException:
-                    if registration is not None:
-                        registration.done(None)  # a child that registered itself and then failed to exec
-                    raise
-                finally:
-                    if gate is not None:
-                        gate.started()
+                self.proc = plan.start()
                 self.pid = self.pgid = self.proc.pid  # start_new_session: the child leads its own group
                 self._held = True
-                if registration is not None:
-                    registration.done(self.pid)
-                if held_by_us:
-                    guardian.hold(self.pid, cgroups)
-                if gate is not None:
-                    gate.open()
+                plan.started(self.pid)
         except BaseException:
-            if gate is not None:
-                gate.close()
+            plan.abandon()
             if self._held:
                 self.kill_now()
             self.close()
             raise
         finally:
-            self._launched(plan.ends)
-        try:
-            self._pidfd = os.pidfd_open(self.pid)
-        except (AttributeError, OSError):
-            self._pidfd = -1
+            self._launched()
+        self._pidfd = open_pidfd(self.pid)
 
-    def _spawn_error(self, e: OSError | ValueError, plan: _Launch | None = None) -> SpawnError:
-        """A start that failed, as :class:`~spoolparse.SpawnError`: the OS refused it, or what was to be passed
-        cannot be (``ValueError``: a NUL byte in the command, its environment or its directory; ``=`` in a
-        variable's name). ``plan``: the start that failed, whose ``execve`` error names what it can."""
-        err = e if isinstance(e, OSError) else OSError(errno.EINVAL, str(e))
-        if plan is not None:
-            program = plan.program[0]
-            if err.errno == errno.E2BIG:
-                # the program's arguments (and environment) are what is too long, whatever exec'd first
-                err = OSError(err.errno, err.strerror, program)
-            elif plan.argv[0] == program:  # the program's own execve: what made it fail, where more can be said
-                err = explain_exec_error(err, program, env=plan.env, cwd=plan.cwd)
-        return SpawnError(self.args if isinstance(self.args, list) else [self.args], err)
-
-    def _launched(self, ends: list[int]) -> None:
+    def _launched(self) -> None:
         """The child has its copies of our descriptors (or will never run): ours go."""
-        for fd in ends:
+        for fd in self._ends:
             if fd >= 0:
                 os.close(fd)
-        ends.clear()
+        self._ends.clear()
         if self._stdin_close is not None:
             self._stdin_close.close()
             self._stdin_close = None
         if self.cgroup is not None:
             self.cgroup.attached()
-
-    def _cgroup_dirs(self) -> list[str]:
-        return list(self.cgroup.dirs) if self.cgroup is not None else []
 
     # -- reading -----------------------------------------------------------
 
@@ -526,25 +351,11 @@ class Child:
 
     def exited(self) -> bool:
         """Whether the child has exited (not reaped: its group id stays ours)."""
-        if self.returncode is not None:
-            return True
-        try:
-            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True
-        return info is not None and info.si_pid == self.pid
+        return self.returncode is not None or exit_seen(self.pid)
 
     def wait_exit(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds for the child's exit (pidfd where there is one)."""
-        if self.exited():
-            return True
-        if self._pidfd >= 0:
-            p = select.poll()
-            p.register(self._pidfd, select.POLLIN)
-            p.poll(_poll_ms(timeout))
-        else:
-            time.sleep(max(0.0, timeout))
-        return self.exited()
+        return self.returncode is not None or wait_exit(self.pid, self._pidfd, timeout)
 
     def check_spool(
         self, *, thorough: bool | None = None, sizes: tuple[int, int] | None = None, facts: DiskFacts | None = None
@@ -623,7 +434,7 @@ class Child:
             self.returncode = self.proc.returncode = os.waitstatus_to_exitcode(status)
             if ru is not None:
                 self.cpu = ru.ru_utime + ru.ru_stime
-                self.max_rss = _own_peak(ru.ru_maxrss * 1024)
+                self.max_rss = own_peak(ru.ru_maxrss * 1024)
         return self.returncode
 
     def _release(self) -> None:
@@ -745,9 +556,8 @@ class Child:
         (idempotent); a cgroup of our own goes once its child has."""
         plan, self._launch = self._launch, None
         if plan is not None:  # never launched
-            if plan.gate is not None:
-                plan.gate.close()
-            self._launched(plan.ends)
+            plan.abandon()
+            self._launched()
         recycle, self._recycle = self._recycle and not self._held, False
         if not self._spools_closed:
             self._spools_closed = True  # a recycled spool may be another child's by the next call
@@ -766,64 +576,5 @@ class Child:
             self._pidfd = -1
 
 
-@dataclass
-class _Launch:
-    """What :meth:`Child.launch` starts: made ready by the constructor."""
-
-    argv: list[str]
-    program: list[str]  # what argv starts (argv itself, or after the gated start's shim)
-    stdin: Any
-    stdout: Any
-    stderr: Any
-    cwd: str | os.PathLike[str] | None
-    env: Mapping[str, str] | None
-    preexec: Callable[[], None] | None
-    gate: Gate | None
-    registration: Registration | None
-    ends: list[int]
-
-
 def _close_now(f: IO[bytes]) -> None:
     f.close()
-
-
-def _own_peak(maxrss: int) -> int:
-    """A reaped child's ``ru_maxrss`` (bytes) when it is the child's own, else 0 (unknown).
-
-    The kernel starts a process's figure at the high-water mark of the memory its ``exec`` replaced: for a
-    child started by ``vfork`` or ``fork``, ours. A figure no larger than our own peak may so be ours (from a
-    parent of 300 MiB a ``true`` reported 311 MiB), never the child's alone; above it, it is the child's (or a
-    descendant's it waited for). Our own ``ru_maxrss`` began the same way, at our parent's mark: when it is
-    above our memory's own (``VmHWM``), that one is the figure to pass."""
-    global _peak_known_own
-    ours = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if maxrss > ours:
-        return maxrss
-    if _peak_known_own != ours:  # not known to be ours alone: our own mark (read only while they differ)
-        hwm = _high_water_mark()
-        if hwm is None or hwm >= ours:
-            _peak_known_own = ours  # the same figure: ours alone from now on (it only grows)
-        elif maxrss > hwm:
-            return maxrss
-    return 0
-
-
-#: Our ``ru_maxrss`` (bytes) when it was last found to be our own memory's, not our parent's.
-_peak_known_own = -1
-
-
-def _high_water_mark() -> int | None:
-    """This process's own resident high-water mark (``VmHWM``, bytes), ``None`` where there is none to read."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _poll_ms(seconds: float) -> int:
-    """A :meth:`select.poll.poll` timeout: milliseconds, rounded up so a wait never ends early."""
-    return max(0, math.ceil(seconds * 1000))

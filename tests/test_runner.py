@@ -609,12 +609,12 @@ class _SlowToClose:
 
 
 def test_a_large_spool_closing_does_not_hold_up_the_other_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from spoolparse import process as process_mod
+    from spoolparse import child as child_mod
     from spoolparse.spool import wait_closed
 
     release, closing = threading.Event(), threading.Event()
-    real_open = process_mod.open_spool
-    monkeypatch.setattr(process_mod, "open_spool", lambda d: _SlowToClose(real_open(d), release, closing))
+    real_open = child_mod.open_spool
+    monkeypatch.setattr(child_mod, "open_spool", lambda d: _SlowToClose(real_open(d), release, closing))
     big = [*FAKE_CODEX, "--size", "2M"]  # a 2 MiB transcript
     later = ["sh", "-c", 'sleep 1; echo \'{"type":"item.completed","item":{"id":"a","type":"agent_message",'
              '"text":"later"}}\'; echo \'{"type":"turn.completed","usage":{}}\'']

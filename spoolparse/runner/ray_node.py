@@ -36,7 +36,8 @@ from typing import Any
 
 import orjson
 
-from .._os.cgroup import Placement, uncontained_note, wants_cgroup
+from .._os.capabilities import placement
+from .._os.cgroup import uncontained_note, wants_cgroup
 from .._os.guardian import MARK_VAR, SWEEP_FOR, guardian, marked
 from .admission import Admission, auto_concurrency, default_reserve
 from .arun import arun_batch
@@ -85,7 +86,7 @@ class NodeRunner:
         os.environ[MARK_VAR] = self.token  # every agent started from here inherits it
         # said once to the driver: what escapes a task on this node, where no cgroup can be made (the batch
         # the runner runs detects the same placement and makes the cgroups)
-        where = Placement.detect() if wants_cgroup(options.enforce) else None
+        where = placement(fresh=True) if wants_cgroup(options.enforce) else None
         self._uncontained = uncontained_note(where) if where is not None and where.kind is None else None
         self.inbox: deque[Task] = deque()
         self.waiting_est = 0

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _limits
+from .._os.capabilities import Inotify, open_inotify, placement
 from .._os.cgroup import (
     REMOVE_WITHIN,
     ChildCgroup,
@@ -47,7 +48,6 @@ from .._os.cgroup import (
 )
 from .._os.lifecycle import Done
 from .._os.proc import raise_open_files_limit
-from .._os.wait import Inotify, open_inotify
 from .._relay import EventRelay
 from .._signals import uninterruptible
 from ..cost import preload as preload_prices
@@ -216,7 +216,7 @@ class Batch(HandsOut):
                 self._results.close()
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
         # every task in a cgroup of its own where one can be made (wants_cgroup); where none can, it is said once
-        self.placement = Placement.detect() if wants_cgroup(o.enforce) else Placement(None, why="enforce=watchdog")
+        self.placement = placement(fresh=True) if wants_cgroup(o.enforce) else Placement(None, why="enforce=watchdog")
         if self.placement.kind is None and wants_cgroup(o.enforce):
             tell_uncontained(self.placement)
         self._cgroup_failed = False  # a cgroup that could not be made is said once
