@@ -15,25 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _limits
 from ._os.capabilities import Inotify, open_inotify
-from ._os.lifecycle import Deadlines, Done, Wait
+from ._os.lifecycle import Done, Wait
 from ._os.wait import next_interval
-from .child import Argv, Child, Containment, Input
+from .child import Argv, Child
 from .cost import loaded as prices_loaded
 from .cost import preload as preload_prices
 from .errors import SpoolFullError, UsageError
-from .lines import Loads
-from .providers import Provider
+from .options import ChildKeywords, ChildOptions
 from .providers.base import LiveEvent
 from .result import Result
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["arun", "open_run", "AsyncRun", "AsyncOnEvent"]
 
@@ -139,24 +140,13 @@ class AsyncRun:
     """
 
     def __init__(
-        self,
-        args: Argv,
-        *,
-        timeout: float | None,
-        grace: float,
-        check: bool,
-        on_event: AsyncOnEvent | None,
-        keep_output: bool,
-        child_options: Mapping[str, Any],
+        self, args: Argv, options: ChildOptions, *, check: bool, on_event: AsyncOnEvent | None, keep_output: bool
     ) -> None:
-        self.deadlines = Deadlines(timeout=timeout, grace=grace)  # checked before anything starts
         self.args = args
-        self.timeout = timeout
-        self.grace = grace
+        self.options = options
         self.check = check
         self.on_event = on_event
         self.keep_output = keep_output
-        self._options = dict(child_options)
         self._child: Child | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watch: _LoopWatch | None = None
@@ -191,10 +181,7 @@ class AsyncRun:
         if self._child is not None:
             raise UsageError("this run was already started")
         loop = asyncio.get_running_loop()
-        child = Child(
-            self.args, deadlines=self.deadlines, read_buffer=_loop_buffer(loop), close_in_background=True,
-            **self._options,
-        )
+        child = Child(self.args, self.options, read_buffer=_loop_buffer(loop), close_in_background=True)
         self._child, self._loop = child, loop
         try:
             if child.pidfd >= 0:
@@ -350,7 +337,7 @@ class AsyncRun:
             await asyncio.sleep(0)
         if not prices_loaded():  # the price data loads off the event loop (a third of a second, once)
             await asyncio.get_running_loop().run_in_executor(None, preload_prices)
-        res, more = child.result(keep_output=self.keep_output, timeout=self.timeout)
+        res, more = child.result(keep_output=self.keep_output, timeout=self.options.timeout)
         try:
             await self._emit(more)
         except BaseException:
@@ -506,24 +493,12 @@ class AsyncRun:
 
 def open_run(
     args: Argv,
+    options: ChildOptions | None = None,
     *,
-    input: Input = None,
-    timeout: float | None = None,
-    grace: float = _limits.DEFAULT_GRACE,
-    cwd: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    shell: bool = False,
     check: bool = False,
-    provider: str | Provider = "auto",
-    spool_dir: str | os.PathLike[str] | None = None,
-    max_line: int = _limits.MAX_LINE,
-    max_retained: int = _limits.MAX_RETAINED,
-    max_spool_bytes: int | None = None,
     on_event: AsyncOnEvent | None = None,
     keep_output: bool = True,
-    loads: Loads | None = None,
-    containment: Containment = "auto",
-    allow_empty_answer: bool = False,
+    **changes: Unpack[ChildKeywords],
 ) -> AsyncRun:
     """A run to follow from asyncio; the child starts on ``async with``.
 
@@ -534,57 +509,24 @@ def open_run(
                 print(event.kind, event.data)
             result = await run.wait()
 
-    Options are those of :func:`spoolparse.run`; ``on_event`` may also be a
-    coroutine function. Leaving the block before the run has ended kills the
-    child's process group.
+    Options are those of :func:`spoolparse.run` (a :class:`~spoolparse.ChildOptions`, its fields as keyword
+    arguments on top); ``on_event`` may also be a coroutine function. Leaving the block before the run has
+    ended kills the child's process group.
 
     .. seealso:: :func:`arun`, :func:`spoolparse.run`
     """
-    options = {
-        "input": input,
-        "cwd": cwd,
-        "env": env,
-        "shell": shell,
-        "provider": provider,
-        "spool_dir": spool_dir,
-        "max_line": max_line,
-        "max_retained": max_retained,
-        "max_spool_bytes": max_spool_bytes,
-        "loads": loads,
-        "cgroup": containment,
-        "allow_empty_answer": allow_empty_answer,
-    }
-    return AsyncRun(
-        args,
-        timeout=timeout,
-        grace=grace,
-        check=check,
-        on_event=on_event,
-        keep_output=keep_output,
-        child_options=options,
-    )
+    opts = ChildOptions.of(options, changes, caller="open_run")  # checked before anything starts
+    return AsyncRun(args, opts, check=check, on_event=on_event, keep_output=keep_output)
 
 
 async def arun(
     args: Argv,
+    options: ChildOptions | None = None,
     *,
-    input: Input = None,
-    timeout: float | None = None,
-    grace: float = _limits.DEFAULT_GRACE,
-    cwd: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    shell: bool = False,
     check: bool = False,
-    provider: str | Provider = "auto",
-    spool_dir: str | os.PathLike[str] | None = None,
-    max_line: int = _limits.MAX_LINE,
-    max_retained: int = _limits.MAX_RETAINED,
-    max_spool_bytes: int | None = None,
     on_event: AsyncOnEvent | None = None,
     keep_output: bool = True,
-    loads: Loads | None = None,
-    containment: Containment = "auto",
-    allow_empty_answer: bool = False,
+    **changes: Unpack[ChildKeywords],
 ) -> Result:
     """:func:`spoolparse.run` for asyncio: same options, same :class:`~spoolparse.Result`.
 
@@ -595,24 +537,6 @@ async def arun(
 
     .. seealso:: :func:`open_run`, :func:`spoolparse.run`
     """
-    async with open_run(
-        args,
-        input=input,
-        timeout=timeout,
-        grace=grace,
-        cwd=cwd,
-        env=env,
-        shell=shell,
-        check=check,
-        provider=provider,
-        spool_dir=spool_dir,
-        max_line=max_line,
-        max_retained=max_retained,
-        max_spool_bytes=max_spool_bytes,
-        on_event=on_event,
-        keep_output=keep_output,
-        loads=loads,
-        containment=containment,
-        allow_empty_answer=allow_empty_answer,
-    ) as run:
+    opts = ChildOptions.of(options, changes, caller="arun")
+    async with AsyncRun(args, opts, check=check, on_event=on_event, keep_output=keep_output) as run:
         return await run.wait()

@@ -22,8 +22,8 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any, Literal, Union
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any, Union
 
 from . import _limits
 from ._os.capabilities import exit_seen, open_pidfd, own_cgroup, wait_exit
@@ -31,20 +31,21 @@ from ._os.cgroup import Cgroup
 from ._os.group import group_alive, signal_group
 from ._os.guardian import guardian
 from ._os.launch import Launch
-from ._os.lifecycle import Check, Deadlines, Done, Lifecycle, Reap, Send, Wait
+from ._os.lifecycle import Check, Done, Lifecycle, Reap, Send, Wait
 from ._os.proc import own_peak
 from ._signals import deferred
 from .errors import UsageError
-from .lines import Loads
+from .options import ChildKeywords, ChildOptions, Input
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 from .parser import StreamParser
-from .providers import Provider
 from .providers.base import LiveEvent
 from .result import Result
 from .spool import DiskFacts, close_spool, open_spool, recycle_spool, resolve_spool_dir, spool_problem, writer_end
 
-__all__ = ["Child", "Input", "Cgroup", "group_alive", "signal_group"]
+__all__ = ["Child", "Argv", "group_alive", "signal_group"]
 
-Input = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes], None]
 Argv = Union[Sequence[Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]], str, bytes]  # noqa: UP007 - runtime
 
 
@@ -121,21 +122,25 @@ def _stdin_for(inp: Input, spool_dir: str) -> tuple[Any, IO[bytes] | None]:
     return f, f
 
 
-Containment = Cgroup | Literal["auto"] | None
-
-
 class Child:
     """One child process writing to two spools, and the parser following its stdout.
 
     Nothing here sleeps: :meth:`pump` reads what is new, :meth:`exited` polls,
     :meth:`advance` does what the lifecycle asks and says until when to sleep.
-    ``deadlines`` is the child's time policy (timeout, grace, soft signal);
-    ``cgroup`` is ``"auto"`` (one of our own where it can be made), a cgroup
-    made by the caller, or ``None`` (the process group alone); the child
-    joins it before it execs. Without a cgroup to join nor a ``preexec_fn``
-    the child starts directly (``vfork``, one ``exec``); with a cgroup and
-    stdin ``/dev/null``, gated (:mod:`spoolparse._os.spawn`).
+    ``options`` (a :class:`~spoolparse.ChildOptions`, with any of its fields
+    as keyword arguments on top) say everything about the child: how its
+    output is read, its spools, its deadlines, its containment (the child
+    joins its cgroup before it execs), its input, directory and environment.
+    How it starts is :mod:`spoolparse._os.launch`'s: directly (``vfork``, one
+    ``exec``) without a cgroup to join nor a ``preexec_fn``; gated with a
+    cgroup and stdin ``/dev/null``; else through a ``preexec_fn``.
 
+    ``live=False``: nobody listens, so no events are kept and tool lines go
+    unread. ``read_buffer``: one buffer shared by children pumped from a
+    single thread (the parser never keeps it), so each start does not allocate
+    and zero ``READ_CHUNK``. ``close_in_background``: for a driver that
+    supervises other children too (the batch, an event loop), a large spool is
+    closed in the background (freeing its blocks would hold up everyone else).
     ``launch=False`` makes the child ready (spools, environment, parser) and
     leaves the start to :meth:`launch`, which a driver may call from another
     thread: it is the part that waits for the ``exec``.
@@ -144,40 +149,23 @@ class Child:
     def __init__(
         self,
         args: Argv,
+        options: ChildOptions | None = None,
         *,
-        input: Input = None,
-        cwd: str | os.PathLike[str] | None = None,
-        env: Mapping[str, str] | None = None,
-        shell: bool = False,
-        provider: str | Provider = "auto",
-        spool_dir: str | os.PathLike[str] | None = None,
-        max_line: int = _limits.MAX_LINE,
-        max_retained: int = _limits.MAX_RETAINED,
-        max_spool_bytes: int | None = None,
-        loads: Loads | None = None,
-        preexec_fn: Any = None,
+        preexec_fn: Callable[[], None] | None = None,
         read_buffer: bytearray | None = None,
         live: bool = True,
-        deadlines: Deadlines | None = None,
-        cgroup: Containment = None,
         close_in_background: bool = False,
         launch: bool = True,
-        allow_empty_answer: bool = False,
+        **changes: Unpack[ChildKeywords],
     ) -> None:
-        # read_buffer: one buffer shared by children pumped from a single thread (the
-        # parser never keeps it), so each start does not allocate and zero READ_CHUNK.
-        self.args: list[str] | str = _argv(args, shell)
-        cwd = _workdir(cwd)
-        # live=False: nobody listens, so no events are kept and tool lines go unread
-        self.parser = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=live,
-                                   allow_empty_answer=allow_empty_answer)
-        # a driver that supervises other children too (the batch, an event loop) has a large spool closed
-        # in the background: freeing its blocks would hold up everyone else
+        o = self.options = ChildOptions.of(options, changes, caller="Child")  # every option checked there
+        self.args: list[str] | str = _argv(args, o.shell)
+        cwd = _workdir(o.cwd)
+        self.parser = StreamParser.of(o, live=live)
         self._close = close_spool if close_in_background else _close_now
-        self.spool_dir = resolve_spool_dir(spool_dir)
+        self.spool_dir = resolve_spool_dir(o.spool_dir)
         self.parser.scanner.spill_dir = self.spool_dir  # a long line held past SPILL_BYTES goes beside its spool
-        self.max_spool_bytes = max_spool_bytes
-        self._read_limit: int | None = max_spool_bytes
+        self._read_limit: int | None = o.max_spool_bytes
         self.stdout = open_spool(self.spool_dir)
         self.stderr: IO[bytes] | None = None
         self._stdin_close: IO[bytes] | None = None
@@ -202,8 +190,8 @@ class Child:
         self._held = False
         self.pid = self.pgid = 0
         self.cgroup: Cgroup | None = None
-        self._own_cgroup = cgroup == "auto"
-        self.life = Lifecycle(deadlines if deadlines is not None else Deadlines(), started=self.started)
+        self._own_cgroup = o.containment == "auto"
+        self.life = Lifecycle(o.deadlines, started=self.started)
         self._launch: Launch | None = None
         try:
             self.stderr = open_spool(self.spool_dir)
@@ -214,12 +202,12 @@ class Child:
             else:
                 out_end, err_end = self._ends
                 self._recycle = True
-            stdin, self._stdin_close = _stdin_for(input, self.spool_dir)
-            self.cgroup = own_cgroup() if cgroup == "auto" else cgroup
+            stdin, self._stdin_close = _stdin_for(o.input, self.spool_dir)
+            self.cgroup = own_cgroup() if o.containment == "auto" else o.containment
             program = ["/bin/sh", "-c", self.args] if isinstance(self.args, str) else self.args
             self._launch = Launch.prepare(
                 self.args if isinstance(self.args, list) else [self.args], program, stdin=stdin, stdout=out_end,
-                stderr=err_end, cwd=cwd, env=env, cgroup=self.cgroup, preexec_fn=preexec_fn,
+                stderr=err_end, cwd=cwd, env=o.env, cgroup=self.cgroup, preexec_fn=preexec_fn,
             )
         except BaseException:
             self._launched()
@@ -265,6 +253,11 @@ class Child:
             self._stdin_close = None
         if self.cgroup is not None:
             self.cgroup.attached()
+
+    @property
+    def max_spool_bytes(self) -> int | None:
+        """The cap on the spools (``options.max_spool_bytes``)."""
+        return self.options.max_spool_bytes
 
     # -- reading -----------------------------------------------------------
 

@@ -25,6 +25,7 @@ from ._cli_common import (
     EXIT_NOT_FOUND,
     EXIT_SIGNAL_BASE,
     EXIT_USAGE,
+    add_output_options,
     emit_json,
     events_on_stderr,
     exit_status,
@@ -82,34 +83,7 @@ examples:
 
 
 def _add_bounds(p: argparse.ArgumentParser) -> None:
-    from .providers import names as provider_names  # only run and parse read transcripts
-
-    p.add_argument(
-        "--provider",
-        default="auto",
-        choices=provider_names(),
-        help="stdout format (default: auto, detected from the first events)",
-    )
-    p.add_argument(
-        "--max-line",
-        type=parse_size,
-        default=_limits.MAX_LINE,
-        metavar="SIZE",
-        help="longest line read whole; longer lines are classified by type and drained (default: 16M)",
-    )
-    p.add_argument(
-        "--max-retained",
-        type=parse_size,
-        default=_limits.MAX_RETAINED,
-        metavar="SIZE",
-        help="longest retained event kept; past it the line is dropped and reported (default: 64M)",
-    )
-    p.add_argument(
-        "--allow-empty-answer",
-        action="store_true",
-        help="a run whose agent finished without an answer is ok (default: not ok, 'the agent finished without an "
-        "answer')",
-    )
+    add_output_options(p)
     p.add_argument("--pretty", action="store_true", help="indent the JSON summary")
 
 

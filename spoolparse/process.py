@@ -11,26 +11,27 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import _limits
-from ._os.lifecycle import Deadlines, Wait
+from ._os.lifecycle import Wait
 from ._os.wait import SpoolWaiter
 from ._relay import EventRelay
 from ._signals import Interrupted, deferred
-from .child import Argv, Cgroup, Child, Containment, Input, group_alive, signal_group
+from .child import Argv, Child, group_alive, signal_group
 from .errors import SpoolFullError
-from .lines import Loads
+from .options import ChildKeywords, ChildOptions
 from .parser import OnEvent
-from .providers import Provider
 from .providers.base import LiveEvent
 from .result import Result
 
-__all__ = ["Child", "run", "Input", "Cgroup", "group_alive", "signal_group"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["Child", "run", "group_alive", "signal_group"]
 
 
 def _nobody(live: list[LiveEvent]) -> None:
@@ -97,34 +98,30 @@ def _deliver_rest(
 
 def run(
     args: Argv,
+    options: ChildOptions | None = None,
     *,
-    input: Input = None,
-    timeout: float | None = None,
-    grace: float = _limits.DEFAULT_GRACE,
-    cwd: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    shell: bool = False,
     check: bool = False,
-    provider: str | Provider = "auto",
-    spool_dir: str | os.PathLike[str] | None = None,
-    max_line: int = _limits.MAX_LINE,
-    max_retained: int = _limits.MAX_RETAINED,
-    max_spool_bytes: int | None = None,
     on_event: OnEvent | None = None,
     on_start: Callable[[Child], Any] | None = None,
     keep_output: bool = True,
-    loads: Loads | None = None,
-    containment: Containment = "auto",
-    allow_empty_answer: bool = False,
+    **changes: Unpack[ChildKeywords],
 ) -> Result:
     """Run a command whose stdout is JSON lines, and return its answer.
 
-    stdout and stderr go to nameless spool files (never a pipe, never memory);
-    the stdout spool is parsed while the child writes it. The child leads its
-    own process group (and, with ``containment="auto"``, its own cgroup
-    where one can be made, which also holds what calls ``setsid``): on
-    ``timeout`` the group gets SIGTERM, then SIGKILL after ``grace``
-    seconds, and ``timed_out`` is set. Processes the child leaves behind are
+    The child's options are one :class:`~spoolparse.ChildOptions`
+    (``options``; default: every default), with any of its fields given as
+    keyword arguments on top, as :func:`subprocess.run` takes those of
+    :class:`subprocess.Popen`: ``run(argv, timeout=600, input=prompt)``. A bad
+    value is a :class:`~spoolparse.UsageError` before anything starts.
+
+    stdout and stderr go to nameless spool files (never a pipe, never memory)
+    in ``spool_dir``; the stdout spool is parsed while the child writes it
+    (as ``provider``, within ``max_line`` and ``max_retained``). The child
+    leads its own process group (and, with ``containment="auto"``, the
+    default, its own cgroup where one can be made, which also holds what
+    calls ``setsid``): on ``timeout`` the group gets SIGTERM, then SIGKILL
+    after ``grace`` seconds, and ``timed_out`` is set (``soft_timeout``
+    sends ``soft_signal`` once before). Processes the child leaves behind are
     ended the same way when it exits. On ``KeyboardInterrupt`` (or any
     exception, such as one raised by ``on_event``) the group is killed, the
     spools closed, and the exception re-raised. If this process dies, even by
@@ -132,8 +129,10 @@ def run(
     a child ends). ``containment=None``: the process group alone.
 
     ``input`` is ``bytes``, ``str`` (UTF-8), a path (``os.PathLike``) or a
-    binary file; ``None`` gives the child ``/dev/null``. With ``check=True`` a
-    result that is not ``ok`` raises :class:`~spoolparse.TimeoutExpired` or
+    binary file; ``None`` gives the child ``/dev/null``; ``cwd``, ``env`` and
+    ``shell`` mean what they mean to :func:`subprocess.run`. With
+    ``check=True`` a result that is not ``ok`` raises
+    :class:`~spoolparse.TimeoutExpired` or
     :class:`~spoolparse.CalledProcessError`. ``allow_empty_answer=True``: a run
     that finished without an answer is ``ok`` (by default it is not: "the agent
     finished without an answer").
@@ -152,24 +151,9 @@ def run(
 
     .. seealso:: :func:`subprocess.run`, :func:`spoolparse.arun`
     """
-    deadlines = Deadlines(timeout=timeout, grace=grace)  # checked before anything starts
-    child = Child(
-        args,
-        input=input,
-        cwd=cwd,
-        env=env,
-        shell=shell,
-        provider=provider,
-        spool_dir=spool_dir,
-        max_line=max_line,
-        max_retained=max_retained,
-        max_spool_bytes=max_spool_bytes,
-        loads=loads,
-        live=on_event is not None,
-        deadlines=deadlines,
-        cgroup=containment,
-        allow_empty_answer=allow_empty_answer,
-    )
+    opts = ChildOptions.of(options, changes, caller="run")  # checked before anything starts
+    timeout = opts.timeout
+    child = Child(args, opts, live=on_event is not None)
     assert child.stderr is not None
     waiter: SpoolWaiter | None = None
     # the listener is called from a thread of its own: one that is slow, or blocks on a full pipe, holds up no

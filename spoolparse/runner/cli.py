@@ -32,6 +32,7 @@ from .._cli_common import (
     EXIT_NOT_OK,
     EXIT_OK,
     EXIT_SIGNAL_BASE,
+    add_output_options,
     emit_json,
     fail,
     parse_duration,
@@ -174,7 +175,8 @@ def register(sub: Any) -> None:
     b.add_argument("--grace", type=_grace, metavar="T",
                    help=f"SIGTERM to SIGKILL (default: {_limits.DEFAULT_GRACE:g}s)")
     b.add_argument("--max-spool-bytes", type=positive_size, metavar="SIZE",
-                   help="kill a task whose stdout passes SIZE (its verdict: failed, spool full)")
+                   help="kill a task whose stdout passes SIZE (its verdict: failed, spool full); a task line's "
+                   "\"max_spool_bytes\" overrides it")
     b.add_argument("--retries", type=_count, metavar="N",
                    help=f"run a task again when its verdict is {', '.join(RETRY_VERDICTS)} (exit not 0 or not "
                    "ok, timed out, over its own --memory-limit), up to N times; never a spawn_error (a bad task "
@@ -191,9 +193,7 @@ def register(sub: Any) -> None:
     again.add_argument("--resume-failed", dest="resume", action="store_const", const="failed",
                        help="skip task ids whose final outcome in --joblog is ok; run the others again")
     b.add_argument("--ordered", action="store_const", const=True, help="print outcomes in input order")
-    b.add_argument("--allow-empty-answer", action="store_const", const=True,
-                   help="a task whose agent finished without an answer is ok (a task line's \"allow_empty_answer\" "
-                   "says so for that task)")
+    add_output_options(b, batch=True)
     b.add_argument("--results", metavar="DIR",
                    help="keep the stdout and stderr of each task that is not ok as DIR/<id>/stdout, stderr "
                    "(hard links to the spools, no copies; <id> %%-quoted)")

@@ -532,8 +532,6 @@ class Batch(HandsOut):
                 enforcement=p.enforcement,
                 estimate=p.estimate,
                 limit=p.limit,
-                timeout=task.timeout if task.timeout is not None else self.options.timeout,
-                soft_timeout=task.soft_timeout if task.soft_timeout is not None else self.options.soft_timeout,
                 started=child.started,
                 started_wall=p.started_wall,
             )

@@ -41,8 +41,6 @@ class Slot:
     enforcement: str
     estimate: int
     limit: int | None
-    timeout: float | None
-    soft_timeout: float | None
     started: float
     started_wall: float
     forced: str | None = None  # timeout / killed_memory / requeue / cancelled
@@ -91,7 +89,7 @@ def outcome_of(
     res_ok = False
     later: Callable[[], None] | None = None
     try:
-        res, _ = child.result(keep_output=results is not None, timeout=s.timeout, emit=emit)
+        res, _ = child.result(keep_output=results is not None, timeout=child.options.timeout, emit=emit)
         summary = res.summary()
         res_ok = res.ok
         error = res.error

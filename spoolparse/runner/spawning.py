@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._os.cgroup import ChildCgroup
-from .._os.lifecycle import Deadlines
 from .._os.spawn import mark_long_lived
 from ..child import Child
 from .options import BatchOptions
@@ -65,29 +64,14 @@ def child_for(
     task: Task, options: BatchOptions, *, cgroup: ChildCgroup | None, read_buffer: bytearray, live: bool,
     launch: bool = True,
 ) -> Child:
-    """Start ``task``'s child as the batch's options say (its own timeouts over the batch's); with ``launch=False``
-    it is only made ready, and :meth:`~spoolparse.child.Child.launch` starts it."""
-    env = None if task.env is None else {**os.environ, **task.env}
-    deadlines = Deadlines(
-        timeout=task.timeout if task.timeout is not None else options.timeout,
-        grace=options.grace,
-        soft_timeout=task.soft_timeout if task.soft_timeout is not None else options.soft_timeout,
-        soft_signal=options.soft_signal,
-    )
+    """Start ``task``'s child: the batch's options for each task's child, with what the task sets over them, in
+    the batch's cgroup for it (joined before exec; the guardian holds its directories: killed and removed if we
+    die); with ``launch=False`` it is only made ready, and :meth:`~spoolparse.child.Child.launch` starts it."""
     return Child(
         list(task.argv),
-        input=task.input,
-        cwd=task.cwd,
-        env=env,
-        provider=task.provider,
-        allow_empty_answer=options.allow_empty_answer if task.allow_empty_answer is None else task.allow_empty_answer,
-        spool_dir=options.spool_dir,
-        max_spool_bytes=options.max_spool_bytes,
-        cgroup=cgroup,  # joined before exec; the guardian holds its directories: killed and removed if we die
+        task.child_options(options.child).replace(containment=cgroup),
         read_buffer=read_buffer,
-        deadlines=deadlines,
-        # outcomes carry the summary only: without a listener tool lines go unread
-        live=live,
+        live=live,  # outcomes carry the summary only: without a listener tool lines go unread
         close_in_background=True,  # the loop thread closes it, and supervises every other child meanwhile
         launch=launch,
     )
