@@ -25,7 +25,7 @@ from . import _limits
 from ._os.capabilities import Inotify, open_inotify
 from ._os.lifecycle import Done, Wait
 from ._os.wait import next_interval
-from .child import Argv, Child
+from .child import Argv, Budget, Child
 from .cost import loaded as prices_loaded
 from .cost import preload as preload_prices
 from .errors import SpoolFullError, UsageError
@@ -278,34 +278,31 @@ class AsyncRun:
             self._watch_spools()
         try:
             while True:
-                self._woken = False  # this pump covers every wake so far
-                n, live, _ = child.pump_within(_STEP, time.monotonic() + _limits.PARSE_BUDGET)
-                await self._emit(live)
-                # the checks run after every read, so a child that never pauses still meets them
+                self._woken = False  # this step covers every wake so far
                 now = time.monotonic()
-                if child.check_spool() is not None:
-                    child.life.stop(now, "spool full", grace=0)
-                action = child.advance(now)
-                self._arm(action)
-                if not n and child.life.leader_exited:
-                    return live + await self._finish()
-                if n:
+                # the checks run after every read, so a child that never pauses still meets them
+                step = child.step(now, Budget(_STEP, now + _limits.PARSE_BUDGET))
+                self._arm(step.action)
+                await self._emit(step.events)
+                if not step.read and child.life.leader_exited:
+                    return step.events + await self._finish()
+                if step.read:
                     self._interval = None
                     # let the event loop's other work go on (other runs' reads and deadlines): a step's parse is
                     # bounded in time, and one that returns events must not loop back here without a pause
                     await asyncio.sleep(0)
-                    if live:
-                        return live
+                    if step.events:
+                        return step.events
                     continue
-                if live:
+                if step.events:
                     self._interval = None
-                    return live
+                    return step.events
                 if self._unwatched and self._exit_reader:
                     self._interval = _limits.UNWATCHED_READ_INTERVAL  # the pidfd still wakes us on the exit
                 else:
                     self._interval = next_interval(self._interval, event_driven=self._event_driven)
-                until = None if isinstance(action, Done) else action.until
-                wait = self._interval if until is None else min(self._interval, max(0.0, until - now))
+                now = time.monotonic()
+                wait = self._interval if step.until is None else min(self._interval, max(0.0, step.until - now))
                 await self._sleep(wait)
         except BaseException:
             await self._abort()
@@ -352,7 +349,7 @@ class AsyncRun:
         child = self.child
         while True:
             now = time.monotonic()
-            action = child.advance(now)
+            action = child.step(now).action
             self._arm(action)
             if isinstance(action, Done):
                 return
@@ -400,7 +397,7 @@ class AsyncRun:
         if self._closed or self._child is None or self._loop is None:
             return
         try:
-            action = self._child.advance(time.monotonic())
+            action = self._child.step(time.monotonic()).action
         except OSError:  # a signal or a look at the group that failed: looked at again soon, whoever follows
             self._deadline = self._loop.call_later(_limits.POLL_MAX, self._supervise)
             return

@@ -4,10 +4,12 @@
 its containment (its own process group, and a cgroup where one can be made)
 and its :class:`~spoolparse._os.lifecycle.Lifecycle`, and never waits. The
 drivers do the waiting, each with its own clock and way to sleep:
-:func:`~spoolparse.run` with a poll loop, the asyncio driver from the event
-loop, the runner for many at once. Each of them only feeds the lifecycle what it sees and sleeps
-until the time :meth:`Child.advance` hands back; the policy of how a child
-ends is the lifecycle's alone.
+:func:`~spoolparse.run` from a thread, :func:`~spoolparse.arun` from the
+event loop, the batch for many at once. Each of them calls :meth:`Child.step`
+(read within a budget, check the spool, stop the child if it is full,
+advance its lifecycle) and sleeps until the child writes or exits, or the
+time the step hands back; nothing else follows a child. The policy of how a
+child ends is the lifecycle's alone.
 
 Nothing outlives us: the child and what it starts carry our owner mark, its
 group and cgroup are held by the guardian (:mod:`spoolparse._os.guardian`) until
@@ -18,11 +20,13 @@ they are empty, and a child that joins a cgroup before it runs also gets
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Union
 
 from . import _limits
@@ -44,7 +48,7 @@ from .providers.base import LiveEvent
 from .result import Result
 from .spool import DiskFacts, close_spool, open_spool, recycle_spool, resolve_spool_dir, spool_problem, writer_end
 
-__all__ = ["Child", "Argv", "group_alive", "signal_group"]
+__all__ = ["Child", "Budget", "Step", "LOOK", "Argv", "group_alive", "signal_group"]
 
 Argv = Union[Sequence[Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]], str, bytes]  # noqa: UP007 - runtime
 
@@ -122,11 +126,44 @@ def _stdin_for(inp: Input, spool_dir: str) -> tuple[Any, IO[bytes] | None]:
     return f, f
 
 
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How much one :meth:`Child.step` may parse: ``size`` bytes at most, until the clock (``time.monotonic``)
+    passes ``until``, and ``events`` live events at most (``None``: any number; the step ends within a
+    ``PARSE_SLICE`` of each bound). ``size`` 0: the spool is looked at (its cap, the disk when due), nothing
+    is parsed."""
+
+    size: int
+    until: float = math.inf
+    events: int | None = None
+
+
+#: A step that looks at the spool and parses nothing.
+LOOK = Budget(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one :meth:`Child.step` did: ``read`` bytes parsed, their live ``events``; and the lifecycle's
+    ``action``: :class:`~spoolparse._os.lifecycle.Wait` (until a time, or ``None``: until the child writes or
+    exits) or :class:`~spoolparse._os.lifecycle.Done` (reaped, and nothing of it left)."""
+
+    read: int
+    events: list[LiveEvent]
+    action: Wait | Done
+
+    @property
+    def until(self) -> float | None:
+        """The time the lifecycle has something to do by the clock alone (``None``: none, or done)."""
+        return self.action.until if isinstance(self.action, Wait) else None
+
+
 class Child:
     """One child process writing to two spools, and the parser following its stdout.
 
-    Nothing here sleeps: :meth:`pump` reads what is new, :meth:`exited` polls,
-    :meth:`advance` does what the lifecycle asks and says until when to sleep.
+    Nothing here sleeps: :meth:`step` reads what is new within a budget, checks the spool, and does what the
+    lifecycle asks, and says until when to sleep (:meth:`pump`, :meth:`check_spool` and :meth:`advance` are
+    its parts).
     ``options`` (a :class:`~spoolparse.ChildOptions`, with any of its fields
     as keyword arguments on top) say everything about the child: how its
     output is read, its spools, its deadlines, its containment (the child
@@ -394,14 +431,42 @@ class Child:
 
     # -- the lifecycle -------------------------------------------------------
 
-    def advance(self, now: float) -> Wait | Done:
+    def step(
+        self, now: float, budget: Budget | None = None, *, thorough: bool | None = None,
+        facts: DiskFacts | None = None, exited: bool | None = None,
+    ) -> Step:
+        """One step of following the child, the same for every driver: read within ``budget``, check the spool,
+        stop the child if the spool is full, advance the lifecycle. Never blocks: the parse is bounded by the
+        budget, and nothing is closed, synced or waited for. What the step did, and what to wait for next, is
+        the :class:`Step` it returns; the drivers differ only in how they wait for that.
+
+        ``budget`` ``None``: the spool is not looked at (a step for an exit or a deadline only). ``thorough``
+        and ``facts``: how the spool is checked (:meth:`check_spool`). ``exited``: what the driver saw of the
+        child's exit: ``True``, it exited (its pidfd turned readable); ``False``, not as of the driver's last
+        look; ``None``, unknown: the step asks the kernel (:meth:`advance`).
+        """
+        read = 0
+        events: list[LiveEvent] = []
+        if budget is not None:
+            if budget.size:
+                if budget.until == math.inf and budget.events is None:
+                    read, events = self.pump(budget.size)
+                else:
+                    read, events, _ = self.pump_within(budget.size, budget.until, budget.events)
+                if read:
+                    now = max(now, time.monotonic())  # the parse took its time: the deadlines are met by the clock
+            if self.check_spool(thorough=thorough, facts=facts) is not None:
+                self.life.stop(now, "spool full", grace=0)
+        return Step(read, events, self.advance(now, exited=exited))
+
+    def advance(self, now: float, *, exited: bool | None = None) -> Wait | Done:
         """Do what the lifecycle asks that needs no waiting; return the :class:`Wait` or :class:`Done` that ends it.
 
-        Notices the child's exit on the way (a cheap ``waitid``); reaping and
-        the leftover checks happen here, never blocking.
+        Notices the child's exit on the way (a cheap ``waitid``, unless ``exited`` says what the driver saw:
+        see :meth:`step`); reaping and the leftover checks happen here, never blocking.
         """
         life = self.life
-        if not life.leader_exited and self.exited():
+        if not life.leader_exited and (self.exited() if exited is None else exited):
             life.exited(now)
         while True:
             action = life.next_action(now)

@@ -17,11 +17,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _limits
-from ._os.lifecycle import Wait
 from ._os.wait import SpoolWaiter
 from ._relay import EventRelay
 from ._signals import Interrupted, deferred
-from .child import Argv, Child, group_alive, signal_group
+from .child import LOOK, Argv, Budget, Child, group_alive, signal_group
 from .errors import SpoolFullError
 from .options import ChildKeywords, ChildOptions
 from .parser import OnEvent
@@ -173,29 +172,26 @@ def run(
             on_start(child)
         interval = waiter.next_interval(None)
         while True:
+            now = time.monotonic()
             if relay is None:
-                n, _ = child.pump()
+                budget = Budget(_limits.FOLLOW_STEP)
             else:
                 bell.clear()  # before the look at the room: a wake after it is not lost
                 if relay.failed is not None:
                     raise relay.failed
-                n = 0
-                if relay.room:
-                    until = time.monotonic() + _limits.PARSE_BUDGET
-                    step = min(_limits.FOLLOW_STEP, relay.byte_room)
-                    n, live, _ = child.pump_within(step, until, max_events=relay.room)
-                    relay.put(deliver, None, live, n)
-            now = time.monotonic()
-            if child.check_spool() is not None:
-                child.life.stop(now, "spool full", grace=0)
-            action = child.advance(now)
+                # while EVENT_BACKLOG events wait for the listener, nothing is parsed (the spool holds the rest)
+                budget = LOOK if not relay.room else Budget(
+                    min(_limits.FOLLOW_STEP, relay.byte_room), now + _limits.PARSE_BUDGET, relay.room
+                )
+            step = child.step(now, budget)
+            if relay is not None:
+                relay.put(deliver, None, step.events, step.read)
             if child.life.leader_exited:
                 break
-            if n:
+            if step.read:
                 interval = waiter.next_interval(None)
                 continue
-            assert isinstance(action, Wait)
-            wait = interval if action.until is None else min(interval, max(0.0, action.until - now))
+            wait = interval if step.until is None else min(interval, max(0.0, step.until - now))
             if relay is not None and relay.full:
                 # the spool's writes must not wake us (nothing is parsed until the listener catches up); the
                 # exit is looked at every POLL_MAX meanwhile, the deadlines on time

@@ -50,6 +50,7 @@ from .._os.lifecycle import Done
 from .._os.proc import raise_open_files_limit
 from .._relay import EventRelay
 from .._signals import uninterruptible
+from ..child import LOOK, Budget, Step
 from ..cost import preload as preload_prices
 from ..errors import UsageError
 from ..providers.base import LiveEvent
@@ -633,13 +634,14 @@ class Batch(HandsOut):
             # far behind: read on every turn (the loop does not sleep meanwhile), a budget at a time
             for s in list(self._far.values()):
                 with contextlib.suppress(OSError):
-                    self._look_at_spools(s, every=False, read_all=False, facts=None)
+                    self._look_at_spools(s, now=now, every=False, read_all=False, facts=None)
         # The child's lifecycle (spoolparse._os.lifecycle, the one written for run and arun too) decides when
-        # to signal, reap and sweep. It is advanced when its pidfd turned readable (an exit), when one of its
-        # deadlines is due (the timer heap), when the loop ended it, and once a second in any case; a tick
-        # so costs in proportion to the children that changed, not to all of them.
+        # to signal, reap and sweep. A child is stepped when its pidfd turned readable (an exit), when one of its
+        # deadlines is due (the timer heap), when the loop ended it, when its spool is looked at, and once a
+        # second in any case; a tick so costs in proportion to the children that changed, not to all of them.
         slots: list[Slot]
-        if now >= self._next_look_all:
+        look_all = now >= self._next_look_all
+        if look_all:
             self._next_look_all = now + _limits.LOOK_ALL_INTERVAL
             slots = list(self._running.values())
         else:
@@ -654,21 +656,36 @@ class Batch(HandsOut):
             if id(s) in seen or self._running.get(s.key) is not s:
                 continue  # twice in the list, or finalized meanwhile (a halt ends the others from a finalize)
             seen.add(id(s))
-            if s.key in self._draining:
-                continue
-            if isinstance(s.child.advance(now), Done):
-                # its last output is parsed a budget at a time before its outcome is made (see _drained)
-                if self._drained(s, first=True):
-                    self._finalize(s)
-                else:
-                    self._draining[s.key] = s
-                    self._unsample(s)
-                    self._unpoll(s)
-                continue
-            if s.child.life.leader_exited:
-                self._unsample(s)  # sampling skips it from now on: its spools are read once, at the end
+            if s.key not in self._draining:
+                self._stepped(s, self._step(s, now, ask=look_all))
+
+    def _step(
+        self, s: Slot, now: float, budget: Budget | None = None, *, facts: DiskFacts | None = None, ask: bool = False
+    ) -> Step:
+        """One :meth:`~spoolparse.child.Child.step` of the slot's child (``budget``: what its spool may be read
+        for now; ``facts``: the once-a-second look at every spool's disk), its events to the listener. Its exit
+        is what the poll saw of its pidfd (the kernel is asked where it has none, or ``ask``)."""
+        exited = (s.key in self._ready) if s.polled and not ask else None
+        step = s.child.step(now, budget, thorough=facts is not None, facts=facts, exited=exited)
+        if step.events and self.on_event is not None:
+            self._relay.put(self.on_event, s.task, step.events, step.read)
+        return step
+
+    def _stepped(self, s: Slot, step: Step) -> None:
+        """What follows a step here: once the child is done, its outcome (its last output parsed a budget at a
+        time first, see :meth:`_drained`); once its leader exited, no more sampling; else its next deadline."""
+        if isinstance(step.action, Done):
+            if self._drained(s, first=True):
+                self._finalize(s)
+            else:
+                self._draining[s.key] = s
+                self._unsample(s)
                 self._unpoll(s)
-            self._arm(s)
+            return
+        if s.child.life.leader_exited:
+            self._unsample(s)  # sampling skips it from now on: its spools are read once, at the end
+            self._unpoll(s)
+        self._arm(s)
 
     def _sample(self, now: float) -> None:
         # Memory of a task with no limit of its own only feeds admission and its peak: read once a
@@ -708,7 +725,7 @@ class Batch(HandsOut):
             if s.cg is None and s.limit is not None and s.usage > s.limit and s.forced is None:
                 self._end(s, "killed_memory")
             with contextlib.suppress(OSError):
-                self._look_at_spools(s, every=every, read_all=read_all, facts=facts)
+                self._look_at_spools(s, now=now, every=every, read_all=read_all, facts=facts)
         victim = self._pressure_victim
         if victim is not None and any(s is victim for s in self._running.values()):
             return  # one pressure kill at a time: wait until its memory is back
@@ -720,8 +737,8 @@ class Batch(HandsOut):
                 self._end(youngest, "requeue")
                 self._pressure_victim = youngest
 
-    def _look_at_spools(self, s: Slot, *, every: bool, read_all: bool, facts: DiskFacts | None) -> None:
-        """Read what the slot's spool holds when it is due, and check the spools.
+    def _look_at_spools(self, s: Slot, *, now: float, every: bool, read_all: bool, facts: DiskFacts | None) -> None:
+        """Step the slot's child with a look at its spools when it is due: a read of what they hold, a check.
 
         What a growing spool holds is read every sample for a listener; with none, only to keep the parse
         current: every ``UNWATCHED_READ_INTERVAL``, or at once when far behind (``UNWATCHED_BACKLOG``).
@@ -738,8 +755,9 @@ class Batch(HandsOut):
             self._behind.pop(s.key, None)  # nothing unread
             self._far.pop(s.key, None)
             return
-        if every or read_all or child.unread >= _limits.UNWATCHED_BACKLOG:
-            self._pump(s, PUMP_PER_TICK)
+        read = every or read_all or child.unread >= _limits.UNWATCHED_BACKLOG
+        # the disk and the file size limit once a second, in the pass that looks at every child (``facts``)
+        step = self._step(s, now, self._budget(PUMP_PER_TICK) if read else LOOK, facts=facts)
         # what is left to read is read at the next read_all sample, or at the next sample when far behind
         if child.unread:
             self._behind[s.key] = s
@@ -749,27 +767,21 @@ class Batch(HandsOut):
             self._far[s.key] = s
         else:
             self._far.pop(s.key, None)
-        # the disk and the file size limit once a second, in the pass that looks at every child (``facts``)
-        if s.forced is None and child.check_spool(thorough=facts is not None, facts=facts) is not None:
-            self._end(s, "failed")
+        self._stepped(s, step)
 
     @property
     def _listener_behind(self) -> bool:
         """A slow listener has ``EVENT_BACKLOG`` events waiting: parse no more until it takes some."""
         return self.on_event is not None and self._relay.full
 
-    def _pump(self, s: Slot, limit: int) -> bool:
-        """Parse up to ``limit`` bytes of the slot's spool within this turn's budget; whether it caught up
-        (nothing while the listener is behind: the spool keeps the rest)."""
-        if self._listener_behind:
-            return False
-        room = None
-        if self.on_event is not None:
-            room, limit = self._relay.room, min(limit, self._relay.byte_room)
-        got, live, caught_up = s.child.pump_within(limit, self._parse_until, room)
-        if live and self.on_event is not None:
-            self._relay.put(self.on_event, s.task, live, got)
-        return caught_up
+    def _budget(self, limit: int) -> Budget:
+        """What a spool may be parsed for now: up to ``limit`` bytes within this turn's ``PARSE_BUDGET``; with a
+        listener, no more than it has room for (nothing while it is behind: the spool keeps the rest)."""
+        if self.on_event is None:
+            return Budget(limit, self._parse_until)
+        if self._relay.full:
+            return LOOK
+        return Budget(min(limit, self._relay.byte_room), self._parse_until, self._relay.room)
 
     def _drained(self, s: Slot, *, first: bool = False) -> bool:
         """Whether what is left of a done child's output is small enough to parse with its outcome; else
@@ -779,7 +791,13 @@ class Batch(HandsOut):
                 s.child.has_news()  # the sizes now: the child is gone, they no longer change
                 if s.child.unread <= _limits.PARSE_SLICE:
                     return True
-            return self._pump(s, 1 << 62)
+            budget = self._budget(1 << 62)
+            if not budget.size:
+                return False  # the listener is behind: the rest waits for it
+            got, live, caught_up = s.child.pump_within(budget.size, budget.until, budget.events)
+            if live and self.on_event is not None:
+                self._relay.put(self.on_event, s.task, live, got)
+            return caught_up
         except OSError:
             return True  # result() meets the same error and says so in the outcome
 
@@ -788,9 +806,9 @@ class Batch(HandsOut):
         were written since the last sample, are not watched, hold bytes not parsed yet, or whose memory
         limit is checked. The tables hold only slots whose leader runs (:meth:`_unsample` keeps them so).
 
-        Between two reads (not ``read_all``) with no cap on the spools to compare with, a written spool is
-        only noted as holding unread bytes, here, for the next read: the sample then visits only the slots
-        that need it now (unwatched, far behind, under a watchdog), not every agent that wrote a line."""
+        Between two reads (not ``read_all``) a written spool is only noted as holding unread bytes, here, for
+        the next read: the sample then visits only the slots that need it now (unwatched, far behind, under a
+        watchdog, a cap on their spools to compare with), not every agent that wrote a line."""
         picked: dict[int, Slot] = {}
         if self._ino is not None:
             fired = self._ino.drain()
@@ -800,11 +818,12 @@ class Batch(HandsOut):
             else:
                 watched = self._watched
                 picked = {s.key: s for s in map(watched.get, fired) if s is not None}
-        if read_all or self.options.max_spool_bytes is not None:
+        if read_all:
             picked.update(self._behind)
         else:
             self._behind.update(picked)
-            picked = dict(self._far)
+            # a cap on a spool is checked at every look: the written ones with a cap are looked at all the same
+            picked = {**self._far, **{k: s for k, s in picked.items() if s.child.max_spool_bytes is not None}}
         picked.update(self._looked)
         picked.update(self._watchdogs)
         return list(picked.values())
@@ -980,7 +999,7 @@ class Batch(HandsOut):
             if s.forced is None:
                 s.forced = "cancelled"
             s.child.life.stop(now, "cancelled", grace=_limits.INTERRUPT_GRACE)
-            s.child.advance(now)  # every TERM out first: the graces run side by side
+            s.child.step(now)  # every TERM out first: the graces run side by side
         for s in done:  # ended before the cancel: their own outcome, their backlog parsed whole (after the TERMs)
             self._finalize(s)
         for s in slots:
