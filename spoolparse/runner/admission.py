@@ -1,10 +1,10 @@
-"""When a child may start, when one must be killed, and how many may run at once.
+"""The memory readings admission works from, and how many children may run at once.
 
-A child starts only while used memory is below ``stop_at`` of the total
-*and* its estimate fits under ``stop_at`` after adding what running children
-have reserved but not yet touched (their estimate minus their current use).
-Looking only at free memory, as GNU parallel's ``--memfree`` does, starts a
-burst of children that all look cheap in their first milliseconds.
+:class:`Admission` reads the host's (or the enclosing cgroup's) memory
+through a :class:`~.memory.MemoryProbe`, no more often than it must; the
+rules it answers with (a child starts only while its estimate fits under
+``stop_at`` beside what running children reserved and do not use yet; one
+is killed at ``kill_at``) are the batch policy's, :mod:`.policy`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from .. import _limits
 from ..errors import UsageError
 from .memory import MemoryProbe
+from .policy import admits, at_or_above
 
 __all__ = ["Admission", "auto_concurrency", "default_reserve", "cpu_cap", "check_fractions", "DEFAULT_MEMORY_PER_TASK"]
 
@@ -95,13 +96,8 @@ class Admission:
         the budget cannot stall the batch.
         """
         used, total = self.sample()
-        budget = self.stop_at * total
-        if used >= budget:
-            return False
-        if running == 0:
-            return True
-        pending = sum(max(0, u) for u in untouched)
-        return used + pending + estimate <= budget
+        reserved = sum(max(0, u) for u in untouched)
+        return admits(estimate, reserved=reserved, running=running, used=used, total=total, stop_at=self.stop_at)
 
     def near_limits(self, margin: float = 0.1) -> bool:
         """Whether the last reading is within ``margin`` (a share of the total) of ``stop_at``."""
@@ -110,4 +106,4 @@ class Admission:
     def must_kill(self) -> bool:
         """Whether used memory is at or above ``kill_at``."""
         used, total = self.sample(fresh=True)
-        return used >= self.kill_at * total
+        return at_or_above(used, total, self.kill_at)

@@ -33,6 +33,7 @@ from .halt import Halt, Tally
 from .intake import AsyncSource, Intake, InvalidTask
 from .joblog import JobLog, done_ids
 from .options import BatchOptions
+from .policy import BatchPolicy
 from .ray_ledger import Ledger, Record
 from .ray_node import NodeRunner
 from .ray_wire import dumps, loads
@@ -115,7 +116,12 @@ class RayBatch(HandsOut):
         self.ledger = Ledger(retries=options.requeues, memory_per_task=options.default_estimate)
         done = done_ids(joblog, options.resume) if options.resume and joblog is not None else set()
         self.intake = Intake(tasks, done, depth=MAX_SEND)  # read off the driver's thread (see intake)
-        self._halted = False
+        #: The halt (and the counts of final outcomes): the local batch's policy (retries and requeues are each
+        #: node's).
+        self.policy = BatchPolicy(
+            retries=options.retries, requeues=options.requeues, retry_backoff=options.retry_backoff, halt=self.halt,
+            stop_at=options.stop_at, kill_at=options.kill_at,
+        )
         self._emission = Emission(ordered=self.ordered)
         self._out = self._emission.ready  # ended outcomes for the loop to hand over
         self._actors: dict[str, Any] = {}
@@ -128,8 +134,6 @@ class RayBatch(HandsOut):
         self._closed = False
         self._nodes_stopped = False
         self.cancelled: list[Outcome] = []
-        #: Counters for progress displays.
-        self.tally = Tally()
         self.wire_bytes = [0, 0]  # sent, received
         self.on_tick: Callable[[RayBatch], None] | None = None
         try:
@@ -146,6 +150,11 @@ class RayBatch(HandsOut):
     @property
     def running(self) -> int:
         return self.ledger.in_flight()
+
+    @property
+    def tally(self) -> Tally:
+        """Counters for progress displays (the final outcomes so far)."""
+        return self.policy.tally
 
     @property
     def queued(self) -> int:
@@ -240,7 +249,7 @@ class RayBatch(HandsOut):
             r = self.ledger.requeue[0]
             return r.seq, r.task, r.before
         intake = self.intake
-        if self._halted:  # a halt sends nothing new: what was read and not sent is skipped (_skip_rest)
+        if self.policy.halted:  # a halt sends nothing new: what was read and not sent is skipped (_skip_rest)
             return None
         window = sum(n.window for n in self.ledger.live())
         if intake.held is None and self.ordered and self._emission.ahead(intake.seq) >= window:
@@ -266,7 +275,7 @@ class RayBatch(HandsOut):
                 self._send()
                 while self._out:
                     yield self._out.popleft()
-                if self._halted and not self.ledger.in_flight() and not self.ledger.requeue:
+                if self.policy.halted and not self.ledger.in_flight() and not self.ledger.requeue:
                     self._skip_rest()
                     while self._out:
                         yield self._out.popleft()
@@ -288,7 +297,7 @@ class RayBatch(HandsOut):
 
     def _finished(self) -> bool:
         return (
-            (self.intake.exhausted or self._halted)
+            (self.intake.exhausted or self.policy.halted)
             and self.intake.held is None
             and not self.ledger.requeue
             and not self.ledger.in_flight()
@@ -394,14 +403,12 @@ class RayBatch(HandsOut):
             self._final(rec.outcome, rec.seq)
 
     def _final(self, out: Outcome, seq: int) -> None:
-        if self.tally.add(out.verdict, self.halt) and not self._halted:
-            self._halted = True
-            if self.halt is not None and self.halt.when == "now":
-                self._stop_nodes()
-                for rec in self.ledger.cancel_all("cancelled: the batch halted"):
-                    self._record(rec)
+        if self.policy.final(out.verdict) == "now":
+            self._stop_nodes()
+            for rec in self.ledger.cancel_all(self.policy.cancelled_error(None)):
+                self._record(rec)
         self._emission.add(seq, out)
-        if self._finished() or (self._halted and not self.ledger.in_flight()):
+        if self._finished() or (self.policy.halted and not self.ledger.in_flight()):
             self._emission.past_holes()
 
     def _skip_rest(self) -> None:

@@ -64,11 +64,12 @@ from .intake import Intake, InvalidTask
 from .joblog import DoneIds, JobLog
 from .memory import HostMemory, MemoryProbe, sample_trees
 from .options import ENFORCE_MODES, BatchOptions
+from .policy import Again, Attempt, BatchPolicy
 from .results import Keeper, ResultsDir
 from .slot import Slot, outcome_of
 from .spawning import Pending, Spawner, child_for, launched
 from .tasks import Outcome, Task, TaskLike
-from .verdicts import HALTED_NOW, RETRY_VERDICTS, cancelled_error
+from .verdicts import cancelled_error
 
 __all__ = ["Batch", "BatchOptions", "InvalidTask", "ENFORCE_MODES"]
 
@@ -210,12 +211,16 @@ class Batch(HandsOut):
             self.concurrency_bound = "-j"
         log.info("max_concurrent %d, bounded by %s", max_concurrent, self.concurrency_bound)
         self.max_concurrent = max_concurrent
-        self._failures: dict[int, int] = {}  # failed attempts per task retried so far (by input order)
         self.window = o.window if o.window is not None else 2 * max_concurrent
         if self.window < max_concurrent:
             if self._results is not None:
                 self._results.close()
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
+        #: What the batch decides (admission, memory kills, retries and requeues, halting), fed by this loop.
+        self.policy = BatchPolicy(
+            retries=o.retries, requeues=o.requeues, retry_backoff=o.retry_backoff, halt=self.halt, stop_at=o.stop_at,
+            kill_at=o.kill_at, window=self.window,
+        )
         # every task in a cgroup of its own where one can be made (wants_cgroup); where none can, it is said once
         self.placement = placement(fresh=True) if wants_cgroup(o.enforce) else Placement(None, why="enforce=watchdog")
         if self.placement.kind is None and wants_cgroup(o.enforce):
@@ -247,8 +252,6 @@ class Batch(HandsOut):
         self._held_lock = threading.Lock()
         self._ready: set[int] = set()
         self._poll.register(self._waker.r, select.POLLIN)
-        self._halted = False
-        self._pressure_victim: Slot | None = None
         self._next_sample = 0.0
         self._next_memory_sample = 0.0
         self._next_look_all = 0.0
@@ -276,8 +279,6 @@ class Batch(HandsOut):
         self._closed = False
         self.cancelled: list[Outcome] = []
         self._cancel_cause: str | None = None  # what a cancelled task's error says (see interrupted_by)
-        #: Counters for progress displays.
-        self.tally = Tally()
         self.on_tick: Callable[[Batch], None] | None = None
         #: Called with each task's live events while it runs (from the batch loop: it must be quick).
         #: Set before iterating; without it tool lines go unread.
@@ -297,6 +298,11 @@ class Batch(HandsOut):
     @property
     def running(self) -> int:
         return len(self._running) + len(self._spawner.starting)
+
+    @property
+    def tally(self) -> Tally:
+        """Counters for progress displays (the final outcomes so far)."""
+        return self.policy.tally
 
     @property
     def queued(self) -> int:
@@ -382,9 +388,8 @@ class Batch(HandsOut):
             r = self._retry[0]
             return r.seq, r.task, r.attempts
         intake = self.intake
-        if self._halted:  # a halt starts nothing new: the held task is skipped
-            return None
-        if intake.held is None and self._emission.ahead(intake.seq) >= self.window:
+        # a halt starts nothing new (the held task is skipped); in order, at most `window` ahead
+        if not self.policy.takes_new(ahead=0 if intake.held is not None else self._emission.ahead(intake.seq)):
             return None
         task = intake.hold_next()
         return None if task is None else (intake.held_seq, task, 0)
@@ -400,8 +405,9 @@ class Batch(HandsOut):
             if self._relay.failed is not None:
                 raise self._relay.failed  # the listener's: as when the loop called it (the batch is cancelled)
             self._admit()
-            if not self.running and not self._retry and not self._held and (self.intake.exhausted or self._halted):
-                if self._halted:
+            halted = self.policy.halted
+            if not self.running and not self._retry and not self._held and (self.intake.exhausted or halted):
+                if halted:
                     self._skip_rest()
                 self._finish_supervision()
                 return self._drain(), False
@@ -464,7 +470,8 @@ class Batch(HandsOut):
             if reserved is None:  # once per call, not per start: a burst of starts stays O(running)
                 reserved = sum(max(0, s.estimate - s.usage) for s in self._running.values())
                 reserved += sum(p.estimate for p in self._spawner.starting)
-            if not self.admission.may_start(estimate, (reserved,), running=self.running):
+            used, total = self.admission.sample()
+            if not self.policy.admits(estimate, reserved=reserved, running=self.running, used=used, total=total):
                 return
             if self._retry and self._retry[0].seq == seq and self._retry[0].task is task:
                 self._retry.pop(0)
@@ -549,7 +556,7 @@ class Batch(HandsOut):
                 self._unpolled.add(key)
             self._arm(slot)
             self._spawner.forget(p)
-            if self._halted and self.halt is not None and self.halt.when == "now":
+            if self.policy.cancels_new:
                 self._end(slot, "cancelled")
 
     def _arm(self, s: Slot) -> None:
@@ -722,20 +729,12 @@ class Batch(HandsOut):
                 if s.usage:
                     s.sampled = True
             s.peak = max(s.peak, s.usage)
-            if s.cg is None and s.limit is not None and s.usage > s.limit and s.forced is None:
-                self._end(s, "killed_memory")
             with contextlib.suppress(OSError):
                 self._look_at_spools(s, now=now, every=every, read_all=read_all, facts=facts)
-        victim = self._pressure_victim
-        if victim is not None and any(s is victim for s in self._running.values()):
-            return  # one pressure kill at a time: wait until its memory is back
-        self._pressure_victim = None
-        if self._running and self.admission.must_kill():
-            alive = (s for s in self._running.values() if not s.child.life.leader_exited and s.forced is None)
-            youngest = max(alive, key=lambda s: s.started, default=None)
-            if youngest is not None:
-                self._end(youngest, "requeue")
-                self._pressure_victim = youngest
+        if self._running:  # over a watchdog limit, or the host over kill_at: the policy names whom to end
+            used, total = self.admission.sample(fresh=True)
+            for kill in self.policy.memory_kills(self._running.values(), used=used, total=total):
+                self._end(kill.ident, kill.why)
 
     def _look_at_spools(self, s: Slot, *, now: float, every: bool, read_all: bool, facts: DiskFacts | None) -> None:
         """Step the slot's child with a look at its spools when it is due: a read of what they hold, a check.
@@ -927,26 +926,19 @@ class Batch(HandsOut):
             keep_transcript=self.options.keep_transcript, emit=emit,
         )
         if out.verdict == "cancelled":  # why spoolparse cancelled it, not the signal that ended it
-            out.error = self._cancel_cause or (HALTED_NOW if self._halted else cancelled_error(None))
+            out.error = self.policy.cancelled_error(self._cancel_cause)
         if later is not None:
             self._hold(out)
             self._keeper.submit(functools.partial(_kept, later, self._release_fn(out)))
         if emit is not None:
             self._hold(out)
             self._relay.mark(self._release_fn(out))
-        verdict = out.verdict
-        failures = self._failures.get(s.seq, 0)
-        requeue = s.forced == "requeue" and s.attempt - failures <= self.options.requeues
-        retry = verdict in RETRY_VERDICTS and s.forced != "requeue" and failures < self.options.retries
-        if (requeue or retry) and not cancelled and not self._halted:
-            if retry:
-                self._failures[s.seq] = failures + 1
+        then = self.policy.ended(Attempt(s.seq, s.attempt, out.verdict, s.forced, cancelled), _now())
+        if isinstance(then, Again):
             self._log(out, s.task, final=False, started=s.started_wall)
-            backoff = self.options.retry_backoff * (2 ** (s.attempt - 1))
-            self._retry.append(_Retry(_now() + backoff, s.seq, s.task, s.attempt))
+            self._retry.append(_Retry(then.at, s.seq, s.task, s.attempt))
             self._retry.sort()
         else:
-            self._failures.pop(s.seq, None)
             self._log(out, s.task, final=True, started=s.started_wall, hold=not cancelled)
             if not cancelled:
                 self._final(out, s.seq)
@@ -967,14 +959,13 @@ class Batch(HandsOut):
             self._final(out, seq)
 
     def _final(self, out: Outcome, seq: int) -> None:
-        if self.tally.add(out.verdict, self.halt) and not self._halted:
-            self._halted = True  # what was read and not started gets a skipped outcome (_skip_rest)
-            if self.halt is not None and self.halt.when == "now":
-                for s in self._running.values():
-                    self._end(s, "cancelled")
+        # a halt: what was read and not started gets a skipped outcome (_skip_rest); "now" cancels what runs
+        if self.policy.final(out.verdict) == "now":
+            for s in self._running.values():
+                self._end(s, "cancelled")
         self._emission.add(seq, out)
         # halting or resuming leaves holes in the order: past them once nothing can fill them
-        over = (self.intake.exhausted or self._halted) and self.intake.held is None
+        over = (self.intake.exhausted or self.policy.halted) and self.intake.held is None
         if over and not self.running and not self._retry:
             self._emission.past_holes()
 

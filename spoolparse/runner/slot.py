@@ -56,6 +56,16 @@ class Slot:
     wds: tuple[int, ...] = ()  # inotify watches on its spools, once it has run a while (Batch._changed)
     watch_failed: bool = False  # inotify refused a watch (limits): its spool is looked at every sample
 
+    @property
+    def watchdog_limit(self) -> int | None:
+        """The memory limit sampling keeps (none where its cgroup keeps it)."""
+        return self.limit if self.cg is None else None
+
+    @property
+    def ending(self) -> bool:
+        """The batch is ending it already, or its leader exited (what a memory sample spares)."""
+        return self.forced is not None or self.child.life.leader_exited
+
 
 def outcome_of(
     s: Slot,
