@@ -531,10 +531,10 @@ def test_quiet_children_cost_a_look_at_their_spools_not_a_read_or_a_proc_walk_ea
 ) -> None:
     """Memory of tasks with no limit is read once a second; a spool that did not grow is not read."""
     from spoolparse.child import Child
-    from spoolparse.runner import scheduler
+    from spoolparse.runner import slot
 
     walks = pumps = 0
-    real_walk, real_pump = scheduler.sample_trees, Child.pump
+    real_walk, real_pump = slot.sample_trees, Child.pump
 
     def walk(roots: Any) -> dict[int, int]:
         nonlocal walks
@@ -546,7 +546,7 @@ def test_quiet_children_cost_a_look_at_their_spools_not_a_read_or_a_proc_walk_ea
         pumps += 1
         return real_pump(self, limit)
 
-    monkeypatch.setattr(scheduler, "sample_trees", walk)
+    monkeypatch.setattr(slot, "sample_trees", walk)
     monkeypatch.setattr(Child, "pump", pump)
     n, interval = 10, 0.05
     tasks = [Task(["sh", "-c", "echo '{\"type\":\"thread.started\",\"thread_id\":\"t\"}'; sleep 2"], id=f"q{i}")

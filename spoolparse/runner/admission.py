@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from .. import _limits
 from ..errors import UsageError
 from .memory import MemoryProbe
 from .policy import admits, at_or_above
 
-__all__ = ["Admission", "auto_concurrency", "default_reserve", "cpu_cap", "check_fractions", "DEFAULT_MEMORY_PER_TASK"]
+__all__ = [
+    "Admission", "Sizing", "size", "auto_concurrency", "default_reserve", "cpu_cap", "check_fractions",
+    "DEFAULT_MEMORY_PER_TASK",
+]
 
 #: The estimate for a task that gives none (``--memory-per-task``).
 DEFAULT_MEMORY_PER_TASK = 1 * _limits.GiB
@@ -41,6 +45,42 @@ def auto_concurrency(total: int, per_task: int, *, reserve: int | None = None, c
     reserve = default_reserve(total) if reserve is None else reserve
     n = max(1, (total - reserve) // per_task)
     return int(min(n, cpu_cap() if cap is None else cap))
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How many tasks a batch runs at once, and the memory figures that chose it."""
+
+    max_concurrent: int
+    #: What bounds ``max_concurrent``, for the progress line: ``-j``, the memory, or the CPUs.
+    bound: str
+    #: Memory kept for everything else (bytes).
+    reserve: int
+    #: The estimate of a task that names none and whose command has no recorded calibration (bytes).
+    memory_per_task: int
+    #: Recorded ``calibrate`` estimates by command identity (used when ``memory_per_task`` is not given).
+    calibrated: Mapping[str, int] = field(default_factory=dict)
+
+
+def size(
+    total: int, *, max_concurrent: int | None, reserve: int | None, memory_per_task: int,
+    calibrated: Mapping[str, int],
+) -> Sizing:
+    """A batch's concurrency: ``max_concurrent`` when given (``-j``), else from memory (what the smallest
+    estimate lets fit beside the reserve), at most :func:`cpu_cap`."""
+    kept = default_reserve(total) if reserve is None else reserve
+    if max_concurrent is not None:
+        return Sizing(max_concurrent, "-j", kept, memory_per_task, calibrated)
+    per_task = min([memory_per_task, *calibrated.values()])
+    by_memory = max(1, (total - kept) // per_task)
+    n = auto_concurrency(total, per_task, reserve=kept)
+    bound = (f"memory: ({_gib(total)} - {_gib(kept)} reserve) / {_gib(per_task)} per task" if n == by_memory
+             else f"CPUs: {n} ({cpu_cap() // 4 or 1} x 4)")
+    return Sizing(n, bound, kept, memory_per_task, calibrated)
+
+
+def _gib(n: int) -> str:
+    return f"{n / _limits.GiB:.1f} GiB"
 
 
 def check_fractions(stop_at: float, kill_at: float) -> None:

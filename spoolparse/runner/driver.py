@@ -15,19 +15,47 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Generator
-from typing import Any, Generic, TypeVar
+from collections.abc import AsyncGenerator, Callable, Generator, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 from .. import _limits
 from .._signals import uninterruptible
 
-__all__ = ["Driver", "relay"]
+__all__ = ["Driver", "relay", "turns"]
 
 #: Seconds a batch's thread waits for room in :func:`relay` before it looks whether it was asked to stop.
 RELAY_TICK = 0.05
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Turning(Protocol[T_co]):
+    """A loop that goes one turn at a time: the items that turn made, and whether to go on."""
+
+    def _turn(self) -> tuple[Sequence[T_co], bool]: ...
+
+
+def turns(ref: weakref.ref[Turning[T]]) -> Generator[list[T], None, None]:
+    """The turns of the loop ``ref`` holds, for its driver thread, holding it only during a turn.
+
+    A batch its reader dropped unfinished (``for o in run_many(...): break``) is then collected like any
+    object, and its finalizer cancels what runs; a loop that held it all along would keep it, its children
+    and its thread until the process exits.
+    """
+    while True:
+        loop = ref()
+        if loop is None:
+            return
+        try:
+            out, more = loop._turn()
+        finally:
+            del loop
+        yield list(out)
+        if not more:
+            return
 
 
 class Driver(Generic[T]):

@@ -30,10 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
 
 from .halt import Halt, Tally
 from .verdicts import HALTED_NOW, RETRY_VERDICTS, cancelled_error
+
+if TYPE_CHECKING:
+    from .options import BatchOptions
 
 __all__ = ["BatchPolicy", "Observed", "Kill", "Attempt", "Again", "Final", "FINAL", "admits", "at_or_above"]
 
@@ -139,6 +142,14 @@ class BatchPolicy:
         self.tally = Tally()
         self._failures: dict[int, int] = {}  # failed attempts per task retried so far (by input order)
         self._victim: Observed | None = None  # the last pressure kill, until it has gone
+
+    @classmethod
+    def of(cls, options: BatchOptions, *, window: int | None = None) -> BatchPolicy:
+        """The policy a batch with these options follows (``window``: in order, how far ahead it may start)."""
+        return cls(
+            retries=options.retries, requeues=options.requeues, retry_backoff=options.retry_backoff,
+            halt=options.halt_condition, stop_at=options.stop_at, kill_at=options.kill_at, window=window,
+        )
 
     # -- admission ---------------------------------------------------------------
 

@@ -118,10 +118,7 @@ class RayBatch(HandsOut):
         self.intake = Intake(tasks, done, depth=MAX_SEND)  # read off the driver's thread (see intake)
         #: The halt (and the counts of final outcomes): the local batch's policy (retries and requeues are each
         #: node's).
-        self.policy = BatchPolicy(
-            retries=options.retries, requeues=options.requeues, retry_backoff=options.retry_backoff, halt=self.halt,
-            stop_at=options.stop_at, kill_at=options.kill_at,
-        )
+        self.policy = BatchPolicy.of(options)
         self._emission = Emission(ordered=self.ordered)
         self._out = self._emission.ready  # ended outcomes for the loop to hand over
         self._actors: dict[str, Any] = {}

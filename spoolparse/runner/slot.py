@@ -20,11 +20,12 @@ from ..child import Child
 from ..providers.base import LiveEvent
 from ..result import Result
 from ..types import Summary
+from .memory import sample_trees
 from .results import ResultsDir
 from .tasks import Outcome, Task
 from .verdicts import memory_kill_error, runner_verdict
 
-__all__ = ["Slot", "outcome_of"]
+__all__ = ["Slot", "outcome_of", "measure"]
 
 log = logging.getLogger("spoolparse.runner")
 
@@ -65,6 +66,25 @@ class Slot:
     def ending(self) -> bool:
         """The batch is ending it already, or its leader exited (what a memory sample spares)."""
         return self.forced is not None or self.child.life.leader_exited
+
+
+def measure(slots: list[Slot], *, every: bool, young: float) -> None:
+    """What memory each of ``slots`` uses now (its ``usage``, and its ``peak``): its cgroup's at the
+    once-a-second sample (``every``), else its process tree's, in one pass over ``/proc`` for all of them
+    (:func:`~.memory.sample_trees`): of those whose memory limit sampling keeps, and at the once-a-second
+    sample of those started before ``young``. A younger one still counts with its whole estimate as reserved:
+    skipping it spares a ``/proc`` scan when tasks are short."""
+    sampled = [s for s in slots if s.cg is None and (s.limit is not None or (every and s.started <= young))]
+    sizes = sample_trees(s.child.pid for s in sampled) if sampled else {}
+    for s in slots:
+        if s.cg is not None:
+            if every:
+                s.usage = s.cg.usage()
+        elif s.child.pid in sizes:
+            s.usage = sizes[s.child.pid]
+            if s.usage:
+                s.sampled = True
+        s.peak = max(s.peak, s.usage)
 
 
 def outcome_of(
