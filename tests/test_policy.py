@@ -197,3 +197,22 @@ def test_kills_name_what_they_were_given() -> None:
     t = Task("x", 1, usage=2, watchdog_limit=1)
     (k,) = policy().memory_kills([t], used=0, total=100)
     assert k == Kill(t, "killed_memory") and k.ident is t
+
+
+def test_a_cancelled_task_names_the_signal_a_bare_keyboard_interrupt_stands_for() -> None:
+    """Ray's waits turn our Interrupted into a bare KeyboardInterrupt: the cancelled tasks' error still names the
+    signal spoolparse got, as a local batch's does (not "SIGINT" for a SIGTERM)."""
+    import signal
+
+    from spoolparse._signals import Interrupted, interrupts
+    from spoolparse.runner.verdicts import cancelled_error
+
+    assert cancelled_error(KeyboardInterrupt()) == "cancelled (SIGINT to spoolparse)"  # no signal of ours came
+    with interrupts():
+        try:
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            except Interrupted:
+                raise KeyboardInterrupt from None
+        except KeyboardInterrupt as bare:
+            assert cancelled_error(bare) == "cancelled (SIGTERM to spoolparse)"

@@ -532,8 +532,7 @@ def _run_batch(
         except KeyboardInterrupt as caught:
             e = as_interrupted(caught)  # Ray's waits make ours a bare KeyboardInterrupt, whatever the signal
             if batch is not None:
-                if isinstance(batch, Batch):
-                    batch.interrupted_by(e)  # the cancelled tasks' error names the signal we got
+                batch.interrupted_by(e)  # the cancelled tasks' error names the signal we got
                 for outcome in batch.close():  # each ended task's outcome, then its final job-log line
                     with contextlib.suppress(OSError):
                         emit_json(outcome.to_dict(), out=out)

@@ -18,6 +18,7 @@ from typing import Any
 from .intake import Intake
 from .joblog import JobLog
 from .tasks import Outcome
+from .verdicts import cancelled_error
 
 __all__ = ["Emission", "HandsOut", "Holds"]
 
@@ -35,6 +36,13 @@ class HandsOut(Iterator[Outcome]):
     joblog: JobLog | None
     intake: Intake
     _handed: Outcome | None = None  # handed to the reader, not yet known to be printed
+    _cancel_cause: str | None = None  # what a cancelled task's error says (see interrupted_by)
+
+    def interrupted_by(self, cause: BaseException) -> None:
+        """Say why the batch is about to be cancelled (a signal to spoolparse, say), before :meth:`close`: the
+        error of every task it cancels names it (:func:`~.verdicts.cancelled_error`). The first cause stays."""
+        if self._cancel_cause is None:
+            self._cancel_cause = cancelled_error(cause)
 
     @property
     def skipped(self) -> int:

@@ -31,13 +31,14 @@ from .driver import relay
 from .emission import Emission, HandsOut
 from .halt import Halt, Tally
 from .intake import AsyncSource, Intake, InvalidTask
-from .joblog import JobLog, done_ids
+from .joblog import DoneIds, JobLog
 from .options import BatchOptions
 from .policy import BatchPolicy
 from .ray_ledger import Ledger, Record
 from .ray_node import NodeRunner
 from .ray_wire import dumps, loads
 from .tasks import Outcome, Task, TaskLike
+from .verdicts import cancelled_error
 
 __all__ = ["RayBatch", "arun_ray", "NODE_GRACE", "RAY_MISSING"]
 
@@ -114,8 +115,12 @@ class RayBatch(HandsOut):
         self._own_ray = _connect(self._ray, address)
         self.joblog = JobLog(joblog) if joblog is not None else None
         self.ledger = Ledger(retries=options.requeues, memory_per_task=options.default_estimate)
-        done = done_ids(joblog, options.resume) if options.resume and joblog is not None else set()
-        self.intake = Intake(tasks, done, depth=MAX_SEND)  # read off the driver's thread (see intake)
+        spill_dir = None if options.spool_dir is None else os.fspath(options.spool_dir)
+        # the ids a resumed job log has done, and those read, in spill files: memory flat in their number
+        self._done = DoneIds(joblog, options.resume, spill_dir) if options.resume and joblog is not None else None
+        self.intake = Intake(  # read off the driver's thread (see intake)
+            tasks, self._done if self._done is not None else set(), depth=MAX_SEND, spill_dir=spill_dir,
+        )
         #: The halt (and the counts of final outcomes): the local batch's policy (retries and requeues are each
         #: node's).
         self.policy = BatchPolicy.of(options)
@@ -286,7 +291,9 @@ class RayBatch(HandsOut):
                 yield self._out.popleft()
         except _Stop:
             self._cancel_all()
-        except BaseException:
+        except BaseException as e:  # a signal (the CLI's, or Ray's bare KeyboardInterrupt), a failure, a close
+            if not isinstance(e, GeneratorExit):
+                self.interrupted_by(e)
             self._cancel_all()
             raise
         finally:
@@ -441,7 +448,8 @@ class RayBatch(HandsOut):
         with uninterruptible():
             self._stop_nodes()
             undelivered = self._emission.take_undelivered()
-            records = self.ledger.cancel_all("cancelled")
+            # why spoolparse cancelled them (``cancelled (SIGTERM to spoolparse)``), as for a local batch's tasks
+            records = self.ledger.cancel_all(self._cancel_cause or cancelled_error(None))
             for rec in records:
                 if self.joblog is not None:
                     self.joblog.write(rec.outcome, argv=list(rec.task.argv), final=True, started=rec.started)
@@ -452,6 +460,8 @@ class RayBatch(HandsOut):
             return
         self._closed = True
         self.intake.close()
+        if self._done is not None:
+            self._done.close()
         for actor in self._actors.values():
             with contextlib.suppress(Exception):
                 self._ray.kill(actor, no_restart=True)

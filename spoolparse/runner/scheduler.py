@@ -168,7 +168,6 @@ class Batch(HandsOut):
         self._stop = threading.Event()
         self._closed = False
         self.cancelled: list[Outcome] = []
-        self._cancel_cause: str | None = None  # what a cancelled task's error says (see interrupted_by)
         self.on_tick: Callable[[Batch], None] | None = None
         #: Called with each task's live events while it runs (from the batch loop: it must be quick).
         #: Set before iterating; without it tool lines go unread.
@@ -257,12 +256,6 @@ class Batch(HandsOut):
         if sizing.calibrated:
             return sizing.calibrated.get(command_key(task.argv), sizing.memory_per_task)
         return sizing.memory_per_task
-
-    def interrupted_by(self, cause: BaseException) -> None:
-        """Say why the batch is about to be cancelled (a signal to spoolparse, say), before :meth:`close`: the
-        error of every task it cancels names it (:func:`~.verdicts.cancelled_error`). The first cause stays."""
-        if self._cancel_cause is None:
-            self._cancel_cause = cancelled_error(cause)
 
     def request_stop(self) -> None:
         """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
