@@ -17,16 +17,13 @@ from dataclasses import dataclass, field
 from .. import _limits
 from ..errors import UsageError
 from .memory import MemoryProbe
+from .options import DEFAULT_MEMORY_PER_TASK, check_fractions
 from .policy import admits, at_or_above
 
 __all__ = [
     "Admission", "Sizing", "size", "auto_concurrency", "default_reserve", "cpu_cap", "check_fractions",
     "DEFAULT_MEMORY_PER_TASK",
 ]
-
-#: The estimate for a task that gives none (``--memory-per-task``).
-DEFAULT_MEMORY_PER_TASK = 1 * _limits.GiB
-
 
 def default_reserve(total: int) -> int:
     """Memory left to everything else: max(2 GiB, 10 % of the total), never more than half of it."""
@@ -81,15 +78,6 @@ def size(
 
 def _gib(n: int) -> str:
     return f"{n / _limits.GiB:.1f} GiB"
-
-
-def check_fractions(stop_at: float, kill_at: float) -> None:
-    """The one rule for the memory thresholds: each in (0, 1], ``kill_at`` not below ``stop_at``."""
-    for name, value in (("stop_at", stop_at), ("kill_at", kill_at)):
-        if not 0 < value <= 1:  # NaN fails this too
-            raise UsageError(f"{name} must be a fraction in (0, 1], not {value}")
-    if kill_at < stop_at:
-        raise UsageError(f"kill_at ({kill_at}) must not be below stop_at ({stop_at})")
 
 
 class Admission:

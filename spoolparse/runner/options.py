@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from .. import _limits
 from ..errors import UsageError
 from ..options import ChildOptions
-from .admission import DEFAULT_MEMORY_PER_TASK, check_fractions
 from .halt import Halt, parse_halt
 from .joblog import Resume
 from .results import KEEP_MODES, KeepTranscript
@@ -29,7 +28,19 @@ from .results import KEEP_MODES, KeepTranscript
 if TYPE_CHECKING:
     from .memory import MemoryProbe
 
-__all__ = ["BatchOptions", "ENFORCE_MODES"]
+__all__ = ["BatchOptions", "ENFORCE_MODES", "DEFAULT_MEMORY_PER_TASK", "check_fractions"]
+
+#: The estimate for a task that gives none (``--memory-per-task``).
+DEFAULT_MEMORY_PER_TASK = 1 * _limits.GiB
+
+
+def check_fractions(stop_at: float, kill_at: float) -> None:
+    """The one rule for the memory thresholds: each in (0, 1], ``kill_at`` not below ``stop_at``."""
+    for name, value in (("stop_at", stop_at), ("kill_at", kill_at)):
+        if not 0 < value <= 1:  # NaN fails this too
+            raise UsageError(f"{name} must be a fraction in (0, 1], not {value}")
+    if kill_at < stop_at:
+        raise UsageError(f"kill_at ({kill_at}) must not be below stop_at ({stop_at})")
 
 #: ``auto``: a cgroup for every task, with or without a memory limit, where
 #: one can be made (exact peaks, the kernel's memory cap, every process the
