@@ -25,10 +25,10 @@ from . import _limits
 from ._os.capabilities import Inotify, open_inotify
 from ._os.lifecycle import Done, Wait
 from ._os.wait import next_interval
-from .child import Argv, Budget, Child
+from .child import Argv, Budget, Child, handed_back
 from .cost import loaded as prices_loaded
 from .cost import preload as preload_prices
-from .errors import SpoolFullError, UsageError
+from .errors import UsageError
 from .options import ChildKeywords, ChildOptions
 from .providers.base import LiveEvent
 from .result import Result
@@ -255,16 +255,7 @@ class AsyncRun:
         res = self._result
         if res is None:
             raise UsageError("the run was closed before it ended")
-        if res.spool_full:
-            child = self.child
-            raise SpoolFullError(child.spool_dir, res.stdout_bytes + res.stderr_bytes, child.spool_full or "", res)
-        if self.check:
-            try:
-                res.check_returncode()
-            except BaseException:
-                res.close()
-                raise
-        return res
+        return handed_back(self.child, res, check=self.check)
 
     async def _step(self) -> list[LiveEvent] | None:
         """The next events (maybe none), or ``None`` once the run has ended."""

@@ -38,7 +38,7 @@ from ._os.launch import Launch
 from ._os.lifecycle import Check, Done, Lifecycle, Reap, Send, Wait
 from ._os.proc import own_peak
 from ._signals import deferred
-from .errors import UsageError
+from .errors import SpoolFullError, UsageError
 from .options import ChildKeywords, ChildOptions, Input
 
 if TYPE_CHECKING:
@@ -632,6 +632,21 @@ class Child:
         if self._pidfd >= 0:
             os.close(self._pidfd)
             self._pidfd = -1
+
+
+def handed_back(child: Child, res: Result, *, check: bool) -> Result:
+    """What a driver hands back for a run that ended: ``res``; :class:`~spoolparse.SpoolFullError` (with it) when
+    the spool filled up; with ``check``, what :meth:`~spoolparse.Result.check_returncode` raises (its spools
+    closed then: nobody will read them)."""
+    if res.spool_full:
+        raise SpoolFullError(child.spool_dir, res.stdout_bytes + res.stderr_bytes, child.spool_full or "", res)
+    if check:
+        try:
+            res.check_returncode()
+        except BaseException:
+            res.close()
+            raise
+    return res
 
 
 def _close_now(f: IO[bytes]) -> None:

@@ -20,8 +20,7 @@ from . import _limits
 from ._os.wait import SpoolWaiter
 from ._relay import EventRelay
 from ._signals import Interrupted, deferred
-from .child import LOOK, Argv, Budget, Child, group_alive, signal_group
-from .errors import SpoolFullError
+from .child import LOOK, Argv, Budget, Child, group_alive, handed_back, signal_group
 from .options import ChildKeywords, ChildOptions
 from .parser import OnEvent
 from .providers.base import LiveEvent
@@ -218,12 +217,4 @@ def run(
         if relay is not None:
             relay.close(wait=_limits.EVENT_JOIN)  # the listener done with the event it is in
         raise
-    if res.spool_full:
-        raise SpoolFullError(child.spool_dir, res.stdout_bytes + res.stderr_bytes, child.spool_full or "", res)
-    if check:
-        try:
-            res.check_returncode()
-        except BaseException:
-            res.close()
-            raise
-    return res
+    return handed_back(child, res, check=check)

@@ -509,7 +509,7 @@ def _run_batch(
             elif progress is not None and isinstance(batch, Batch):
                 a = batch.admission
                 sys.stderr.write(
-                    f"spoolparse: batch: -j {batch.max_concurrent} ({batch.concurrency_bound}), "
+                    f"spoolparse: batch: -j {batch.max_concurrent} ({batch.sizing.bound}), "
                     f"memory {_gib(a.probe.total())} GiB, "
                     f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, "
                     f"cgroups: {batch.placement.enforcement or 'none'}\n"

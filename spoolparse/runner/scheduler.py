@@ -50,7 +50,7 @@ from .admission import Admission, size
 from .calibrations import command_key, recorded
 from .driver import Driver, turns
 from .emission import Emission, HandsOut, Holds
-from .halt import Halt, Tally
+from .halt import Tally
 from .intake import Intake, InvalidTask
 from .joblog import DoneIds, JobLog
 from .looks import SpoolLooks
@@ -193,19 +193,9 @@ class Batch(HandsOut):
         return self.sizing.max_concurrent
 
     @property
-    def concurrency_bound(self) -> str:
-        """What bounds :attr:`max_concurrent`: ``-j``, the memory, or the CPUs."""
-        return self.sizing.bound
-
-    @property
     def placement(self) -> Placement:
         """Where the tasks' cgroups are made (``kind`` ``None``: nowhere; each has its process group alone)."""
         return self._spawner.placement
-
-    @property
-    def halt(self) -> Halt | None:
-        """The halt condition (``options.halt``, parsed)."""
-        return self.policy.halt
 
     @property
     def tally(self) -> Tally:
