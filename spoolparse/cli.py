@@ -220,6 +220,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.cwd is not None and not os.path.isdir(args.cwd):  # else the start would blame the command (127)
         raise UsageError(f"--cwd {args.cwd!r}: no such directory")
     progress = _status_line_wanted(args.progress)
+    from .options import ChildOptions
     from .process import run
     from .progress import follow
 
@@ -230,27 +231,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from pathlib import Path  # a path, not bytes: run() hands a real file to the child as its stdin
 
         inp = Path(args.input)
+    # the command's options are named as the child's: --timeout, --grace, --cwd, --shell, --provider, ...
+    options = ChildOptions.given({**vars(args), "input": inp})
     with (
         interrupts(),  # SIGINT/TERM/HUP/QUIT: the child is ended, its summary printed, exit 128+N
         follow(events=args.events, events_file=args.events_file, progress=progress) as (on_event, on_start),
     ):
-        res = run(
-            command[0] if args.shell else command,
-            input=inp,
-            timeout=args.timeout,
-            grace=args.grace,
-            cwd=args.cwd,
-            shell=args.shell,
-            provider=args.provider,
-            spool_dir=args.spool_dir,
-            max_line=args.max_line,
-            max_retained=args.max_retained,
-            max_spool_bytes=args.max_spool_bytes,
-            keep_output=False,
-            on_event=on_event,
-            on_start=on_start,
-            allow_empty_answer=args.allow_empty_answer,
-        )
+        res = run(command[0] if args.shell else command, options, keep_output=False, on_event=on_event,
+                  on_start=on_start)
     return _print_result(res, args)
 
 

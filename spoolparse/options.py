@@ -122,6 +122,12 @@ class ChildOptions:
         return dataclasses.replace(self, **changes) if changes else self
 
     @classmethod
+    def given(cls: type[_O], values: Mapping[str, Any]) -> _O:
+        """Options made of those of ``values`` that are fields (a command line's, say), the others at their
+        defaults; checked as when made."""
+        return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
+
+    @classmethod
     def of(cls: type[_O], options: _O | None, changes: Mapping[str, Any], *, caller: str) -> _O:
         """``options`` (default: all defaults) with the keyword arguments ``changes`` of ``caller`` applied."""
         unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(cls)})

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import inspect
 import logging
 import os
@@ -407,11 +406,7 @@ def _halt(text: str) -> Halt:
 
 def _batch_options(args: argparse.Namespace) -> BatchOptions:
     """The options given on the command line (argparse leaves out the others): the rest are BatchOptions'."""
-    given = {k: v for k, v in vars(args).items() if k in _OPTION_NAMES}
-    return BatchOptions(**given)  # a bad combination is a UsageError: exit 2
-
-
-_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(BatchOptions))
+    return BatchOptions.given(vars(args))  # a bad combination is a UsageError: exit 2
 
 
 class _TaskEvents:

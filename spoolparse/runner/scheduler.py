@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _limits
-from .._os.cgroup import Placement, wait_removed
+from .._os.cgroup import wait_removed
 from .._os.lifecycle import Done
 from .._os.proc import raise_open_files_limit
 from .._relay import EventRelay
@@ -50,7 +50,6 @@ from .admission import Admission, size
 from .calibrations import command_key, recorded
 from .driver import Driver, turns
 from .emission import Emission, HandsOut, Holds
-from .halt import Tally
 from .intake import Intake, InvalidTask
 from .joblog import DoneIds, JobLog
 from .looks import SpoolLooks
@@ -126,7 +125,8 @@ class Batch(HandsOut):
             self.probe.total(), max_concurrent=o.max_concurrent, reserve=o.reserve, memory_per_task=o.default_estimate,
             calibrated=recorded() if o.memory_per_task is None else {},
         )
-        max_concurrent = self.sizing.max_concurrent
+        #: Most tasks at once (``-j``, or from memory: :attr:`sizing`).
+        self.max_concurrent = max_concurrent = self.sizing.max_concurrent
         log.info("max_concurrent %d, bounded by %s", max_concurrent, self.sizing.bound)
         self.window = o.window if o.window is not None else 2 * max_concurrent
         if self.window < max_concurrent:
@@ -135,6 +135,8 @@ class Batch(HandsOut):
             raise UsageError(f"window ({self.window}) must be at least max_concurrent ({max_concurrent})")
         #: What the batch decides (admission, memory kills, retries and requeues, halting), fed by this loop.
         self.policy = BatchPolicy.of(o, window=self.window)
+        #: Counters for progress displays (the final outcomes so far): the policy's.
+        self.tally = self.policy.tally
         self._waker = Waker()
         # read ahead by at most -j tasks, in a thread of its own where the input may wait (see intake)
         spill_dir = None if o.spool_dir is None else os.fspath(o.spool_dir)
@@ -152,6 +154,8 @@ class Batch(HandsOut):
         self._wakeups = Wakeups(self._waker)
         # one read buffer for every child (only this loop pumps), each child in its cgroup before it runs
         self._spawner = Spawner(max_concurrent, self._waker.wake, options=o, read_buffer=bytearray(_limits.READ_CHUNK))
+        #: Where the tasks' cgroups are made (``kind`` ``None``: nowhere; each has its process group alone).
+        self.placement = self._spawner.placement
         # transcripts kept (``results``) off the loop's thread; an outcome waits for its own (see _drain)
         self._keeper = Keeper(self._waker.wake)
         # live events go to on_event from a thread of their own (a slow listener holds up no timeout)
@@ -186,21 +190,6 @@ class Batch(HandsOut):
     @property
     def running(self) -> int:
         return len(self._running) + len(self._spawner.starting)
-
-    @property
-    def max_concurrent(self) -> int:
-        """Most tasks at once (``-j``, or from memory: :attr:`sizing`)."""
-        return self.sizing.max_concurrent
-
-    @property
-    def placement(self) -> Placement:
-        """Where the tasks' cgroups are made (``kind`` ``None``: nowhere; each has its process group alone)."""
-        return self._spawner.placement
-
-    @property
-    def tally(self) -> Tally:
-        """Counters for progress displays (the final outcomes so far)."""
-        return self.policy.tally
 
     @property
     def queued(self) -> int:
