@@ -332,9 +332,12 @@ class Engine:
         self.events += 1
         if not self.known and g.explains(key, data) is not None:
             self.known += 1
-        if data is not None and self.ended_at is not None:
+        if self.ended_at is not None and (data is not None or read == KEEP):
+            # a line of a type the grammar decodes that could not be read is judged by its type alone: one that
+            # may have started a run or begun a turn after the end leaves the stream's last run unfinished
             if self._maybe:
-                self.ended_at = fold.ended_at = None  # the unread line that may have ended it did not: more came
+                if data is not None:
+                    self.ended_at = fold.ended_at = None  # the unread line that may have ended it did not: more came
             elif self._final or g.role("starts", key, data) is not None:
                 self._new_run(_line(rec))
             elif g.role("turns", key, data) is not None:

@@ -1,0 +1,90 @@
+"""Streams built to make the verdict wrong: a run that goes on past its end in a line that cannot be read, a CLI's
+stream after lines of no known format, a whole document among blank lines, and a verdict that must not depend on
+whether anyone listens. Each case is generated for every CLI whose stream has the seam."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from spoolparse import _limits, parse
+from spoolparse.providers import grammars
+
+from .helpers import FIXTURES, jl
+
+#: Each CLI's complete, successful run.
+SUCCESS = {
+    "claude": "claude/success.jsonl", "qwen": "qwen/success.jsonl", "amp": "amp/success.jsonl",
+    "cursor": "cursor/success.jsonl", "droid": "droid/success.jsonl", "gemini": "gemini/success.jsonl",
+    "opencode": "opencode/success.jsonl", "copilot": "copilot/success.jsonl", "kimi": "kimi/success.jsonl",
+    "antigravity": "antigravity/success.jsonl", "codex": "codex/realcli_A.jsonl",
+}
+GRAMMARS = {g.name: g for g in grammars()}
+
+
+def objects(name: str) -> list[dict[str, Any]]:
+    out = []
+    for ln in (FIXTURES / name).read_bytes().splitlines():
+        try:
+            obj = json.loads(ln)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def summary(data: bytes, **kw: Any) -> dict[str, Any]:
+    s = dict(parse(io.BytesIO(data), **kw).summary())
+    s.pop("duration_s")
+    return s
+
+
+def verdict(s: dict[str, Any]) -> tuple[Any, ...]:
+    return s["provider"], s["ok"], s["text"]
+
+
+# -- a run that goes on in a line that cannot be read ---------------------------------------------------------
+
+
+def _unreadable(obj: dict[str, Any], how: str) -> tuple[bytes, dict[str, Any]]:
+    """The event as a line that cannot be read, and the parse options that make it so: cut mid-line (a writer
+    killed as it wrote), a bad escape in it, or longer than the lines kept."""
+    line = jl(obj)
+    if how == "cut":
+        return line[: len(line) // 2], {}
+    if how == "bad escape":
+        return line[:-2] + b',"x":"\\q"}\n', {}
+    padded = jl({**obj, "pad": "x" * 3 * _limits.PROBE_BYTES})
+    return padded, {"max_line": 2 * _limits.PROBE_BYTES, "max_retained": 2 * _limits.PROBE_BYTES}
+
+
+def _goes_on(cli: str) -> dict[str, Any]:
+    """An event of ``cli`` after its run's end that means the stream goes on: the next run's start, the next
+    turn's beginning, or for a CLI that prints nothing after its end, any of its events."""
+    g = GRAMMARS[cli]
+    objs = objects(SUCCESS[cli])
+    for role in (g.starts, g.turns):
+        for obj in objs:
+            key = obj.get("type") or ""
+            if any(s.fits(key, obj) for s in role):
+                return obj
+    assert g.final, cli
+    return objs[0]
+
+
+@pytest.mark.parametrize("how", ["cut", "bad escape", "oversize"])
+@pytest.mark.parametrize("cli", sorted(SUCCESS))
+def test_a_run_that_goes_on_past_its_end_in_a_line_that_cannot_be_read_is_not_ok(cli: str, how: str) -> None:
+    """After a complete run, the next run's first line (or the next turn's) cut, undecodable or too long: the
+    stream's last run did not end (the summary is that run's), so the first run's answer is no answer."""
+    whole = (FIXTURES / SUCCESS[cli]).read_bytes()
+    line, kw = _unreadable(_goes_on(cli), how)
+    alone = summary(whole, **kw)
+    assert alone["ok"] is True, alone
+    s = summary(whole + line, **kw)
+    assert s["ok"] is False and s["text"] is None, s
+    assert s["provider"] == alone["provider"], s
