@@ -88,3 +88,33 @@ def test_a_run_that_goes_on_past_its_end_in_a_line_that_cannot_be_read_is_not_ok
     s = summary(whole + line, **kw)
     assert s["ok"] is False and s["text"] is None, s
     assert s["provider"] == alone["provider"], s
+
+
+# -- a CLI's stream after lines of no known format -------------------------------------------------------------
+
+
+def _logs(n: int) -> bytes:
+    """``n`` JSON lines no CLI prints: a wrapper's logger writing to the same stdout."""
+    return jl(*({"level": "info", "msg": f"starting step {i}"} for i in range(n)))
+
+
+@pytest.mark.parametrize("cli", sorted(SUCCESS))
+def test_a_clis_stream_after_more_lines_of_no_known_format_than_detection_holds_is_still_its(cli: str) -> None:
+    """Detection settles on generic when its budget of lines no grammar claims runs out, but the CLI's events
+    after them are still its: the same verdict as the stream alone (generic took the last delta for the
+    answer, and any text for a finished run)."""
+    objs = objects(SUCCESS[cli])
+    whole = jl(*objs)
+    cut = jl(*objs[:-1])
+    for logs in (_limits.DETECT_EVENTS - 1, _limits.DETECT_EVENTS, 3 * _limits.DETECT_EVENTS):
+        after = summary(_logs(logs) + whole)
+        assert verdict(after) == verdict(summary(whole)), (logs, after)
+        assert after["provider"] != "generic" and after["detected_by"] != "", after
+        short = summary(_logs(logs) + cut)
+        assert verdict(short) == verdict(summary(cut)), (logs, short)
+
+
+def test_lines_of_no_known_format_alone_are_still_generic() -> None:
+    s = summary(_logs(3 * _limits.DETECT_EVENTS) + jl({"type": "done", "result": "FINAL"}))
+    assert (s["provider"], s["ok"], s["text"]) == ("generic", True, "FINAL"), s
+    assert s["detected_by"].startswith("no event of a known format"), s

@@ -18,7 +18,8 @@ grammar claims count only while none is claimed) and ``max_retained`` bytes
 (each record counted as at least ``RECORD_BYTES``) — and replayed into the
 chosen provider: nothing is read twice. Past the budget, or at the end,
 candidates of more than one family give ``generic`` with a warning; no
-claimed event at all gives ``generic``. A later event that the chosen grammar
+claimed event at all gives ``generic``, until the first claimed event, where
+detection starts again (the lines before it were no CLI's). A later event that the chosen grammar
 does not know and another grammar claims re-decides, with a warning naming
 both: an event of a type it does not know until its terminal event, a
 look-alike's own mark on one of its types while the records since the
@@ -174,23 +175,14 @@ class Engine:
         #: Bumped whenever :meth:`retain` may answer differently (the parser re-reads it then).
         self.retain_version = 0
         self.notes = Notes()  # the engine's own warnings: switches, ambiguity, documents that were none
-        # detection
-        self._buffer: list[Record] | None = [] if self.auto is not None else None
-        self._bytes = 0
-        self._claimed = 0
-        self._unclaimed = 0
-        self._cands: dict[str, Shape] | None = None  # candidate -> the shape that kept it in
-        self._typed_evidence = False
-        self._after = 0  # records held past the decision
-        # the stream's runs
-        self.events = 0
-        self.known = 0  # events the grammar's vocabulary explains (a named provider with none is not ok)
-        self.runs = 1
-        self.run_from = 1
-        self._earlier: list[Any] = []
-        self._earlier_count = 0
+        self._buffer: list[Record] | None = None  # what detection holds (a named provider holds nothing)
+        self._begin_detection()
+        if self.auto is None:
+            self._buffer = None
+        # read as generic for want of any event a grammar claims: the first one after that detects again
+        self._blind = False
         self._doc: Record | None = None  # a document withheld until it is known to be the whole input
-        self._begin_run()
+        self._begin_stream()
         self._closed = False
         self._reset_retain()
 
@@ -206,7 +198,9 @@ class Engine:
 
     @property
     def decided(self) -> bool:
-        return self.fold is not None
+        """Whether the provider is known for good: not while detecting, nor while read as generic for want of
+        evidence (a line that detection noted may then still be the evidence, listened to or not)."""
+        return self.fold is not None and not self._blind
 
     def retain(self, key: str) -> int:
         """How the scanner reads a line of ``key``: the fold's choice, and while detecting the candidates'."""
@@ -247,7 +241,10 @@ class Engine:
         """Take one record; the live events it gave."""
         if self.fold is None:
             return self._detect(rec)
-        if self.auto is not None:
+        if self._blind:
+            if not isinstance(rec, Dropped) and self._claimed_by_any(rec):
+                return self._detect_again(rec)
+        elif self.auto is not None:
             switch = self._contradicted(rec)
             if switch is not None:
                 return self._redecide(rec, *switch)
@@ -352,6 +349,16 @@ class Engine:
             self._unread = rec if type(rec) is Dropped else None
         return live
 
+    def _begin_stream(self) -> None:
+        """The facts of a stream read from its start (or from a line a switch reads it from)."""
+        self.events = 0
+        self.known = 0  # events the grammar's vocabulary explains (a named provider with none is not ok)
+        self.runs = 1
+        self.run_from = 1
+        self._earlier: list[Any] = []
+        self._earlier_count = 0
+        self._begin_run()
+
     def _begin_run(self) -> None:
         """The facts of a run that has just begun."""
         self.ended_at = None
@@ -401,6 +408,35 @@ class Engine:
                           f"events: it is not taken for the run")
 
     # -- detection ----------------------------------------------------------------------------------------------
+
+    def _begin_detection(self) -> None:
+        """Detection's state before its first record."""
+        self._buffer = []
+        self._bytes = 0
+        self._claimed = 0
+        self._unclaimed = 0
+        self._cands: dict[str, Shape] | None = None  # candidate -> the shape that kept it in
+        self._typed_evidence = False
+        self._after = 0  # records held past the decision
+
+    def _claimed_by_any(self, rec: Event | Noted) -> bool:
+        assert self._index is not None
+        return bool(self._index.claims(rec.type, _data(rec))[0])
+
+    def _detect_again(self, rec: Event | Noted) -> list[LiveEvent]:
+        """An event a grammar claims, in a stream read as generic for want of one: what came before was no known
+        CLI's (a wrapper's log lines), so detection starts again at this line and the stream is read from there —
+        as it would be had the lines before it been fewer than the detection budget."""
+        line = _line(rec)
+        self.notes.add(f"auto-detection: the lines before line {line} hold no event of a known format: the stream "
+                       f"is read from line {line} on")
+        self.fold = None
+        self._blind = False
+        self.detected_by = ""
+        self._begin_stream()
+        self._begin_detection()
+        self._reset_retain()
+        return self._detect(rec)
 
     def _detect(self, rec: Record) -> list[LiveEvent]:
         idx = self._index
@@ -456,7 +492,9 @@ class Engine:
             said = ", ".join(names[:-1]) + f" and {names[-1]}"
             self.notes.add(f"auto-detection: the events {where} fit {said} alike: read as generic")
             return self._choose(GenericProvider.name, f"ambiguous: {said}")
-        return self._choose(GenericProvider.name, f"no event of a known format {where}")
+        live = self._choose(GenericProvider.name, f"no event of a known format {where}")
+        self._blind = not at_end
+        return live
 
     def _choose(self, name: str, by: str, *, traps: tuple[str, ...] = ()) -> list[LiveEvent]:
         """Hand the stream to ``name``'s provider: the held records are replayed into it. ``traps``: the CLIs whose
@@ -472,7 +510,7 @@ class Engine:
         for rec in held:
             live += self._feed(rec)
         if fold.grammar is None:
-            self._buffer = None  # generic is the last word: nothing re-decides it
+            self._buffer = None  # nothing switches from generic (only evidence after none at all detects again)
         return live
 
     def _new_fold(self, name: str) -> Provider:
@@ -544,10 +582,7 @@ class Engine:
         said = f"line {line}: {self._describe(s)} is {name}'s, not {old.name}'s"
         self.notes.add(clip(f"auto-detection: {said}: read as {name}"
                                + (" from the start" if held is not None else f" from line {line} on")))
-        self.events = self.known = 0
-        self.runs, self.run_from = 1, 1
-        self._earlier, self._earlier_count = [], 0
-        self._begin_run()
+        self._begin_stream()
         self._cands = {name: s}
         fold = self._new_fold(name)
         self.fold = fold
