@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from spoolparse import _limits, parse
+from spoolparse import StreamParser, _limits, parse
 from spoolparse.providers import grammars
 
 from .helpers import FIXTURES, jl
@@ -118,3 +118,64 @@ def test_lines_of_no_known_format_alone_are_still_generic() -> None:
     s = summary(_logs(3 * _limits.DETECT_EVENTS) + jl({"type": "done", "result": "FINAL"}))
     assert (s["provider"], s["ok"], s["text"]) == ("generic", True, "FINAL"), s
     assert s["detected_by"].startswith("no event of a known format"), s
+
+
+# -- a whole document among blank lines --------------------------------------------------------------------------
+
+
+DOCUMENT = {"session_id": "g", "response": "FINAL", "stats": {"models": {}}}
+
+
+@pytest.mark.parametrize("around", [(b"\n", b""), (b"", b"\n"), (b" \r\n\n", b"\n\t\n"), (b"", b"\n" * 40)])
+def test_a_compact_gemini_document_among_blank_lines_is_still_the_whole_input(around: tuple[bytes, bytes]) -> None:
+    """A blank line is no JSON object: ``-o json`` piped through a tool that adds one is still one document."""
+    before, after = around
+    s = summary(before + jl(DOCUMENT) + after)
+    assert (s["provider"], s["ok"], s["text"]) == ("gemini", True, "FINAL"), s
+    other = summary(before + jl(DOCUMENT) + after + jl({"level": "info"}))
+    assert other["ok"] is False, other  # another object: the document is none
+
+
+# -- whether anyone listens ------------------------------------------------------------------------------------
+
+
+def test_a_look_alikes_mark_after_many_noted_lines_reads_the_same_listened_to_or_not() -> None:
+    """Cursor's init cut to the fields Claude's shares, then more prompt echoes (lines Claude's grammar only
+    notes) than the records held after a decision, then its own tool_call: the switch reads from the same line
+    whether or not anyone listens (noted lines are skipped unread without a listener, so they cannot count)."""
+    objs = objects("cursor/success.jsonl")
+    init = {k: v for k, v in objs[0].items() if k in ("type", "subtype", "session_id", "model", "cwd")}
+    echo = {"type": "user", "session_id": init["session_id"], "message": {"role": "user", "content": "hi"}}
+    rest = [o for o in objs[1:] if o["type"] != "user"]
+    data = jl(init, *[echo] * (2 * _limits.DETECT_EVENTS), *rest)
+    quiet, heard = summary(data), summary(data, on_event=lambda ev: None)
+    assert quiet == heard, (quiet, heard)
+    assert (quiet["provider"], quiet["model"]) == ("cursor", init["model"]), quiet
+
+
+def _fed(data: bytes, chunk: int, *, live: bool) -> dict[str, Any]:
+    sp = StreamParser("auto", live=live)
+    for at in range(0, len(data), chunk):
+        sp.feed(data[at : at + chunk])
+    s = dict(sp.finish(args=None).summary())
+    s.pop("duration_s")
+    for key in ("args", "stdout_bytes"):
+        s.pop(key, None)
+    return s
+
+
+LINE_FIXTURES = sorted(p for p in FIXTURES.glob("*/*.jsonl"))
+
+
+@pytest.mark.parametrize("path", LINE_FIXTURES, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_the_summary_does_not_depend_on_listeners_or_chunks(path: Any) -> None:
+    """Each fixture as is, after lines of no known format, cut at each line, and after another copy of itself:
+    the same summary parsed whole, fed in pieces of 1 and 7 bytes, listened to or not."""
+    data = path.read_bytes()
+    lines = data.splitlines(keepends=True)
+    variants = [data, _logs(_limits.DETECT_EVENTS + 2) + data, data + data]
+    variants += [b"".join(lines[:k]) for k in range(1, len(lines))]
+    for v in variants:
+        want = _fed(v, len(v) or 1, live=False)
+        for chunk, live in ((1, False), (7, True), (len(v) or 1, True)):
+            assert _fed(v, chunk, live=live) == want, (chunk, live, v[:200])

@@ -528,9 +528,10 @@ class Engine:
 
     def _hold(self, rec: Record) -> None:
         """Keep a record for a replay should the choice change: past the decision, as many records as detection
-        looks at, within its byte budget."""
+        looks at, within its byte budget. A noted line is not held: it gives live events only, and with nobody
+        listening it is skipped unread, so counting it would make where a switch reads from depend on a listener."""
         buf = self._buffer
-        if buf is None:
+        if buf is None or type(rec) is Noted:
             return
         self._bytes += _held(rec)
         self._after += 1
