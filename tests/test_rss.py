@@ -12,10 +12,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .helpers import FAKE_CODEX
+from .helpers import FAKE_CODEX, jl
 
 MiB = 1 << 20
 LIMIT = 32 * MiB
@@ -208,4 +209,54 @@ def test_an_undecided_stream_holds_at_most_max_retained_while_detecting(tmp_path
     growth = large["maxrss"] - tiny["maxrss"]
     print(f"\nundecided 128 MiB, max_retained 8 MiB: peak RSS growth {growth / MiB:.1f} MiB")
     assert large["provider"] == "generic" and large["lines"] > 100_000
+    assert growth < LIMIT
+
+
+# -- what a provider and the engine keep of a stream: flat whatever it holds ----------------------------------------
+
+STREAM_MEASURE = """
+import json, sys
+import spoolparse
+path, provider, max_line = sys.argv[1], sys.argv[2], int(sys.argv[3])
+r = spoolparse.parse(path, provider=provider, max_line=max_line)
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+print(json.dumps({"maxrss": int(hwm.split()[1]) * 1024, "ok": r.ok, "text_chars": len(r.text or ""),
+                  "error": r.error, "raw_usage_runs": len(r.raw_usage) if isinstance(r.raw_usage, list) else 1}))
+"""
+
+
+def _stream_peak(path: Path, provider: str = "auto", max_line: int = 1 << 20) -> dict:  # type: ignore[type-arg]
+    p = subprocess.run([sys.executable, "-c", STREAM_MEASURE, str(path), provider, str(max_line)],
+                       capture_output=True, check=True, timeout=600)
+    return json.loads(p.stdout)  # type: ignore[no-any-return]
+
+
+def _write(path: Path, head: bytes, line: Any, n: int, tail: bytes = b"") -> Path:
+    """``head``, ``n`` lines made by ``line(i)`` (bytes), ``tail``: written in blocks."""
+    with open(path, "wb") as f:
+        f.write(head)
+        for at in range(0, n, 10_000):
+            f.write(b"".join(line(i) for i in range(at, min(n, at + 10_000))))
+        f.write(tail)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cli", ["kimi", "antigravity"])
+def test_many_dropped_lines_of_other_types_take_no_more_memory_than_a_few(tmp_path: Path, cli: str) -> None:
+    """Lines too long to keep, each of a type of its own that the CLI does not print, in an untyped CLI's stream:
+    kimi and antigravity remembered the last dropped line of every type (a million took 193 MiB more)."""
+    head = jl({"role": "assistant", "content": "hi"}) if cli == "kimi" else jl(
+        {"event": "init", "conversation_id": "c", "init": {}})
+    tail = b"" if cli == "kimi" else jl({"event": "result", "result": {"status": "SUCCESS", "response": "hi"}})
+    pad = b"x" * 200
+
+    def line(i: int) -> bytes:
+        return b'{"type":"t%d","p":"%s"}\n' % (i, pad)
+
+    few = _stream_peak(_write(tmp_path / "few", head, line, 10_000, tail), cli, max_line=128)
+    many = _stream_peak(_write(tmp_path / "many", head, line, 400_000, tail), cli, max_line=128)
+    growth = many["maxrss"] - few["maxrss"]
+    print(f"\n{cli}, 400,000 dropped lines of their own types: peak RSS growth {growth / MiB:.1f} MiB")
+    assert few["ok"] and many["ok"], (few, many)
     assert growth < LIMIT

@@ -229,9 +229,9 @@ class AntigravityProvider(Provider):
 
     def dropped(self, rec: Dropped) -> list[LiveEvent]:
         # An untyped line may be a tool step or the result: no warning here; the verdict says the
-        # answer was lost when no decoded event follows it.
-        self._lost[rec.type] = rec
-        self._dropped_since_tool = rec
+        # answer was lost when no decoded event follows it. (A typed line is no line of its.)
+        if self.remember_lost(rec):
+            self._dropped_since_tool = rec
         return [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
 
     def cut(self) -> str | None:

@@ -332,14 +332,21 @@ class Provider:
         if self.retain(rec.type) == NOTE:
             # a tool result too long even to drain as a noted line still ends its call, by size only
             live.extend(self.noted(Noted(rec.line, rec.type, rec.bytes)))
-        if self.retain(rec.type) == KEEP:
-            self._lost[rec.type] = rec
+        if self.remember_lost(rec):
             text = self.warn(
                 f"retained event {rec.type!r} at line {rec.line} ({rec.bytes} bytes) was dropped "
                 f"({rec.reason}); the answer may be incomplete"
             )
             live.append(LiveEvent("warning", rec.line, rec.type, {"message": text}))
         return live
+
+    def remember_lost(self, rec: Dropped) -> bool:
+        """Remember a dropped line of a type this provider decodes (the last of each: bounded by its grammar,
+        whatever types a stream invents), for :meth:`lost_answer`; whether it was one."""
+        if self.retain(rec.type) != KEEP:
+            return False
+        self._lost[rec.type] = rec
+        return True
 
     def textless(self, ev: Event, field: str, value: Any) -> LiveEvent:
         """An answer line whose text (``field``: ``value``) is missing or not a string: its answer is not in hand.
