@@ -260,3 +260,24 @@ def test_many_dropped_lines_of_other_types_take_no_more_memory_than_a_few(tmp_pa
     print(f"\n{cli}, 400,000 dropped lines of their own types: peak RSS growth {growth / MiB:.1f} MiB")
     assert few["ok"] and many["ok"], (few, many)
     assert growth < LIMIT
+
+
+@pytest.mark.slow
+def test_the_usage_of_many_earlier_runs_is_kept_within_a_bound(tmp_path: Path) -> None:
+    """200 Gemini runs, each result with a 1 MiB stats object: the usage of every earlier run was kept whole in
+    raw_usage (208 MiB more); now within EARLIER_USAGE_BYTES, the rest counted in a warning."""
+    from spoolparse import _limits
+
+    init = jl({"type": "init", "session_id": "g", "model": "m"})
+
+    def run(i: int, pad: int) -> bytes:
+        return init + jl({"type": "message", "role": "assistant", "content": f"A{i}", "delta": True},
+                         {"type": "result", "status": "success", "stats": {"total_tokens": 3, "note": "x" * pad}})
+
+    few = _stream_peak(_write(tmp_path / "few", b"", lambda i: run(i, 10), 200), max_line=2 * MiB)
+    many = _stream_peak(_write(tmp_path / "many", b"", lambda i: run(i, MiB), 200), max_line=2 * MiB)
+    growth = many["maxrss"] - few["maxrss"]
+    print(f"\n200 runs with 1 MiB of usage each: peak RSS growth {growth / MiB:.1f} MiB")
+    assert few["ok"] and many["ok"] and few["raw_usage_runs"] == 200
+    assert many["raw_usage_runs"] <= 1 + _limits.EARLIER_USAGE_BYTES // MiB
+    assert growth < LIMIT

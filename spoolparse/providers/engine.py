@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from .. import _limits
+from .. import _json, _limits
 from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from . import _peek
 from .base import Answer, LiveEvent, Notes, Provider, clip, size_text
@@ -356,6 +356,7 @@ class Engine:
         self.runs = 1
         self.run_from = 1
         self._earlier: list[Any] = []
+        self._earlier_bytes = 0  # their size as JSON: a run's usage object can be as large as its line
         self._earlier_count = 0
         self._begin_run()
 
@@ -371,8 +372,12 @@ class Engine:
         fold = self.fold
         assert fold is not None
         self._earlier_count += 1
-        if len(self._earlier) < _RUNS_KEPT:
-            self._earlier.append(fold.answer().raw_usage)
+        if len(self._earlier) == self._earlier_count - 1 and len(self._earlier) < _RUNS_KEPT:
+            raw = fold.answer().raw_usage
+            size = len(_json.dumps(raw))
+            if self._earlier_bytes + size <= _limits.EARLIER_USAGE_BYTES:  # the first runs' that fit, in order
+                self._earlier.append(raw)
+                self._earlier_bytes += size
         fold.restart()
         self.runs += 1
         self.run_from = line
