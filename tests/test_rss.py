@@ -281,3 +281,46 @@ def test_the_usage_of_many_earlier_runs_is_kept_within_a_bound(tmp_path: Path) -
     assert few["ok"] and many["ok"] and few["raw_usage_runs"] == 200
     assert many["raw_usage_runs"] <= 1 + _limits.EARLIER_USAGE_BYTES // MiB
     assert growth < LIMIT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cli", ["gemini", "antigravity"])
+def test_an_answer_in_tiny_deltas_costs_about_its_text(cli: str) -> None:
+    """An answer in deltas of 2 characters: every delta was kept as a string of its own until the end (about 30
+    times the text); pieces are joined as they come. Measured as the peak of Python's allocations while the
+    stream is fed in small pieces (what a feed decodes at once would hide it in a peak RSS)."""
+    import tracemalloc
+
+    from spoolparse import StreamParser
+
+    n = 60_000
+    if cli == "gemini":
+        head, tail = jl({"type": "init", "session_id": "g"}), jl({"type": "result", "status": "success"})
+
+        def line(i: int) -> bytes:
+            return b'{"type":"message","role":"assistant","content":"%02d","delta":true}\n' % (i % 100)
+    else:
+        head = jl({"event": "init", "conversation_id": "c", "init": {}})
+        tail = jl({"event": "result", "result": {"status": "SUCCESS", "response": ""}})
+
+        def line(i: int) -> bytes:
+            return (b'{"event":"step_update","step_update":{"step_index":1,"state":"ACTIVE",'
+                    b'"step_type":"agent_response","text_delta":"%02d"}}\n' % (i % 100))
+
+    data = head + b"".join(line(i) for i in range(n)) + tail
+    tracemalloc.start()
+    try:
+        sp = StreamParser(live=False)
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        for at in range(0, len(data), 64 * 1024):
+            sp.feed(data[at : at + 64 * 1024])
+        r = sp.finish(args=None)
+        grown = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    text = 2 * n
+    print(f"\n{cli}, {text} characters of answer in 2-character deltas: allocations peaked {grown / MiB:.1f} MiB "
+          f"above the start")
+    assert r.ok and r.text is not None and len(r.text) == text, r.summary()
+    assert grown < 2 * MiB  # (the pieces as strings of their own peaked near 4 MiB)
