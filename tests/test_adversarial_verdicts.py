@@ -179,3 +179,15 @@ def test_the_summary_does_not_depend_on_listeners_or_chunks(path: Any) -> None:
         want = _fed(v, len(v) or 1, live=False)
         for chunk, live in ((1, False), (7, True), (len(v) or 1, True)):
             assert _fed(v, chunk, live=live) == want, (chunk, live, v[:200])
+
+
+@pytest.mark.parametrize("cli", sorted(c for c in SUCCESS if GRAMMARS[c].typed))
+def test_a_gemini_document_before_another_clis_stream_is_no_document(cli: str) -> None:
+    """A line shaped like Gemini's ``-o json`` document, then another CLI's whole run (a log of two commands):
+    the document is withheld until the end shows it was the whole input, and the switch to the CLI whose events
+    follow must refuse it under Gemini's grammar (it raised an AssertionError from parse)."""
+    whole = (FIXTURES / SUCCESS[cli]).read_bytes()
+    s = summary(jl(DOCUMENT) + whole)
+    assert verdict(s) == verdict(summary(whole)), s
+    if cli != "gemini":
+        assert any("looks like gemini's `-o json` document" in w for w in s["warnings"]), s["warnings"]

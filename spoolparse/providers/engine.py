@@ -585,6 +585,9 @@ class Engine:
         assert old is not None
         held = self._buffer
         line = _line(rec)
+        if self._doc is not None:  # a document withheld under the old grammar: other events came, so it is none
+            doc, self._doc = self._doc, None
+            self._refuse(doc)
         said = f"line {line}: {self._describe(s)} is {name}'s, not {old.name}'s"
         self.notes.add(clip(f"auto-detection: {said}: read as {name}"
                                + (" from the start" if held is not None else f" from line {line} on")))
