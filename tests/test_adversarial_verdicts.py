@@ -191,3 +191,19 @@ def test_a_gemini_document_before_another_clis_stream_is_no_document(cli: str) -
     assert verdict(s) == verdict(summary(whole)), s
     if cli != "gemini":
         assert any("looks like gemini's `-o json` document" in w for w in s["warnings"]), s["warnings"]
+
+
+@pytest.mark.parametrize("before", ["a stray chat line", "lines of no known format"])
+def test_an_event_decoded_before_a_switch_and_noted_after_it_may_hold_any_integer(before: str) -> None:
+    """A Gemini tool_use (a type its grammar only notes) with an integer past 64 bits, decoded while the stream
+    was read as another provider's (here the first of Gemini's events), then handed to Gemini as a noted line:
+    it raised TypeError out of the parser when the chunks fell so that it was decoded."""
+    objs = objects(SUCCESS["gemini"])
+    call = next(o for o in objs if o["type"] == "tool_use")
+    call = {**call, "parameters": {**call["parameters"], "offset": 2**70}}
+    rest = [o for o in objs if o["type"] != "tool_use"]
+    head = jl({"role": "assistant", "content": "a log line"}) if before == "a stray chat line" else _logs(20)
+    data = head + jl(call, *rest)
+    for chunk in (50, len(data)):
+        s = _fed(data, chunk, live=False)
+        assert (s["provider"], s["ok"], s["text"]) == ("gemini", True, "Running it. FINAL-ANSWER-gemini"), s

@@ -44,8 +44,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-import orjson
-
 from .. import _json, _limits
 from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from . import _peek
@@ -606,5 +604,5 @@ class Engine:
 
 def _synthetic_note(ev: Event) -> Noted:
     """A decoded event as the noted line a provider that only notes its type expects (head and tail of its JSON)."""
-    raw = orjson.dumps(ev.data)
+    raw = _json.dumps(ev.data)  # (a decoded line may hold what orjson refuses: an integer past 64 bits)
     return Noted(ev.lineno, ev.type, ev.size, raw[: _limits.NOTE_HEAD], raw[-_limits.NOTE_TAIL :])
