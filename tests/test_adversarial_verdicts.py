@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spoolparse import StreamParser, _limits, parse
 from spoolparse.providers import grammars
@@ -207,3 +209,27 @@ def test_an_event_decoded_before_a_switch_and_noted_after_it_may_hold_any_intege
     for chunk in (50, len(data)):
         s = _fed(data, chunk, live=False)
         assert (s["provider"], s["ok"], s["text"]) == ("gemini", True, "Running it. FINAL-ANSWER-gemini"), s
+
+
+def _lines(cli: str) -> list[bytes]:
+    return [ln for ln in (FIXTURES / SUCCESS[cli]).read_bytes().splitlines(keepends=True) if ln.strip()]
+
+
+@settings(max_examples=80, deadline=None)
+@given(pair=st.permutations(sorted(SUCCESS)).map(lambda p: (p[0], p[1])), data=st.data())
+def test_a_stream_with_another_clis_lines_reads_the_same_in_any_chunks_listened_to_or_not(
+        pair: tuple[str, str], data: st.DataObject) -> None:
+    """One CLI's run with a few lines of another's put anywhere in it, perhaps cut short: the same summary parsed
+    whole, fed a byte or a few bytes at a time, listened to or not. The scanner classifies a chunk's lines with
+    the reading in force when the chunk starts, so a line of a type only noted while detecting must count for as
+    little after the decision (a Qwen run with a Copilot line in it read as Qwen or as Claude, a Gemini run with
+    a Droid tool call as either, by where the chunks fell)."""
+    cli, other = pair
+    lines = _lines(cli)
+    theirs = [ln for ln in _lines(other) if ln.lstrip().startswith(b"{")]
+    for _ in range(data.draw(st.integers(1, 3), label="insertions")):
+        lines.insert(data.draw(st.integers(0, len(lines)), label="at"), data.draw(st.sampled_from(theirs)))
+    stream = b"".join(lines[: data.draw(st.integers(1, len(lines)), label="kept")])
+    want = _fed(stream, len(stream), live=False)
+    for chunk, live in ((1, False), (7, True), (len(stream), True)):
+        assert _fed(stream, chunk, live=live) == want, (chunk, live)

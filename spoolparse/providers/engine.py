@@ -222,9 +222,12 @@ class Engine:
         self._rivals: dict[str, tuple[Shape, ...]] = {}
         g = self.grammar
         if self.auto is not None and self._index is not None and g is not None:
-            # typed keys another candidate knows; untyped ones only when the chosen grammar is untyped too
+            # typed keys another candidate decodes; untyped ones only when the chosen grammar is untyped too. (A type
+            # every grammar that knows it only notes is no evidence: detection notes it too, so whether a line of
+            # it were decoded would depend on whether it came in the chunk that decided.)
+            idx = self._index
             self._foreign = frozenset(
-                k for k in self._index.by_key if k not in g.types() and (k != "" or not g.typed)
+                k for k in idx.by_key if k in idx.keep and k not in g.types() and (k != "" or not g.typed)
             )
             # the marks other grammars own in the chosen one's types: only an event of one of them can re-decide
             for key, pairs in self._index.by_key.items():
@@ -306,8 +309,10 @@ class Engine:
             return fold.see(rec)
         key, kind = rec.type, type(rec)
         read = g.read(key)  # the provider's retain, which its grammar's read modes make
-        if read == SKIP and kind is not Dropped:
-            return []  # not this CLI's (read while detecting, or to see whether it re-decides)
+        if read == SKIP:
+            # not this CLI's (read while detecting, or to see whether it re-decides); a line of it too long to keep
+            # is reported, but it is no event of the stream's, as a shorter one would not be
+            return fold.see(rec) if kind is Dropped else []
         if read == NOTE and kind is Event:
             rec = _synthetic_note(rec)  # type: ignore[arg-type]  # decoded while detecting; this provider notes it
             kind = Noted
@@ -534,7 +539,9 @@ class Engine:
         looks at, within its byte budget. A noted line is not held: it gives live events only, and with nobody
         listening it is skipped unread, so counting it would make where a switch reads from depend on a listener."""
         buf = self._buffer
-        if buf is None or type(rec) is Noted:
+        if buf is None or type(rec) is Noted or self.retain(rec.type) != KEEP:
+            # (nor one the provider does not decode: the scanner skips or notes it once the provider is known, and
+            # a line classified before the decision in the same chunk must count as one after it does)
             return
         self._bytes += _held(rec)
         self._after += 1
