@@ -233,3 +233,76 @@ def test_a_stream_with_another_clis_lines_reads_the_same_in_any_chunks_listened_
     want = _fed(stream, len(stream), live=False)
     for chunk, live in ((1, False), (7, True), (len(stream), True)):
         assert _fed(stream, chunk, live=live) == want, (chunk, live)
+
+
+# -- a turn after the end answers for itself ------------------------------------------------------------------------
+
+
+def _claude_turn(cli: str, said: list[dict[str, Any]], result: str, *, failed: bool = False) -> list[dict[str, Any]]:
+    objs = objects(SUCCESS[cli])
+    res = next(o for o in reversed(objs) if o["type"] == "result")
+    sid = res.get("session_id")
+    msg = {"type": "assistant", "session_id": sid, "parent_tool_use_id": None,
+           "message": {"model": "m", "content": said}}
+    end = {**res, "result": result, "is_error": failed, **({"subtype": "error_during_execution"} if failed else {})}
+    return [msg, end]
+
+
+def _codex_turn(said: str | None, *, failed: bool = False) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"type": "turn.started"}]
+    if said is not None:
+        out.append({"type": "item.completed", "item": {"id": "item_9", "type": "agent_message", "text": said}})
+    out.append({"type": "turn.failed", "error": {"message": "overloaded"}} if failed else
+               {"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}})
+    return out
+
+
+def _opencode_turn(said: str | None) -> list[dict[str, Any]]:
+    sid = objects(SUCCESS["opencode"])[0]["sessionID"]
+    out: list[dict[str, Any]] = [{"type": "step_start", "sessionID": sid, "part": {"messageID": "msg_9"}}]
+    if said is not None:
+        out.append({"type": "text", "sessionID": sid, "part": {"messageID": "msg_9", "text": said}})
+    out.append({"type": "step_finish", "sessionID": sid, "part": {"messageID": "msg_9", "reason": "stop"}})
+    return out
+
+
+def _first_turn(cli: str) -> list[dict[str, Any]]:
+    objs = objects(SUCCESS[cli])
+    return [o for o in objs if o.get("type") != "done"]  # opencode's idle session would end the run for good
+
+
+TURNS = {  # a complete run, then a turn that said nothing (each CLI's way), then one that answered
+    "claude": (lambda: _claude_turn("claude", [{"type": "thinking", "thinking": "hmm"}], ""),
+               lambda: _claude_turn("claude", [{"type": "text", "text": "SECOND"}], "SECOND")),
+    "qwen": (lambda: _claude_turn("qwen", [{"type": "thinking", "thinking": "hmm"}], ""),
+             lambda: _claude_turn("qwen", [{"type": "text", "text": "SECOND"}], "SECOND")),
+    "codex": (lambda: _codex_turn(None), lambda: _codex_turn("SECOND")),
+    "opencode": (lambda: _opencode_turn(None), lambda: _opencode_turn("SECOND")),
+}
+
+
+@pytest.mark.parametrize("cli", sorted(TURNS))
+def test_a_turn_after_the_end_answers_for_itself(cli: str) -> None:
+    """A run that answered, then went on (its next turn began after the end): the run's answer is the last turn's.
+    One that said nothing has no answer — never the turn before's — and one that answered gives its own."""
+    silent, answered = TURNS[cli]
+    first = _first_turn(cli)
+    alone = summary(jl(*first))
+    assert alone["ok"] is True, alone
+    s = summary(jl(*first, *silent()))
+    assert s["ok"] is False and s["text"] is None, s
+    assert s["error"].startswith("the agent finished without an answer"), s
+    s = summary(jl(*first, *answered()))
+    assert (s["ok"], s["text"]) == (True, "SECOND"), s
+    s = summary(jl(*first, *silent(), *answered()))
+    assert (s["ok"], s["text"]) == (True, "SECOND"), s
+
+
+def test_a_codex_turn_that_failed_then_one_that_answered() -> None:
+    """The failure of a turn before is not the last turn's: the answer of the one after it is in hand (Claude's
+    result of each turn says the same)."""
+    first = _first_turn("codex")
+    s = summary(jl(*first, *_codex_turn(None, failed=True), *_codex_turn("SECOND")))
+    assert (s["ok"], s["text"], s["error"]) == (True, "SECOND", None), s
+    s = summary(jl(*first, *_codex_turn("SECOND"), *_codex_turn(None, failed=True)))
+    assert (s["ok"], s["text"], s["error"]) == (False, None, "overloaded"), s

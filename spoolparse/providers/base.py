@@ -21,8 +21,9 @@ The fold's API (the engine calls it):
   starts) loses it ("final answer (3.1 MiB) exceeded max_retained (1 MiB) and
   was dropped"), and an earlier message is never shown as the answer;
   :meth:`Provider.cut` says when the provider had to cut the answer's text;
-* :meth:`Provider.restart` forgets the run folded so far when the stream's next
-  run begins.
+* :meth:`Provider.new_turn` forgets the turn's answer when the agent goes on
+  after the run's end, and :meth:`Provider.restart` the run folded so far when
+  the stream's next run begins.
 
 Providers are sans-I/O.
 """
@@ -274,6 +275,10 @@ class Provider:
             return self.noted(rec)
         assert isinstance(rec, Dropped)
         return self.dropped(rec)
+
+    def new_turn(self) -> None:
+        """The agent went on after its run's end (the grammar's turn event): the answer and the failure must be the
+        new turn's, never the one before's. Override to forget what the fold keeps of a turn."""
 
     def restart(self) -> None:
         """Forget the run folded so far (the stream's next run begins); the caller's settings stay."""

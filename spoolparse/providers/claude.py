@@ -195,6 +195,10 @@ class ClaudeProvider(Provider):
         self.message_usage: dict[str, Any] = {}
         self.usage_by_model: dict[str, dict[str, Any]] | None = None
 
+    def new_turn(self) -> None:
+        self.result_seen = False
+        self.result_text = self.result_error = self.result_reason = self.last_text = self.api_error = None
+
     @staticmethod
     def normalize_usage(raw: Any) -> dict[str, Any]:
         """One API message's (or the result's) usage → normalized names."""

@@ -341,7 +341,8 @@ class Engine:
             elif self._final or g.role("starts", key, data) is not None:
                 self._new_run(_line(rec))
             elif g.role("turns", key, data) is not None:
-                self.ended_at = fold.ended_at = None  # the agent went on: this turn must end too
+                self.ended_at = fold.ended_at = None  # the agent went on: this turn must end too, with its answer
+                fold.new_turn()
         live = fold.see(rec)
         end = g.role("terminal", key, data)
         if end is not None:
