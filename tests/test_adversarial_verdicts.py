@@ -306,3 +306,45 @@ def test_a_codex_turn_that_failed_then_one_that_answered() -> None:
     assert (s["ok"], s["text"], s["error"]) == (True, "SECOND", None), s
     s = summary(jl(*first, *_codex_turn("SECOND"), *_codex_turn(None, failed=True)))
     assert (s["ok"], s["text"], s["error"]) == (False, None, "overloaded"), s
+
+
+# -- an answer taken from a message when the terminal event has none ------------------------------------------------
+
+BIG = {"max_line": 4096, "max_retained": 4096}
+
+
+def _claude_fallback(cli: str, after: dict[str, Any]) -> bytes:
+    objs = objects(SUCCESS[cli])
+    init, res = objs[0], next(o for o in reversed(objs) if o["type"] == "result")
+    sid = res.get("session_id")
+    said = {"type": "assistant", "session_id": sid, "parent_tool_use_id": None,
+            "message": {"model": "m", "content": [{"type": "text", "text": "Let me think."}]}}
+    last = {**said, "message": {"model": "m", "content": [{"type": "text", "text": "FINAL"}]}, **after}
+    return jl(init, said, last, {**res, "result": ""})
+
+
+def _droid_fallback(after: dict[str, Any]) -> bytes:
+    objs = objects(SUCCESS["droid"])
+    said = next(o for o in reversed(objs) if o["type"] == "message" and o["role"] == "assistant")
+    done = {k: v for k, v in objs[-1].items() if k != "finalText"}
+    return jl(*objs[:-2], {**said, "text": "Earlier."}, {**said, **after}, done)
+
+
+FALLBACKS = {
+    "claude": lambda after: _claude_fallback("claude", after),
+    "qwen": lambda after: _claude_fallback("qwen", after),
+    "cursor": lambda after: _claude_fallback("cursor", after),
+    "droid": _droid_fallback,
+}
+
+
+@pytest.mark.parametrize("cli", sorted(FALLBACKS))
+def test_a_fallback_answer_is_lost_with_a_later_message_that_could_not_be_read(cli: str) -> None:
+    """The terminal event has no text, so the answer is taken from the last assistant message (with a warning);
+    when a message after the one taken was too long or could not be read, that one may have been the answer:
+    it is lost, never the message before it."""
+    fine = summary(FALLBACKS[cli]({}), **BIG)
+    assert fine["ok"] is True and fine["text"] in ("FINAL", "FINAL-ANSWER-droid"), fine
+    s = summary(FALLBACKS[cli]({"pad": "x" * 5000}), **BIG)
+    assert s["ok"] is False and s["text"] is None and s["partial_text"] is None, s
+    assert "final answer" in s["error"] and "dropped" in s["error"], s

@@ -276,9 +276,9 @@ class Provider:
         assert isinstance(rec, Dropped)
         return self.dropped(rec)
 
-    def new_turn(self) -> None:
-        """The agent went on after its run's end (the grammar's turn event): the answer and the failure must be the
-        new turn's, never the one before's. Override to forget what the fold keeps of a turn."""
+    def new_turn(self, line: int) -> None:
+        """The agent went on after its run's end, at ``line`` (the grammar's turn event): the answer and the failure
+        must be the new turn's, never the one before's. Override to forget what the fold keeps of a turn."""
 
     def restart(self) -> None:
         """Forget the run folded so far (the stream's next run begins); the caller's settings stay."""

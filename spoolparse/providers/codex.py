@@ -133,7 +133,7 @@ class CodexProvider(Provider):
         self.last_error: str | None = None
         self.result_seen = False
 
-    def new_turn(self) -> None:
+    def new_turn(self, line: int) -> None:
         self.text = self.plan_text = self.failed = self.last_error = None
 
     def event(self, ev: Event) -> list[LiveEvent]:

@@ -342,7 +342,7 @@ class Engine:
                 self._new_run(_line(rec))
             elif g.role("turns", key, data) is not None:
                 self.ended_at = fold.ended_at = None  # the agent went on: this turn must end too, with its answer
-                fold.new_turn()
+                fold.new_turn(_line(rec))
         live = fold.see(rec)
         end = g.role("terminal", key, data)
         if end is not None:
