@@ -348,3 +348,44 @@ def test_a_fallback_answer_is_lost_with_a_later_message_that_could_not_be_read(c
     s = summary(FALLBACKS[cli]({"pad": "x" * 5000}), **BIG)
     assert s["ok"] is False and s["text"] is None and s["partial_text"] is None, s
     assert "final answer" in s["error"] and "dropped" in s["error"], s
+
+
+# -- another CLI's run after a run's end ---------------------------------------------------------------------------
+
+
+FAILED = {
+    "claude": "claude/api_error.jsonl", "gemini": "gemini/fatal_error.jsonl", "opencode": "opencode/api_error.jsonl",
+    "codex": "codex/realcli_B_reconnect.jsonl", "copilot": "copilot/api_error.jsonl", "droid": "droid/error.jsonl",
+    "qwen": "qwen/api_error.jsonl", "amp": "amp/error.jsonl",
+}
+TYPED = sorted(c for c in SUCCESS if GRAMMARS[c].typed)
+
+
+def _family(cli: str) -> str:
+    return GRAMMARS[cli].family or cli
+
+
+@pytest.mark.parametrize(("first", "then"), [(a, b) for a in TYPED for b in TYPED if _family(a) != _family(b)])
+def test_another_clis_run_after_a_runs_end_is_the_last_run(first: str, then: str) -> None:
+    """A log of two commands: one CLI's complete run, then another's (a wrapper that fell back to a second
+    agent). The summary is the last run's, as for two runs of one CLI: its answer, or its failure — never the
+    first run's answer with the second's events folded into it as its own."""
+    before = (FIXTURES / SUCCESS[first]).read_bytes()
+    for name in (SUCCESS[then], FAILED.get(then)):
+        if name is None:
+            continue
+        after = (FIXTURES / name).read_bytes()
+        alone, s = summary(after), summary(before + after)
+        assert verdict(s) == verdict(alone), (name, s)
+        assert s["session_id"] == alone["session_id"], (name, s)
+
+
+@pytest.mark.parametrize(("first", "then"), [(a, b) for a in TYPED for b in TYPED
+                                             if _family(a) != _family(b) and GRAMMARS[b].starts])
+def test_another_clis_run_cut_in_its_first_line_after_a_runs_end_is_not_ok(first: str, then: str) -> None:
+    """The second command's first line cut as it was written (its run start, a type the first CLI does not
+    print): the stream's last run did not end, so the first run's answer is no answer."""
+    before = (FIXTURES / SUCCESS[first]).read_bytes()
+    start = next(ln for ln in (FIXTURES / SUCCESS[then]).read_bytes().splitlines() if ln.startswith(b"{"))
+    s = summary(before + start[: len(start) // 2])
+    assert s["ok"] is False and s["text"] is None, s

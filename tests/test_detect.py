@@ -210,7 +210,7 @@ def test_generic_after_the_detection_window() -> None:
     assert sp.provider_name == "gemini"
     r = sp.finish(args=None)
     assert (r.provider, r.ok, r.detected_by) == ("gemini", False, "line 42: init"), r.summary()
-    assert any("before line 42 hold no event of a known format" in w for w in r.warnings), r.warnings
+    assert any("line 42: the lines before it hold no event of a known format" in w for w in r.warnings), r.warnings
 
 
 def test_empty_stream_is_generic() -> None:

@@ -220,6 +220,7 @@ class Engine:
     def _reset_retain(self) -> None:
         self._foreign: frozenset[str] = frozenset()
         self._rivals: dict[str, tuple[Shape, ...]] = {}
+        self._their_starts: frozenset[str] = frozenset()  # types other grammars start a run with, and it knows not
         g = self.grammar
         if self.auto is not None and self._index is not None and g is not None:
             # typed keys another candidate decodes; untyped ones only when the chosen grammar is untyped too. (A type
@@ -229,6 +230,7 @@ class Engine:
             self._foreign = frozenset(
                 k for k in idx.by_key if k in idx.keep and k not in g.types() and (k != "" or not g.typed)
             )
+            self._their_starts = frozenset(s.key for h in idx.grammars for s in h.starts) & self._foreign
             # the marks other grammars own in the chosen one's types: only an event of one of them can re-decide
             for key, pairs in self._index.by_key.items():
                 owned = tuple(s for h, s in pairs if s.own and h is not g and s not in g.vocabulary)
@@ -244,8 +246,11 @@ class Engine:
             return self._detect(rec)
         if self._blind:
             if not isinstance(rec, Dropped) and self._claimed_by_any(rec):
-                return self._detect_again(rec)
+                return self._detect_again(rec, "the lines before it hold no event of a known format")
         elif self.auto is not None:
+            if type(rec) is Event and self._another_run(rec):
+                assert self.fold is not None
+                return self._detect_again(rec, f"after {self.fold.name}'s run ended, another CLI's run begins")
             switch = self._contradicted(rec)
             if switch is not None:
                 return self._redecide(rec, *switch)
@@ -312,7 +317,11 @@ class Engine:
         if read == SKIP:
             # not this CLI's (read while detecting, or to see whether it re-decides); a line of it too long to keep
             # is reported, but it is no event of the stream's, as a shorter one would not be
-            return fold.see(rec) if kind is Dropped else []
+            if kind is not Dropped:
+                return []
+            if self.ended_at is not None and key in self._their_starts:
+                self._new_run(_line(rec))  # another CLI's run may have begun with it, after this one's end: unfinished
+            return fold.see(rec)
         if read == NOTE and kind is Event:
             rec = _synthetic_note(rec)  # type: ignore[arg-type]  # decoded while detecting; this provider notes it
             kind = Noted
@@ -432,13 +441,28 @@ class Engine:
         assert self._index is not None
         return bool(self._index.claims(rec.type, _data(rec))[0])
 
-    def _detect_again(self, rec: Event | Noted) -> list[LiveEvent]:
-        """An event a grammar claims, in a stream read as generic for want of one: what came before was no known
-        CLI's (a wrapper's log lines), so detection starts again at this line and the stream is read from there —
-        as it would be had the lines before it been fewer than the detection budget."""
+    def _another_run(self, rec: Event) -> bool:
+        """Whether, after the chosen typed grammar's run ended, this event begins another CLI's run: one that carries
+        another CLI's own mark, or that it does not explain and another grammar starts its runs with (a log of two
+        commands, a wrapper that fell back to a second agent). The stream is then that run's from here, as a second
+        run of one CLI would be."""
+        g, idx = self.grammar, self._index
+        if g is None or idx is None or self.ended_at is None or not g.typed or not rec.type:
+            return False
+        key, data = rec.type, rec.data
+        claims, owned = idx.claims(key, data)
+        if not claims or g.name in claims:
+            return False
+        if owned:
+            return True
+        return g.explains(key, data) is None and any(idx.by_name[n].role("starts", key, data) for n in claims)
+
+    def _detect_again(self, rec: Event | Noted, why: str) -> list[LiveEvent]:
+        """An event a grammar claims where what came before it is no run of the stream's: lines of no known format
+        (a stream read as generic for want of evidence) or another CLI's finished run. Detection starts again at
+        this line and the stream is read from there — as it would be had it begun there."""
         line = _line(rec)
-        self.notes.add(f"auto-detection: the lines before line {line} hold no event of a known format: the stream "
-                       f"is read from line {line} on")
+        self.notes.add(f"auto-detection: line {line}: {why}: the stream is read from line {line} on")
         self.fold = None
         self._blind = False
         self.detected_by = ""
