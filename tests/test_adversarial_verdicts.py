@@ -356,7 +356,7 @@ def test_a_fallback_answer_is_lost_with_a_later_message_that_could_not_be_read(c
 FAILED = {
     "claude": "claude/api_error.jsonl", "gemini": "gemini/fatal_error.jsonl", "opencode": "opencode/api_error.jsonl",
     "codex": "codex/realcli_B_reconnect.jsonl", "copilot": "copilot/api_error.jsonl", "droid": "droid/error.jsonl",
-    "qwen": "qwen/api_error.jsonl", "amp": "amp/error.jsonl",
+    "qwen": "qwen/api_error.jsonl", "amp": "amp/error.jsonl", "antigravity": "antigravity/api_error.jsonl",
 }
 TYPED = sorted(c for c in SUCCESS if GRAMMARS[c].typed)
 
@@ -365,7 +365,8 @@ def _family(cli: str) -> str:
     return GRAMMARS[cli].family or cli
 
 
-@pytest.mark.parametrize(("first", "then"), [(a, b) for a in TYPED for b in TYPED if _family(a) != _family(b)])
+@pytest.mark.parametrize(("first", "then"), [(a, b) for a in TYPED for b in [*TYPED, "antigravity"]
+                                             if _family(a) != _family(b)])
 def test_another_clis_run_after_a_runs_end_is_the_last_run(first: str, then: str) -> None:
     """A log of two commands: one CLI's complete run, then another's (a wrapper that fell back to a second
     agent). The summary is the last run's, as for two runs of one CLI: its answer, or its failure — never the
@@ -389,3 +390,14 @@ def test_another_clis_run_cut_in_its_first_line_after_a_runs_end_is_not_ok(first
     start = next(ln for ln in (FIXTURES / SUCCESS[then]).read_bytes().splitlines() if ln.startswith(b"{"))
     s = summary(before + start[: len(start) // 2])
     assert s["ok"] is False and s["text"] is None, s
+
+
+@pytest.mark.parametrize("cli", TYPED)
+def test_an_untyped_line_that_cannot_be_read_after_a_typed_runs_end_changes_nothing(cli: str) -> None:
+    """An untyped line carries no type to judge it by: cut or too long after a typed run's end (a logger's), it is
+    no evidence that another run began."""
+    whole = (FIXTURES / SUCCESS[cli]).read_bytes()
+    alone = summary(whole, **BIG)
+    for tail in (b'{"level":"info","msg":"do', jl({"level": "info", "msg": "x" * 5000})):
+        s = summary(whole + tail, **BIG)
+        assert verdict(s) == verdict(alone), s

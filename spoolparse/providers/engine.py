@@ -223,14 +223,18 @@ class Engine:
         self._their_starts: frozenset[str] = frozenset()  # types other grammars start a run with, and it knows not
         g = self.grammar
         if self.auto is not None and self._index is not None and g is not None:
-            # typed keys another candidate decodes; untyped ones only when the chosen grammar is untyped too. (A type
-            # every grammar that knows it only notes is no evidence: detection notes it too, so whether a line of
-            # it were decoded would depend on whether it came in the chunk that decided.)
+            # keys another candidate decodes: typed ones, and untyped ones when the chosen grammar is untyped too or
+            # another starts its runs with one (it may begin after this one's run ended). (A type every grammar that
+            # knows it only notes is no evidence: detection notes it too, so whether a line of it were decoded
+            # would depend on whether it came in the chunk that decided.)
             idx = self._index
+            untyped_starts = any(s.key == "" for h in idx.grammars for s in h.starts)
             self._foreign = frozenset(
-                k for k in idx.by_key if k in idx.keep and k not in g.types() and (k != "" or not g.typed)
+                k for k in idx.by_key
+                if k in idx.keep and k not in g.types() and (k != "" or not g.typed or untyped_starts)
             )
-            self._their_starts = frozenset(s.key for h in idx.grammars for s in h.starts) & self._foreign
+            # (an untyped line that cannot be read says no type: nothing of it is evidence in a typed stream)
+            self._their_starts = frozenset(s.key for h in idx.grammars for s in h.starts if s.key) & self._foreign
             # the marks other grammars own in the chosen one's types: only an event of one of them can re-decide
             for key, pairs in self._index.by_key.items():
                 owned = tuple(s for h, s in pairs if s.own and h is not g and s not in g.vocabulary)
@@ -250,7 +254,8 @@ class Engine:
         elif self.auto is not None:
             if type(rec) is Event and self._another_run(rec):
                 assert self.fold is not None
-                return self._detect_again(rec, f"after {self.fold.name}'s run ended, another CLI's run begins")
+                return self._detect_again(rec, f"after {self.fold.name}'s run ended, another CLI's run begins",
+                                          noted_unseen=True)
             switch = self._contradicted(rec)
             if switch is not None:
                 return self._redecide(rec, *switch)
@@ -436,6 +441,9 @@ class Engine:
         self._cands: dict[str, Shape] | None = None  # candidate -> the shape that kept it in
         self._typed_evidence = False
         self._after = 0  # records held past the decision
+        # detecting again after a provider's run ended: the lines it only noted may have been skipped unread (with
+        # nobody listening) in the chunk that ended it, so a noted line is no evidence until the decision
+        self._noted_unseen = False
 
     def _claimed_by_any(self, rec: Event | Noted) -> bool:
         assert self._index is not None
@@ -447,20 +455,21 @@ class Engine:
         commands, a wrapper that fell back to a second agent). The stream is then that run's from here, as a second
         run of one CLI would be."""
         g, idx = self.grammar, self._index
-        if g is None or idx is None or self.ended_at is None or not g.typed or not rec.type:
+        if g is None or idx is None or self.ended_at is None or not g.typed:
             return False
         key, data = rec.type, rec.data
         claims, owned = idx.claims(key, data)
         if not claims or g.name in claims:
             return False
-        if owned:
+        if owned and key:
             return True
         return g.explains(key, data) is None and any(idx.by_name[n].role("starts", key, data) for n in claims)
 
-    def _detect_again(self, rec: Event | Noted, why: str) -> list[LiveEvent]:
+    def _detect_again(self, rec: Event | Noted, why: str, *, noted_unseen: bool = False) -> list[LiveEvent]:
         """An event a grammar claims where what came before it is no run of the stream's: lines of no known format
         (a stream read as generic for want of evidence) or another CLI's finished run. Detection starts again at
-        this line and the stream is read from there — as it would be had it begun there."""
+        this line and the stream is read from there — as it would be had it begun there. ``noted_unseen``: the
+        provider was known till now, so lines it noted may have been skipped unread; they are no evidence."""
         line = _line(rec)
         self.notes.add(f"auto-detection: line {line}: {why}: the stream is read from line {line} on")
         self.fold = None
@@ -468,12 +477,15 @@ class Engine:
         self.detected_by = ""
         self._begin_stream()
         self._begin_detection()
+        self._noted_unseen = noted_unseen
         self._reset_retain()
         return self._detect(rec)
 
     def _detect(self, rec: Record) -> list[LiveEvent]:
         idx = self._index
         assert idx is not None and self._buffer is not None
+        if self._noted_unseen and type(rec) is Noted:
+            return []
         self._buffer.append(rec)
         self._bytes += _held(rec)
         claims: dict[str, Shape] = {}
