@@ -401,3 +401,16 @@ def test_an_untyped_line_that_cannot_be_read_after_a_typed_runs_end_changes_noth
     for tail in (b'{"level":"info","msg":"do', jl({"level": "info", "msg": "x" * 5000})):
         s = summary(whole + tail, **BIG)
         assert verdict(s) == verdict(alone), s
+
+
+def test_a_noted_line_after_another_clis_run_began_is_no_evidence_in_any_chunks() -> None:
+    """After a Gemini run, Droid's init (Claude's too, field for field) and then a Droid tool_result, a type Droid
+    only notes: with nobody listening, the chunk that held Gemini's end skipped it unread, so whether it decided
+    Droid depended on where the chunks fell. It is no evidence either way: the run is undecided, read as generic."""
+    droid = objects(SUCCESS["droid"])
+    data = (FIXTURES / SUCCESS["gemini"]).read_bytes() + jl(droid[0], next(o for o in droid
+                                                                           if o["type"] == "tool_result"))
+    want = _fed(data, len(data), live=False)
+    for chunk, live in ((1, False), (13, False), (7, True), (len(data), True)):
+        assert _fed(data, chunk, live=live) == want, (chunk, live)
+    assert want["provider"] == "generic" and want["ok"] is False, want
