@@ -5,7 +5,6 @@ whether anyone listens. Each case is generated for every CLI whose stream has th
 from __future__ import annotations
 
 import io
-import json
 from typing import Any
 
 import pytest
@@ -16,27 +15,9 @@ from spoolparse import StreamParser, _limits, parse
 from spoolparse.providers import grammars
 
 from .helpers import FIXTURES, jl
+from .test_seam_cases import SUCCESS, lines_of, objects
 
-#: Each CLI's complete, successful run.
-SUCCESS = {
-    "claude": "claude/success.jsonl", "qwen": "qwen/success.jsonl", "amp": "amp/success.jsonl",
-    "cursor": "cursor/success.jsonl", "droid": "droid/success.jsonl", "gemini": "gemini/success.jsonl",
-    "opencode": "opencode/success.jsonl", "copilot": "copilot/success.jsonl", "kimi": "kimi/success.jsonl",
-    "antigravity": "antigravity/success.jsonl", "codex": "codex/realcli_A.jsonl",
-}
 GRAMMARS = {g.name: g for g in grammars()}
-
-
-def objects(name: str) -> list[dict[str, Any]]:
-    out = []
-    for ln in (FIXTURES / name).read_bytes().splitlines():
-        try:
-            obj = json.loads(ln)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
 
 
 def summary(data: bytes, **kw: Any) -> dict[str, Any]:
@@ -212,7 +193,7 @@ def test_an_event_decoded_before_a_switch_and_noted_after_it_may_hold_any_intege
 
 
 def _lines(cli: str) -> list[bytes]:
-    return [ln for ln in (FIXTURES / SUCCESS[cli]).read_bytes().splitlines(keepends=True) if ln.strip()]
+    return lines_of(SUCCESS[cli])
 
 
 @settings(max_examples=80, deadline=None)
