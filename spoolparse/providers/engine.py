@@ -463,7 +463,8 @@ class Engine:
             return False
         if owned and key:
             return True
-        return g.explains(key, data) is None and any(idx.by_name[n].role("starts", key, data) for n in claims)
+        return g.explains(key, data) is None and any(
+            idx.by_name[n].role("starts", key, data) is not None for n in claims)
 
     def _detect_again(self, rec: Event | Noted, why: str, *, noted_unseen: bool = False) -> list[LiveEvent]:
         """An event a grammar claims where what came before it is no run of the stream's: lines of no known format
