@@ -248,11 +248,13 @@ def open_file(path: str, flags: int, mode: int = 0o666) -> int:
                 try:
                     return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
                 except OSError as e:
-                    if e.errno != errno.ELOOP:
-                        raise
+                    # a link there: ELOOP, or EACCES (O_CREAT on a link in a sticky directory)
+                    failed = e
                 link = os.open(name, _STEP, dir_fd=dir_fd)
                 try:
                     st = os.fstat(link)
+                    if not stat.S_ISLNK(st.st_mode):
+                        raise failed
                     _link_owner(st, os.path.join(where, name))
                     if _on_procfs(dir_fd):
                         return os.open(name, flags | os.O_CLOEXEC, mode, dir_fd=dir_fd)

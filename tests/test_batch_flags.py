@@ -324,6 +324,64 @@ def test_batch_events_file_leaves_stderr_quiet_and_refuses_a_drawn_progress_on_s
     assert nowhere.returncode == 125 and nowhere.stdout == b""  # a file of ours could not be written
 
 
+# -- files named by the user: a link is followed only when it is ours or root's ----------------------------------
+
+
+@pytest.mark.parametrize("named", ["batch --joblog", "batch --events-file", "run --events-file"])
+def test_a_log_named_through_another_users_symlink_is_refused_and_our_own_link_is_followed(
+    other_user: tuple[int, int], shared_base: Path, named: str
+) -> None:
+    """``--joblog`` and ``--events-file`` followed any symbolic link: as root, a link another user planted where
+    the file is named (her directory, or a shared one such as /tmp) had root append to or truncate a file of
+    root's she chose."""
+    command, flag = named.split()
+    precious = shared_base / "precious"
+    precious.write_text("root's own\n")
+    hers, sticky = shared_base / "hers", shared_base / "sticky"
+    hers.mkdir()
+    os.chown(hers, *other_user)
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    what = "job log" if flag == "--joblog" else "events file"
+
+    def go(path: Path) -> subprocess.CompletedProcess[bytes]:
+        if command == "run":
+            return subprocess.run([*CLI, "run", flag, str(path), "--", "true"], capture_output=True, timeout=120)
+        return _batch("-", flag, str(path), input=b'{"id":"a","cmd":["true"]}\n')
+
+    for link in (hers / "log", sticky / "log"):
+        link.symlink_to(precious)
+        os.lchown(link, *other_user)
+        p = go(link)
+        assert p.returncode == 2 and p.stdout == b"", p.stderr
+        assert p.stderr.decode() == (f"spoolparse: error: {what} {str(link)!r} is a symbolic link owned by another "
+                                     f"user (uid {other_user[0]})\n")
+        assert precious.read_text() == "root's own\n"
+    through = hers / "sub"  # her link on the way to the file
+    through.symlink_to(shared_base)
+    os.lchown(through, *other_user)
+    p = go(through / "precious")
+    assert p.returncode == 2 and f"goes through {str(through)!r}, which is a symbolic link owned".encode() in p.stderr
+    assert precious.read_text() == "root's own\n"
+    mine = shared_base / "mine"  # our own link to our log: followed
+    mine.symlink_to("precious")
+    p = go(mine)
+    assert p.returncode == 0, p.stderr
+    written = precious.read_text()
+    if flag == "--joblog":
+        assert written.startswith("root's own\n") and json.loads(written.splitlines()[1])["id"] == "a"
+    else:
+        assert all(isinstance(json.loads(x), dict) for x in written.splitlines())
+
+
+def test_an_events_file_of_the_kernels_own_links_is_written(tmp_path: Path) -> None:
+    """``/dev/stderr`` leads through ``/proc/self/fd/2`` to a pipe: the kernel's own links, followed as before."""
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": "a", "cmd": [*LIVE_AGENT, "--ticks", "1"]}])
+    p = _batch(tasks, "--events-file", "/dev/stderr")
+    assert p.returncode == 0 and [o["verdict"] for o in _outcomes(p.stdout).values()] == ["ok"], p.stderr
+    assert {e["task"] for e in _ndjson(p.stderr)} == {"a"}, p.stderr
+
+
 # -- exit statuses -----------------------------------------------------------------------------------
 
 

@@ -8,6 +8,9 @@ means its outcome reached the reader, so ``--resume`` after a crash (``kill
 was. A line names the task, the attempt, the verdict and whether it was
 final; it holds neither environment values nor input contents (the command
 line is kept: it is how operators find a task again).
+
+The log is opened by :func:`~spoolparse._dirfd.open_named`: a symbolic link on
+the way is followed only when it is ours or root's.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import IO, Literal, TypeAlias, cast
 
 import orjson
 
+from .._dirfd import open_named
 from .._json import dumps
 from ..types import JobLogRecord, Verdict
 from .ids import SeenIds
@@ -40,7 +44,8 @@ class JobLog:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        self._f: IO[bytes] | None = open(self.path, "ab")  # noqa: SIM115 - closed by close()
+        fd = open_named(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, what="job log")
+        self._f: IO[bytes] | None = os.fdopen(fd, "ab")  # closed by close()
         # final lines held until their outcomes are handed out: at most the outcomes not yet handed out
         self._held: dict[str, list[bytes]] = {}
         # the batch's loop writes attempts, its reader marks outcomes handed out: two threads
@@ -107,7 +112,7 @@ def _final_verdicts(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
     """(id, verdict) of each final record of the log, in order; none for a missing log. Lines that do not
     parse, such as one cut short by a crash, are skipped."""
     try:
-        f = open(path, "rb")  # noqa: SIM115
+        f = open(open_named(os.fspath(path), os.O_RDONLY, what="job log"), "rb")  # noqa: SIM115
     except FileNotFoundError:
         return
     with f:
