@@ -70,6 +70,32 @@ def test_resume_skips_any_final_outcome_and_resume_failed_reruns_those_not_ok(tm
     assert _batch(tasks, "--joblog", str(log), "--resume-failed").stdout == b""  # now every one is ok
 
 
+@pytest.mark.parametrize("cut", ["in its first line", "in the middle", "before its last brace", "before its newline"])
+def test_resume_after_a_job_log_cut_mid_line_runs_each_task_once_more_at_most(tmp_path: Path, cut: str) -> None:
+    """A job log cut in the middle of its last line (a crash while a long line was written): the next
+    ``--resume`` appended its first line onto the fragment, and a third ``--resume`` ran that task again although
+    its outcome was printed and logged."""
+    log, ran = tmp_path / "jobs.ndjson", tmp_path / "ran"
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": i, "cmd": ["sh", "-c", f"echo {i} >> {ran}"]} for i in "ab"])
+    assert _batch(tasks, "--joblog", str(log), "-j", "1").returncode == 0
+    line = {json.loads(raw)["id"]: raw for raw in log.read_bytes().splitlines(keepends=True)}
+    at = {"in its first line": 1, "in the middle": len(line["a"]) // 2, "before its last brace": len(line["a"]) - 2,
+          "before its newline": len(line["a"]) - 1}[cut]
+    log.write_bytes(line["b"] + line["a"][:at])  # b's line whole, a's cut: what a crash mid-write leaves
+    torn = cut != "before its newline"
+    warning = (f"spoolparse: warning: job log {str(log)!r}: line 2 is cut short or not JSON, ignored (its task runs "
+               "again unless another line says it is done)\n")
+    second = _batch(tasks, "--joblog", str(log), "--resume")
+    assert second.returncode == 0 and second.stderr.decode() == (warning if torn else ""), second.stderr
+    assert list(_outcomes(second.stdout)) == (["a"] if torn else [])  # a's outcome is not known: it runs again
+    third = _batch(tasks, "--joblog", str(log), "--resume")
+    assert (third.returncode, third.stdout) == (0, b""), third.stderr  # both done: nothing runs
+    assert ran.read_text().split() == (["a", "b", "a"] if torn else ["a", "b"])
+    lines = log.read_bytes().split(b"\n")
+    assert lines[:2] == [line["b"].rstrip(b"\n"), line["a"][:at].rstrip(b"\n")]  # the fragment on a line of its own
+    assert lines[-1] == b"" and [json.loads(x)["id"] for x in lines[2:-1]] == (["a"] if torn else [])
+
+
 def test_resume_flags_exclude_each_other_and_need_a_joblog(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path / "t.jsonl", [{"id": "a", "cmd": ["true"]}])
     both = _batch(tasks, "--joblog", str(tmp_path / "j"), "--resume", "--resume-failed")
