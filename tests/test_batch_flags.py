@@ -475,6 +475,25 @@ def test_a_ray_node_runs_its_share_with_the_drivers_options() -> None:
     assert sorted((o["id"], o["verdict"], o["attempts"]) for o in outs) == [(0, "ok", 1), (1, "failed", 2)]
 
 
+def test_a_ray_node_makes_its_job_log_only_where_nobody_else_can_rename_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node's job log was ``mkstemp``'d in the temp dir, then opened again by its name (by the batch the
+    node runs, by the node's reader, by the guardian that deletes it): in a temp dir others may write to
+    without the sticky bit, another user could put a file or a link of hers in its place meanwhile."""
+    from spoolparse.runner.ray_node import NodeRunner
+
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o777)
+    monkeypatch.setenv("TMPDIR", str(open_to_all))
+    with pytest.warns(spoolparse.SpoolDirWarning), pytest.raises(OSError) as e:
+        NodeRunner(BatchOptions(max_concurrent=1))
+    assert e.value.strerror == (f"cannot make the node's job log in {str(open_to_all)!r}: it is writable by others "
+                                "(mode 0777)")
+    assert [n for n in os.listdir(open_to_all) if "node" in n] == []  # (spools may have been tried in it)
+
+
 # -- progress ----------------------------------------------------------------------------------------
 
 
