@@ -8,6 +8,7 @@ on disk is looked at after they exit.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -20,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spoolparse import SpoolFullError
 from spoolparse import spool as spool_mod
@@ -542,3 +545,61 @@ def _running(seconds: str) -> bool:
         except OSError:
             continue
     return False
+
+
+# -- the step-by-step walk reaches what the kernel's lookup reaches -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Directories, a file and links of ours of every kind: relative, absolute, up and out, to a link, dangling,
+    a loop."""
+    base = tmp_path_factory.mktemp("walk")
+    (base / "a" / "b").mkdir(parents=True)
+    (base / "c").mkdir()
+    (base / "f").write_text("")
+    links = {"rel": "a/b", "abs": str(base / "c"), "up": "../c", "chain": "rel", "dangling": "nope",
+             "loop": "loop2", "loop2": "loop", "root": "/", "file": "f"}
+    for name, target in links.items():
+        (base / name).symlink_to(target)
+    (base / "a" / "b" / "up").symlink_to("../../c")
+    return base
+
+
+STEPS = ["a", "b", "c", "f", "rel", "abs", "up", "chain", "dangling", "loop", "root", "file", ".", "..", "", "nope"]
+
+
+@settings(max_examples=500)  # a few microseconds each
+@given(steps=st.lists(st.sampled_from(STEPS), max_size=6), relative=st.booleans())
+def test_a_path_is_reached_step_by_step_where_the_kernel_reaches_it(
+    tree: Path, steps: list[str], relative: bool
+) -> None:
+    """:func:`spoolparse._dirfd.open_path` walks a path itself, to check each link and directory on the way:
+    with none refused, it ends where the kernel's lookup does, or fails as it does (``..`` after a link, links
+    to links, absolute and relative ones, loops, a file on the way)."""
+    from spoolparse._dirfd import NotOurs, open_path
+
+    path = "/".join([str(tree), *steps])
+    if relative:
+        path = "/".join([".", *steps])  # from the working directory: the tree
+    cwd = os.getcwd()
+    os.chdir(tree)
+    try:
+        try:
+            st_ = os.stat(path)
+            kernel: object = (st_.st_dev, st_.st_ino) if os.path.isdir(path) else "ENOTDIR"
+        except OSError as e:
+            kernel = errno.errorcode[e.errno or 0]
+        try:
+            fd = open_path(path)
+        except NotOurs as e:
+            ours: object = errno.errorcode[e.errno or 0]
+        except FileNotFoundError:
+            ours = "ENOENT"
+        else:
+            st_ = os.fstat(fd)
+            os.close(fd)
+            ours = (st_.st_dev, st_.st_ino)
+    finally:
+        os.chdir(cwd)
+    assert ours == kernel, path
