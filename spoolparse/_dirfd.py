@@ -238,7 +238,7 @@ def open_file(path: str, flags: int, mode: int = 0o666) -> int:
     root's (:class:`NotOurs` names one that is not), followed by reading it, never by the kernel's lookup; the
     directories may be anyone's (a group's shared directory). The kernel's own links in ``/proc`` (where
     ``/dev/stderr`` and ``/dev/fd/N`` lead) are opened as the kernel follows them: no user can plant one.
-    Other failures are the kernel's, naming ``path``."""
+    Other failures (a file on the way among them) are the kernel's, naming ``path``."""
     named, links = path, 0
     try:
         while True:
@@ -267,8 +267,10 @@ def open_file(path: str, flags: int, mode: int = 0o666) -> int:
             if links > MAX_LINKS:
                 raise NotOurs(errno.ELOOP, "has too many levels of symbolic links", named)
             path = os.path.join(where, target)
-    except NotOurs:
-        raise
+    except NotOurs as e:
+        if e.errno != errno.ENOTDIR:
+            raise
+        raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), named) from None  # a mistake, not a refusal
     except OSError as e:
         raise OSError(e.errno, e.strerror, named) from None
 

@@ -408,6 +408,16 @@ def test_an_events_file_of_the_kernels_own_links_is_written(tmp_path: Path) -> N
     assert {e["task"] for e in _ndjson(p.stderr)} == {"a"}, p.stderr
 
 
+@pytest.mark.parametrize("flag", ["--joblog", "--events-file"])
+def test_a_log_named_through_a_file_or_a_missing_directory_is_the_kernels_error(tmp_path: Path, flag: str) -> None:
+    """Not a refusal: the kernel's words, naming the path as given, exit 125 as before the walk."""
+    (tmp_path / "f").write_text("")
+    for path, said in ((tmp_path / "f" / "log", "Not a directory"), (tmp_path / "no" / "log", "No such file")):
+        p = _batch("-", flag, str(path), input=b'{"id":"a","cmd":["true"]}\n')
+        assert (p.returncode, p.stdout) == (125, b""), p.stderr
+        assert p.stderr.decode().startswith(f"spoolparse: error: {said}") and str(path) in p.stderr.decode()
+
+
 # -- exit statuses -----------------------------------------------------------------------------------
 
 
