@@ -147,12 +147,16 @@ def resolve_spool_dir(spool_dir: str | os.PathLike[str] | None = None) -> str:
 
 
 def temp_dir() -> str:
-    """The temp dir spools go to when none is named: the first of ``$TMPDIR``, ``$TEMP``, ``$TMP`` and
-    :data:`TEMP_DIRS` that can hold them, checked as a named spool directory is. A variable's directory refused
-    is a warning once (:class:`SpoolDirWarning`); none usable is :class:`SpoolDirError`, saying why for each."""
+    """The temp dir spools go to when none is named: the first of :data:`tempfile.tempdir` (a program's own
+    choice), ``$TMPDIR``, ``$TEMP``, ``$TMP`` and :data:`TEMP_DIRS` that can hold them, each checked as a named
+    spool directory is. One named by the program or a variable and refused is a warning once
+    (:class:`SpoolDirWarning`); none usable is :class:`SpoolDirError`, saying why for each."""
     refused: list[tuple[str | None, str, tuple[int, str]]] = []
-    named = [(var, os.environ.get(var, "")) for var in TEMP_VARS]
-    for var, path in [(var, path) for var, path in named if path] + [(None, path) for path in TEMP_DIRS]:
+    named = [(var, path) for var in TEMP_VARS if (path := os.environ.get(var, ""))]
+    chosen = tempfile.tempdir  # also where tempfile keeps what it took from a variable: then it is that one's
+    if chosen and all(chosen != path for _, path in named):
+        named.insert(0, ("tempfile.tempdir", chosen))
+    for var, path in [*named, *((None, path) for path in TEMP_DIRS)]:
         problem = _unusable(path)
         if problem is None:
             for was, bad, (_, why) in refused:

@@ -491,12 +491,15 @@ def test_a_ray_node_makes_its_job_log_only_where_nobody_else_can_rename_it(
     """The node's job log was ``mkstemp``'d in the temp dir, then opened again by its name (by the batch the
     node runs, by the node's reader, by the guardian that deletes it): in a temp dir others may write to
     without the sticky bit, another user could put a file or a link of hers in its place meanwhile."""
+    import tempfile
+
     from spoolparse.runner.ray_node import NodeRunner
 
     open_to_all = tmp_path / "open"
     open_to_all.mkdir()
     open_to_all.chmod(0o777)
     monkeypatch.setenv("TMPDIR", str(open_to_all))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # not the one tempfile took from the environment before
     with pytest.warns(spoolparse.SpoolDirWarning), pytest.raises(OSError) as e:
         NodeRunner(BatchOptions(max_concurrent=1))
     assert e.value.strerror == (f"cannot make the node's job log in {str(open_to_all)!r}: it is writable by others "

@@ -491,18 +491,31 @@ def test_where_no_temp_dir_can_hold_spools_the_error_says_why_for_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The temp-dir fallback had no check at all: it was ``tempfile.gettempdir()`` whatever that was."""
+    import tempfile
+
     afile = tmp_path / "afile"
     afile.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # a program's own choice comes first
     monkeypatch.setenv("TMPDIR", str(tmp_path / "nope"))
+    monkeypatch.delenv("TEMP", raising=False)
+    monkeypatch.delenv("TMP", raising=False)
     monkeypatch.delenv("PDD_AGENT_SPOOL_DIR", raising=False)
     monkeypatch.setattr(spool_mod, "TEMP_DIRS", (str(afile), str(tmp_path / "missing")))
     monkeypatch.setattr(spool_mod, "_warned", set())
     with pytest.raises(spool_mod.SpoolDirError) as e:
         spool_mod.resolve_spool_dir()
     assert str(e.value) == (
-        f"no directory can hold spools: TMPDIR={str(tmp_path / 'nope')!r} does not exist; {str(afile)!r} is not a "
-        f"directory; {str(tmp_path / 'missing')!r} does not exist: name one with --spool-dir or PDD_AGENT_SPOOL_DIR"
+        f"no directory can hold spools: tempfile.tempdir={str(tmp_path / 'gone')!r} does not exist; "
+        f"TMPDIR={str(tmp_path / 'nope')!r} does not exist; {str(afile)!r} is not a directory; "
+        f"{str(tmp_path / 'missing')!r} does not exist: name one with --spool-dir or PDD_AGENT_SPOOL_DIR"
     )
+    monkeypatch.setattr(spool_mod, "TEMP_DIRS", (str(tmp_path),))
+    with pytest.warns(spool_mod.SpoolDirWarning) as said:
+        assert spool_mod.resolve_spool_dir() == str(tmp_path)
+    assert [str(w.message) for w in said] == [
+        f"tempfile.tempdir={str(tmp_path / 'gone')!r} does not exist; spooling to {str(tmp_path)!r} instead",
+        f"TMPDIR={str(tmp_path / 'nope')!r} does not exist; spooling to {str(tmp_path)!r} instead",
+    ]
 
 
 @pytest.mark.parametrize("named_by", ["PDD_AGENT_SPOOL_DIR", "TMPDIR"])
