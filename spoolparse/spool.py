@@ -153,7 +153,7 @@ def temp_dir() -> str:
     (:class:`SpoolDirWarning`); none usable is :class:`SpoolDirError`, saying why for each."""
     refused: list[tuple[str | None, str, tuple[int, str]]] = []
     named = [(var, path) for var in TEMP_VARS if (path := os.environ.get(var, ""))]
-    chosen = tempfile.tempdir  # also where tempfile keeps what it took from a variable: then it is that one's
+    chosen = os.fsdecode(tempfile.tempdir or "")  # also where tempfile keeps what it took from a variable
     if chosen and all(chosen != path for _, path in named):
         named.insert(0, ("tempfile.tempdir", chosen))
     for var, path in [*named, *((None, path) for path in TEMP_DIRS)]:
