@@ -155,8 +155,8 @@ def _final_verdicts(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
     torn, first = 0, 0
     with f:
         for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue  # the newline that ended a torn line is one of these
+            if line.isspace():
+                continue  # the newline that ended a torn line is one of these (no copy of a long line made)
             try:
                 rec = orjson.loads(line)
             except orjson.JSONDecodeError:
