@@ -207,8 +207,8 @@ def test_a_cancelled_task_names_the_signal_a_bare_keyboard_interrupt_stands_for(
     from spoolparse._signals import Interrupted, interrupts
     from spoolparse.runner.verdicts import cancelled_error
 
-    assert cancelled_error(KeyboardInterrupt()) == "cancelled (SIGINT to spoolparse)"  # no signal of ours came
-    with interrupts():
+    with interrupts():  # (which forgets a signal an earlier block took)
+        assert cancelled_error(KeyboardInterrupt()) == "cancelled (SIGINT to spoolparse)"  # no signal of ours came
         try:
             try:
                 signal.raise_signal(signal.SIGTERM)
