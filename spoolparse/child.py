@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 from .parser import StreamParser
 from .providers.base import LiveEvent
 from .result import Result
-from .spool import DiskFacts, close_spool, open_spool, recycle_spool, resolve_spool_dir, spool_problem, writer_end
+from .spool import close_spool, open_spool, recycle_spool, resolve_spool_dir, writer_end
+from .spool_full import DiskFacts, spool_problem
 
 __all__ = ["Child", "Budget", "Step", "LOOK", "Argv", "group_alive", "signal_group"]
 
@@ -395,7 +396,7 @@ class Child:
         ``max_spool_bytes`` is checked on every call; the disk and the file size limit once per
         :data:`~spoolparse._limits.SPOOL_CHECK_INTERVAL` (``thorough=None``), now (``True``), or not now
         (``False``: a driver that looks at many children on a schedule of its own). ``facts``: what such a
-        driver's pass took once for all of them (:class:`~spoolparse.spool.DiskFacts`).
+        driver's pass took once for all of them (:class:`~spoolparse.spool_full.DiskFacts`).
         """
         if self.spool_full is None:
             assert self.stderr is not None

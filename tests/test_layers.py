@@ -31,8 +31,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # what each agent CLI's events mean, and what ok means
     ("providers", ("spoolparse.providers", "spoolparse.verdict", "spoolparse.result", "spoolparse.cost")),
     # one child: its options, its spools, its parser, the child itself and the events it hands on
-    ("engine", ("spoolparse.options", "spoolparse.spool", "spoolparse.parser", "spoolparse.child",
-                "spoolparse._relay")),
+    ("engine", ("spoolparse.options", "spoolparse.spool", "spoolparse.spool_full", "spoolparse.parser",
+                "spoolparse.child", "spoolparse._relay")),
     # following one child: from a thread (run), from an event loop (arun)
     ("drivers", ("spoolparse.process", "spoolparse.aio")),
     # many children, and the command line (the package's own face is here: it names everything)

@@ -45,7 +45,8 @@ from ..child import LOOK, Budget, Step
 from ..cost import preload as preload_prices
 from ..errors import UsageError
 from ..providers.base import LiveEvent
-from ..spool import DiskFacts, closing, resolve_spool_dir, wait_closed
+from ..spool import closing, resolve_spool_dir, wait_closed
+from ..spool_full import DiskFacts
 from .admission import Admission, size
 from .calibrations import command_key, recorded
 from .driver import Driver, turns
