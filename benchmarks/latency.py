@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import spoolparse
-from spoolparse import _wait, aio
+from spoolparse import aio
+from spoolparse._os import wait as _wait
 
 LIVE_AGENT = [sys.executable, str(Path(__file__).resolve().parents[1] / "fixtures" / "live_agent.py")]
 

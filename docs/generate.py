@@ -330,7 +330,7 @@ def task_keys() -> str:
 
 def uncontained_warning() -> str:
     """What ``batch`` prints where no cgroup can be made (here: a user with no cgroup v1 of her own)."""
-    from spoolparse.runner.cgroup import WHY_V1, Placement, uncontained_note
+    from spoolparse._os.cgroup import WHY_V1, Placement, uncontained_note
 
     where = Placement(None, why=WHY_V1.format("/sys/fs/cgroup/memory/user.slice"))
     return f"```text\nspoolparse: warning: {uncontained_note(where)}\n```"

@@ -57,6 +57,7 @@ from .types import (
 if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name loads on first use
     from .aio import AsyncRun, arun, open_run
     from .lines import Dropped, Event, LineReader, LineScanner, Noted, iter_lines, probe_type
+    from .options import ChildOptions
     from .parser import StreamParser, parse
     from .process import run
     from .providers import PROVIDERS, AutoProvider, make_provider
@@ -71,7 +72,7 @@ _LAZY = {
     "AsyncRun": ".aio", "arun": ".aio", "open_run": ".aio",
     "Dropped": ".lines", "Event": ".lines", "LineReader": ".lines", "LineScanner": ".lines", "Noted": ".lines",
     "iter_lines": ".lines", "probe_type": ".lines",
-    "StreamParser": ".parser", "parse": ".parser",
+    "StreamParser": ".parser", "parse": ".parser", "ChildOptions": ".options",
     "run": ".process",
     "PROVIDERS": ".providers", "AutoProvider": ".providers", "make_provider": ".providers",
     "Answer": ".providers.base", "LiveEvent": ".providers.base", "Provider": ".providers.base",
@@ -100,6 +101,7 @@ __all__ = [
     "__version__",
     "limits",
     "run",
+    "ChildOptions",
     "run_many",
     "arun_many",
     "BatchOptions",

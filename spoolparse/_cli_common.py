@@ -35,6 +35,7 @@ __all__ = [
     "parse_duration",
     "parse_size",
     "positive_size",
+    "add_output_options",
     "emit_json",
     "fail",
     "warn",
@@ -135,6 +136,42 @@ def positive_size(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"size must be positive: {text!r}")
     return value
+
+
+# -- how a child's output is read ---------------------------------------------------------------
+
+
+def add_output_options(p: argparse.ArgumentParser, *, batch: bool = False) -> None:
+    """``--provider``, ``--max-line``, ``--max-retained``, ``--allow-empty-answer``: how a child's output is read
+    (``run``, ``parse``). ``batch``: every task's, each overridden by a task line's key of the same name, and
+    left out when not given (the batch's options hold the defaults)."""
+    from .providers import names as provider_names  # only the commands that read transcripts load the providers
+
+    def default(value: object) -> dict[str, object]:
+        return {} if batch else {"default": value}
+
+    def task(key: str) -> str:
+        return f"; for every task, a task line's \"{key}\" overrides it" if batch else ""
+
+    p.add_argument(
+        "--provider", choices=provider_names(), **default("auto"),  # type: ignore[arg-type]
+        help="stdout format (default: auto, detected from the first events)" + task("provider"),
+    )
+    p.add_argument(
+        "--max-line", type=parse_size, metavar="SIZE", **default(_limits.MAX_LINE),  # type: ignore[arg-type]
+        help="longest line read whole; longer lines are classified by type and drained (default: 16M)"
+        + task("max_line"),
+    )
+    p.add_argument(
+        "--max-retained", type=parse_size, metavar="SIZE", **default(_limits.MAX_RETAINED),  # type: ignore[arg-type]
+        help="longest retained event kept; past it the line is dropped and reported (default: 64M)"
+        + task("max_retained"),
+    )
+    p.add_argument(
+        "--allow-empty-answer", action="store_const", const=True, **default(False),  # type: ignore[arg-type]
+        help="a run whose agent finished without an answer is ok (default: not ok, 'the agent finished without an "
+        "answer')" + task("allow_empty_answer"),
+    )
 
 
 # -- output ------------------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 No thread per child. The child's exit wakes the loop through its pidfd
 (``loop.add_reader``); its writes through one inotify instance shared by every
-run on the loop (see :mod:`spoolparse._wait`). A running child so holds its two
+run on the loop (see :mod:`spoolparse._os.wait`). A running child so holds its two
 spool files and its pidfd, nothing more. Where pidfds or inotify are missing
-a run polls instead, with a backoff capped at :data:`~spoolparse._wait.POLL_IDLE`.
+a run polls instead, with a backoff capped at :data:`~spoolparse._os.wait.POLL_IDLE`.
 
 The reading itself is the same one pass as :func:`spoolparse.run`:
 :meth:`Child.pump` feeds the :class:`~spoolparse.StreamParser` from the spool
@@ -15,24 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _limits
-from ._lifecycle import Deadlines, Done, Wait
-from ._wait import Inotify, next_interval, open_inotify
+from ._os.capabilities import Inotify, open_inotify
+from ._os.lifecycle import Done, Wait
+from ._os.wait import next_interval
+from .child import Argv, Budget, Child, handed_back
 from .cost import loaded as prices_loaded
 from .cost import preload as preload_prices
-from .errors import SpoolFullError, UsageError
-from .lines import Loads
-from .process import Argv, Child, Containment, Input
-from .providers import Provider
+from .errors import UsageError
+from .options import ChildKeywords, ChildOptions
 from .providers.base import LiveEvent
 from .result import Result
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["arun", "open_run", "AsyncRun", "AsyncOnEvent"]
 
@@ -131,31 +133,20 @@ class AsyncRun:
     Use it as an async context manager: leaving the block before the run has
     ended (an exception, a ``break`` out of :meth:`events`, a cancelled task)
     kills the child's process group and closes the spools. ``pid`` and
-    ``pgid`` are the child's; ``child`` is the :class:`~spoolparse.process.Child`
+    ``pgid`` are the child's; ``child`` is the :class:`~spoolparse.child.Child`
     (its ``offset`` and ``parser`` counters suit a progress display).
 
     .. seealso:: :func:`arun`, :class:`asyncio.subprocess.Process`
     """
 
     def __init__(
-        self,
-        args: Argv,
-        *,
-        timeout: float | None,
-        grace: float,
-        check: bool,
-        on_event: AsyncOnEvent | None,
-        keep_output: bool,
-        child_options: Mapping[str, Any],
+        self, args: Argv, options: ChildOptions, *, check: bool, on_event: AsyncOnEvent | None, keep_output: bool
     ) -> None:
-        self.deadlines = Deadlines(timeout=timeout, grace=grace)  # checked before anything starts
         self.args = args
-        self.timeout = timeout
-        self.grace = grace
+        self.options = options
         self.check = check
         self.on_event = on_event
         self.keep_output = keep_output
-        self._options = dict(child_options)
         self._child: Child | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watch: _LoopWatch | None = None
@@ -190,10 +181,7 @@ class AsyncRun:
         if self._child is not None:
             raise UsageError("this run was already started")
         loop = asyncio.get_running_loop()
-        child = Child(
-            self.args, deadlines=self.deadlines, read_buffer=_loop_buffer(loop), close_in_background=True,
-            **self._options,
-        )
+        child = Child(self.args, self.options, read_buffer=_loop_buffer(loop), close_in_background=True)
         self._child, self._loop = child, loop
         try:
             if child.pidfd >= 0:
@@ -267,16 +255,7 @@ class AsyncRun:
         res = self._result
         if res is None:
             raise UsageError("the run was closed before it ended")
-        if res.spool_full:
-            child = self.child
-            raise SpoolFullError(child.spool_dir, res.stdout_bytes + res.stderr_bytes, child.spool_full or "", res)
-        if self.check:
-            try:
-                res.check_returncode()
-            except BaseException:
-                res.close()
-                raise
-        return res
+        return handed_back(self.child, res, check=self.check)
 
     async def _step(self) -> list[LiveEvent] | None:
         """The next events (maybe none), or ``None`` once the run has ended."""
@@ -290,34 +269,31 @@ class AsyncRun:
             self._watch_spools()
         try:
             while True:
-                self._woken = False  # this pump covers every wake so far
-                n, live, _ = child.pump_within(_STEP, time.monotonic() + _limits.PARSE_BUDGET)
-                await self._emit(live)
-                # the checks run after every read, so a child that never pauses still meets them
+                self._woken = False  # this step covers every wake so far
                 now = time.monotonic()
-                if child.check_spool() is not None:
-                    child.life.stop(now, "spool full", grace=0)
-                action = child.advance(now)
-                self._arm(action)
-                if not n and child.life.leader_exited:
-                    return live + await self._finish()
-                if n:
+                # the checks run after every read, so a child that never pauses still meets them
+                step = child.step(now, Budget(_STEP, now + _limits.PARSE_BUDGET))
+                self._arm(step.action)
+                await self._emit(step.events)
+                if not step.read and child.life.leader_exited:
+                    return step.events + await self._finish()
+                if step.read:
                     self._interval = None
                     # let the event loop's other work go on (other runs' reads and deadlines): a step's parse is
                     # bounded in time, and one that returns events must not loop back here without a pause
                     await asyncio.sleep(0)
-                    if live:
-                        return live
+                    if step.events:
+                        return step.events
                     continue
-                if live:
+                if step.events:
                     self._interval = None
-                    return live
+                    return step.events
                 if self._unwatched and self._exit_reader:
                     self._interval = _limits.UNWATCHED_READ_INTERVAL  # the pidfd still wakes us on the exit
                 else:
                     self._interval = next_interval(self._interval, event_driven=self._event_driven)
-                until = None if isinstance(action, Done) else action.until
-                wait = self._interval if until is None else min(self._interval, max(0.0, until - now))
+                now = time.monotonic()
+                wait = self._interval if step.until is None else min(self._interval, max(0.0, step.until - now))
                 await self._sleep(wait)
         except BaseException:
             await self._abort()
@@ -349,7 +325,7 @@ class AsyncRun:
             await asyncio.sleep(0)
         if not prices_loaded():  # the price data loads off the event loop (a third of a second, once)
             await asyncio.get_running_loop().run_in_executor(None, preload_prices)
-        res, more = child.result(keep_output=self.keep_output, timeout=self.timeout)
+        res, more = child.result(keep_output=self.keep_output, timeout=self.options.timeout)
         try:
             await self._emit(more)
         except BaseException:
@@ -364,7 +340,7 @@ class AsyncRun:
         child = self.child
         while True:
             now = time.monotonic()
-            action = child.advance(now)
+            action = child.step(now).action
             self._arm(action)
             if isinstance(action, Done):
                 return
@@ -412,7 +388,7 @@ class AsyncRun:
         if self._closed or self._child is None or self._loop is None:
             return
         try:
-            action = self._child.advance(time.monotonic())
+            action = self._child.step(time.monotonic()).action
         except OSError:  # a signal or a look at the group that failed: looked at again soon, whoever follows
             self._deadline = self._loop.call_later(_limits.POLL_MAX, self._supervise)
             return
@@ -505,24 +481,12 @@ class AsyncRun:
 
 def open_run(
     args: Argv,
+    options: ChildOptions | None = None,
     *,
-    input: Input = None,
-    timeout: float | None = None,
-    grace: float = _limits.DEFAULT_GRACE,
-    cwd: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    shell: bool = False,
     check: bool = False,
-    provider: str | Provider = "auto",
-    spool_dir: str | os.PathLike[str] | None = None,
-    max_line: int = _limits.MAX_LINE,
-    max_retained: int = _limits.MAX_RETAINED,
-    max_spool_bytes: int | None = None,
     on_event: AsyncOnEvent | None = None,
     keep_output: bool = True,
-    loads: Loads | None = None,
-    containment: Containment = "auto",
-    allow_empty_answer: bool = False,
+    **changes: Unpack[ChildKeywords],
 ) -> AsyncRun:
     """A run to follow from asyncio; the child starts on ``async with``.
 
@@ -533,57 +497,24 @@ def open_run(
                 print(event.kind, event.data)
             result = await run.wait()
 
-    Options are those of :func:`spoolparse.run`; ``on_event`` may also be a
-    coroutine function. Leaving the block before the run has ended kills the
-    child's process group.
+    Options are those of :func:`spoolparse.run` (a :class:`~spoolparse.ChildOptions`, its fields as keyword
+    arguments on top); ``on_event`` may also be a coroutine function. Leaving the block before the run has
+    ended kills the child's process group.
 
     .. seealso:: :func:`arun`, :func:`spoolparse.run`
     """
-    options = {
-        "input": input,
-        "cwd": cwd,
-        "env": env,
-        "shell": shell,
-        "provider": provider,
-        "spool_dir": spool_dir,
-        "max_line": max_line,
-        "max_retained": max_retained,
-        "max_spool_bytes": max_spool_bytes,
-        "loads": loads,
-        "cgroup": containment,
-        "allow_empty_answer": allow_empty_answer,
-    }
-    return AsyncRun(
-        args,
-        timeout=timeout,
-        grace=grace,
-        check=check,
-        on_event=on_event,
-        keep_output=keep_output,
-        child_options=options,
-    )
+    opts = ChildOptions.of(options, changes, caller="open_run")  # checked before anything starts
+    return AsyncRun(args, opts, check=check, on_event=on_event, keep_output=keep_output)
 
 
 async def arun(
     args: Argv,
+    options: ChildOptions | None = None,
     *,
-    input: Input = None,
-    timeout: float | None = None,
-    grace: float = _limits.DEFAULT_GRACE,
-    cwd: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    shell: bool = False,
     check: bool = False,
-    provider: str | Provider = "auto",
-    spool_dir: str | os.PathLike[str] | None = None,
-    max_line: int = _limits.MAX_LINE,
-    max_retained: int = _limits.MAX_RETAINED,
-    max_spool_bytes: int | None = None,
     on_event: AsyncOnEvent | None = None,
     keep_output: bool = True,
-    loads: Loads | None = None,
-    containment: Containment = "auto",
-    allow_empty_answer: bool = False,
+    **changes: Unpack[ChildKeywords],
 ) -> Result:
     """:func:`spoolparse.run` for asyncio: same options, same :class:`~spoolparse.Result`.
 
@@ -594,24 +525,6 @@ async def arun(
 
     .. seealso:: :func:`open_run`, :func:`spoolparse.run`
     """
-    async with open_run(
-        args,
-        input=input,
-        timeout=timeout,
-        grace=grace,
-        cwd=cwd,
-        env=env,
-        shell=shell,
-        check=check,
-        provider=provider,
-        spool_dir=spool_dir,
-        max_line=max_line,
-        max_retained=max_retained,
-        max_spool_bytes=max_spool_bytes,
-        on_event=on_event,
-        keep_output=keep_output,
-        loads=loads,
-        containment=containment,
-        allow_empty_answer=allow_empty_answer,
-    ) as run:
+    opts = ChildOptions.of(options, changes, caller="arun")
+    async with AsyncRun(args, opts, check=check, on_event=on_event, keep_output=keep_output) as run:
         return await run.wait()

@@ -25,6 +25,7 @@ from ._cli_common import (
     EXIT_NOT_FOUND,
     EXIT_SIGNAL_BASE,
     EXIT_USAGE,
+    add_output_options,
     emit_json,
     events_on_stderr,
     exit_status,
@@ -82,34 +83,7 @@ examples:
 
 
 def _add_bounds(p: argparse.ArgumentParser) -> None:
-    from .providers import names as provider_names  # only run and parse read transcripts
-
-    p.add_argument(
-        "--provider",
-        default="auto",
-        choices=provider_names(),
-        help="stdout format (default: auto, detected from the first events)",
-    )
-    p.add_argument(
-        "--max-line",
-        type=parse_size,
-        default=_limits.MAX_LINE,
-        metavar="SIZE",
-        help="longest line read whole; longer lines are classified by type and drained (default: 16M)",
-    )
-    p.add_argument(
-        "--max-retained",
-        type=parse_size,
-        default=_limits.MAX_RETAINED,
-        metavar="SIZE",
-        help="longest retained event kept; past it the line is dropped and reported (default: 64M)",
-    )
-    p.add_argument(
-        "--allow-empty-answer",
-        action="store_true",
-        help="a run whose agent finished without an answer is ok (default: not ok, 'the agent finished without an "
-        "answer')",
-    )
+    add_output_options(p)
     p.add_argument("--pretty", action="store_true", help="indent the JSON summary")
 
 
@@ -246,6 +220,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.cwd is not None and not os.path.isdir(args.cwd):  # else the start would blame the command (127)
         raise UsageError(f"--cwd {args.cwd!r}: no such directory")
     progress = _status_line_wanted(args.progress)
+    from .options import ChildOptions
     from .process import run
     from .progress import follow
 
@@ -256,27 +231,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from pathlib import Path  # a path, not bytes: run() hands a real file to the child as its stdin
 
         inp = Path(args.input)
+    # the command's options are named as the child's: --timeout, --grace, --cwd, --shell, --provider, ...
+    options = ChildOptions.given({**vars(args), "input": inp})
     with (
         interrupts(),  # SIGINT/TERM/HUP/QUIT: the child is ended, its summary printed, exit 128+N
         follow(events=args.events, events_file=args.events_file, progress=progress) as (on_event, on_start),
     ):
-        res = run(
-            command[0] if args.shell else command,
-            input=inp,
-            timeout=args.timeout,
-            grace=args.grace,
-            cwd=args.cwd,
-            shell=args.shell,
-            provider=args.provider,
-            spool_dir=args.spool_dir,
-            max_line=args.max_line,
-            max_retained=args.max_retained,
-            max_spool_bytes=args.max_spool_bytes,
-            keep_output=False,
-            on_event=on_event,
-            on_start=on_start,
-            allow_empty_answer=args.allow_empty_answer,
-        )
+        res = run(command[0] if args.shell else command, options, keep_output=False, on_event=on_event,
+                  on_start=on_start)
     return _print_result(res, args)
 
 

@@ -9,10 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .result import Result
+from typing import Any
 
 __all__ = [
     "Error",
@@ -77,10 +74,11 @@ class SpoolFullError(Error):
     """The spool filled up (disk full, quota, ``RLIMIT_FSIZE`` or ``max_spool_bytes``).
 
     The child's process group has been killed. ``result`` holds what could be
-    parsed from the bytes spooled before that.
+    parsed from the bytes spooled before that (a :class:`~spoolparse.Result`),
+    where there is one.
     """
 
-    def __init__(self, directory: str, bytes_written: int, reason: str, result: Result | None = None) -> None:
+    def __init__(self, directory: str, bytes_written: int, reason: str, result: Any = None) -> None:
         self.directory = directory
         self.bytes_written = bytes_written
         self.reason = reason
@@ -98,10 +96,11 @@ class TimeoutExpired(Error, subprocess.TimeoutExpired):
     subprocess.TimeoutExpired`` code keeps working, with its attributes:
     ``cmd``, ``timeout``, ``output`` (``None``: the transcript is in
     ``result.stdout``, the spool, not in memory) and ``stderr`` (the tail of
-    the child's stderr as bytes, ``result.stderr_tail``).
+    the child's stderr as bytes, ``result.stderr_tail``); ``result`` is the
+    :class:`~spoolparse.Result`.
     """
 
-    def __init__(self, result: Result, timeout: float | None) -> None:
+    def __init__(self, result: Any, timeout: float | None) -> None:
         subprocess.TimeoutExpired.__init__(
             self, result.args, timeout, output=None, stderr=result.stderr_tail.encode() or None  # type: ignore[arg-type]
         )
@@ -117,22 +116,22 @@ class CalledProcessError(Error, subprocess.CalledProcessError):
     Also a :class:`subprocess.CalledProcessError`, with its attributes:
     ``returncode`` (``None`` for a parse), ``cmd``, ``output`` (``None``: the
     transcript is in ``result.stdout``) and ``stderr`` (the tail of the
-    child's stderr as bytes).
+    child's stderr as bytes); ``result`` is the :class:`~spoolparse.Result`.
+    ``reason``: why the run is not ok where that says more than its exit
+    status (``None``: the exit status alone is the reason).
     """
 
-    def __init__(self, result: Result) -> None:
+    def __init__(self, result: Any, reason: str | None = None) -> None:
         subprocess.CalledProcessError.__init__(
-            self, result.returncode, result.args, output=None,  # type: ignore[arg-type]
+            self, result.returncode, result.args, output=None,
             stderr=result.stderr_tail.encode() or None,
         )
         self.result = result
+        self.reason = reason
 
     def __str__(self) -> str:
-        from .verdict import exit_reason  # the verdict's own words for a bare non-zero exit
-
-        rc = self.returncode
-        if self.result.error and (rc is None or self.result.error != exit_reason(rc)):
-            return f"command {self.cmd!r} failed: {self.result.error}"
+        if self.reason:
+            return f"command {self.cmd!r} failed: {self.reason}"
         return f"command {self.cmd!r} returned non-zero exit status {self.returncode}"
 
 

@@ -21,6 +21,7 @@ from .cost import price
 from .document import DOCUMENT, DocumentScanner, sniff
 from .errors import UsageError
 from .lines import NOTE, SKIP, Buffer, Dropped, LineScanner, Loads, Noted, Record, RetainFn
+from .options import ChildOptions
 from .providers import Engine, Provider, make_provider
 from .providers.base import LiveEvent
 from .result import Result
@@ -79,6 +80,14 @@ class StreamParser:
         self._head: bytearray | None = bytearray()
         #: Set when the stream is one JSON document (an array or a pretty-printed object).
         self.document: DocumentScanner | None = None
+
+    @classmethod
+    def of(cls, options: ChildOptions, *, live: bool = True) -> StreamParser:
+        """The parser of a child with these options (how its output is read: provider, bounds, decoder,
+        ``tool_output``, ``allow_empty_answer``)."""
+        return cls(options.provider, max_line=options.max_line, max_retained=options.max_retained,
+                   loads=options.loads, live=live, tool_output=options.tool_output,
+                   allow_empty_answer=options.allow_empty_answer)
 
     @property
     def provider_name(self) -> str:
@@ -262,8 +271,9 @@ def parse(
     .. seealso:: :func:`spoolparse.run`
     """
     start = time.monotonic()
-    sp = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=on_event is not None,
-                      tool_output=tool_output, allow_empty_answer=allow_empty_answer)
+    options = ChildOptions(provider=provider, max_line=max_line, max_retained=max_retained, loads=loads,
+                           tool_output=tool_output, allow_empty_answer=allow_empty_answer)  # checked there
+    sp = StreamParser.of(options, live=on_event is not None)
     owns = isinstance(source, (str, bytes, os.PathLike))  # a path, bytes too (as open() takes one)
     if not owns and not _binary_reader(source):
         raise UsageError(f"parse takes a path or a file opened in binary mode, not {type(source).__name__}")

@@ -1,835 +1,35 @@
-"""Starting a child on spools, following it, and ending it.
+"""``run``: one child followed from this thread, until it ends, into its :class:`~spoolparse.Result`.
 
-:class:`Child` owns one started child, its spools, its :class:`StreamParser`,
-its containment (its own process group, and a cgroup where one can be made)
-and its :class:`~spoolparse._lifecycle.Lifecycle`, and never waits. The
-drivers do the waiting, each with its own clock and way to sleep: :func:`run`
-here with a poll loop, the asyncio driver from the event loop, the runner for
-many at once. Each of them only feeds the lifecycle what it sees and sleeps
-until the time :meth:`Child.advance` hands back; the policy of how a child
-ends is the lifecycle's alone.
-
-Nothing outlives us: the child and what it starts carry our owner mark, its
-group and cgroup are held by the guardian (:mod:`spoolparse._guardian`) until
-they are empty, and a child that joins a cgroup before it runs also gets
-``PR_SET_PDEATHSIG`` (the three ways to start, :mod:`spoolparse._spawn`).
+The child itself (its spools, its parser, its containment, how it ends) is
+a :class:`~spoolparse.child.Child`; this driver only waits: it sleeps until
+the child writes or exits, or until the time the child's lifecycle hands
+back (inotify and a pidfd on Linux, bounded polling elsewhere). Live events
+go to the listener from a thread of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import math
-import os
-import resource
-import select
-import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import IO, Any, Literal, Protocol, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import _limits
-from ._guardian import Registration, guardian
-from ._lifecycle import Check, Deadlines, Done, Lifecycle, Reap, Send, Wait
-from ._proc import proc_stats
+from ._os.wait import SpoolWaiter
 from ._relay import EventRelay
 from ._signals import Interrupted, deferred
-from ._spawn import Gate, deathsig_preexec, explain_exec_error, gated_argv, spawn, start_way
-from ._wait import SpoolWaiter
-from .errors import SpawnError, SpoolFullError, UsageError
-from .lines import Loads
-from .parser import OnEvent, StreamParser
-from .providers import Provider
+from .child import LOOK, Argv, Budget, Child, group_alive, handed_back, signal_group
+from .options import ChildKeywords, ChildOptions
+from .parser import OnEvent
 from .providers.base import LiveEvent
 from .result import Result
-from .spool import DiskFacts, close_spool, open_spool, recycle_spool, resolve_spool_dir, spool_problem, writer_end
 
-__all__ = ["Child", "run", "Input", "Cgroup", "group_alive", "signal_group"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
-Input = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes], None]
-Argv = Union[Sequence[Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]], str, bytes]  # noqa: UP007 - runtime
-
-
-def _argv(args: Any, shell: bool) -> list[str] | str:
-    """``args`` as the strings a start takes, as :mod:`subprocess` reads them: each item a ``str``, ``bytes``
-    or a path (bytes decoded as file names are, so they reach the child as they were). A string or bytes
-    alone is one command for the shell, so it needs ``shell=True``."""
-    if isinstance(args, (bytes, bytearray)):
-        args = os.fsdecode(bytes(args))
-    elif isinstance(args, os.PathLike):
-        args = [args]  # one program, no arguments (subprocess's reading)
-    if isinstance(args, str):
-        if not shell:
-            raise UsageError("args is a string: give an argv list, or shell=True to run it through the shell")
-        return args
-    try:
-        argv = [os.fsdecode(a) for a in args]
-    except TypeError:
-        odd = next(a for a in args if not isinstance(a, (str, bytes, os.PathLike)))
-        raise UsageError(f"an argument is a string, bytes or a path, not {type(odd).__name__}") from None
-    if not argv:
-        raise UsageError("args is empty: give the command to run")
-    return argv
-
-
-def _workdir(cwd: Any) -> str | None:
-    """``cwd`` as a path string (bytes decoded as file names are, as :mod:`subprocess` takes them). One that is
-    missing is the start's :class:`~spoolparse.SpawnError`, naming it, as :mod:`subprocess` raises it."""
-    if cwd is None:
-        return None
-    try:
-        return os.fsdecode(cwd)
-    except TypeError:
-        raise UsageError(f"cwd is a path, not {type(cwd).__name__}") from None
-
-
-def signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to process group ``pgid``; ``False`` when the group is gone.
-
-    Never our own group, nor 0 (``killpg(0)`` is the caller's group): a child
-    not yet started has no group to signal.
-    """
-    if pgid <= 1 or pgid == os.getpgrp():
-        return False
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _live_members(pgid: int) -> bool:
-    """Whether a process other than a zombie is in group ``pgid`` (reads /proc)."""
-    return any(
-        len(fields) >= 3 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X")
-        for _, fields in proc_stats()
-    )
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether group ``pgid`` still has a live (non-zombie) process.
-
-    Orphans killed in the group become zombies of PID 1, which may take a
-    while to reap them; they hold nothing, so they count as gone.
-    """
-    if not signal_group(pgid, 0):
-        return False
-    return _live_members(pgid) if os.path.isdir("/proc") else True
-
-
-def _stdin_for(inp: Input, spool_dir: str) -> tuple[Any, IO[bytes] | None]:
-    """What to give the child as stdin, and a file to close afterwards.
-
-    Nothing is held whole in memory: a real file is passed straight through,
-    bytes and other readables are copied into a nameless file in bounded chunks.
-    """
-    if inp is None:
-        return subprocess.DEVNULL, None
-    if isinstance(inp, str):
-        inp = inp.encode()
-    if isinstance(inp, (bytes, bytearray, memoryview)):
-        f = open_spool(spool_dir)
-        view = memoryview(inp)
-        for i in range(0, len(view), _limits.INPUT_CHUNK):
-            f.write(view[i : i + _limits.INPUT_CHUNK])
-        f.seek(0)
-        return f, f
-    if isinstance(inp, os.PathLike):
-        try:
-            f = open(inp, "rb")  # noqa: SIM115
-        except OSError as e:
-            raise UsageError(f"cannot read input {os.fspath(inp)!r}: {e.strerror}") from e
-        return f, f
-    fileno = getattr(inp, "fileno", None)
-    if fileno is not None:
-        try:
-            fileno()
-            return inp, None
-        except (OSError, ValueError):
-            pass
-    read = getattr(inp, "read", None)
-    if read is None:
-        raise UsageError(f"input must be bytes, str, a path or a binary file, not {type(inp).__name__}")
-    f = open_spool(spool_dir)
-    while chunk := read(_limits.INPUT_CHUNK):
-        f.write(chunk)
-    f.seek(0)
-    return f, f
-
-
-class Cgroup(Protocol):
-    """What a child's cgroup offers (:class:`spoolparse.runner.cgroup.ChildCgroup` is one).
-
-    The guardian holds its ``dirs`` from the child's start: :meth:`remove` tells it to forget each once it is
-    gone (``guardian.release(None, dirs)``); one never removed is removed by the guardian when we exit."""
-
-    dirs: list[str]
-
-    def preexec(self) -> Callable[[], None]: ...
-
-    def attached(self) -> None: ...
-
-    def kill(self, sig: int = ...) -> None: ...
-
-    def procs(self) -> list[int]: ...
-
-    def remove(self, within: float = ...) -> bool: ...
-
-
-Containment = Cgroup | Literal["auto"] | None
-
-_placement: Any = None
-
-
-def _auto_cgroup() -> Cgroup | None:
-    """A cgroup of our own for one child, or ``None`` where none can be made (then the group sweep alone)."""
-    global _placement
-    if _placement is None:
-        # imported here: the runner package imports this module
-        from .runner.cgroup import Placement
-
-        try:
-            _placement = Placement.detect()
-        except OSError:
-            _placement = False
-    if not _placement or _placement.kind is None:
-        return None
-    try:
-        cg: Cgroup = _placement.create(memory_limit=None, pids_max=None)
-    except OSError:
-        return None
-    return cg
-
-
-def _preexec(parts: list[Callable[[], None] | None]) -> Callable[[], None] | None:
-    todo = [p for p in parts if p is not None]
-    if not todo:
-        return None
-    if len(todo) == 1:
-        return todo[0]
-
-    def all_of() -> None:
-        for p in todo:
-            p()
-
-    return all_of
-
-
-class Child:
-    """One child process writing to two spools, and the parser following its stdout.
-
-    Nothing here sleeps: :meth:`pump` reads what is new, :meth:`exited` polls,
-    :meth:`advance` does what the lifecycle asks and says until when to sleep.
-    ``deadlines`` is the child's time policy (timeout, grace, soft signal);
-    ``cgroup`` is ``"auto"`` (one of our own where it can be made), a cgroup
-    made by the caller, or ``None`` (the process group alone); the child
-    joins it before it execs. Without a cgroup to join nor a ``preexec_fn``
-    the child starts directly (``vfork``, one ``exec``); with a cgroup and
-    stdin ``/dev/null``, gated (:mod:`spoolparse._spawn`).
-
-    ``launch=False`` makes the child ready (spools, environment, parser) and
-    leaves the start to :meth:`launch`, which a driver may call from another
-    thread: it is the part that waits for the ``exec``.
-    """
-
-    def __init__(
-        self,
-        args: Argv,
-        *,
-        input: Input = None,
-        cwd: str | os.PathLike[str] | None = None,
-        env: Mapping[str, str] | None = None,
-        shell: bool = False,
-        provider: str | Provider = "auto",
-        spool_dir: str | os.PathLike[str] | None = None,
-        max_line: int = _limits.MAX_LINE,
-        max_retained: int = _limits.MAX_RETAINED,
-        max_spool_bytes: int | None = None,
-        loads: Loads | None = None,
-        preexec_fn: Any = None,
-        read_buffer: bytearray | None = None,
-        live: bool = True,
-        deadlines: Deadlines | None = None,
-        cgroup: Containment = None,
-        close_in_background: bool = False,
-        launch: bool = True,
-        allow_empty_answer: bool = False,
-    ) -> None:
-        # read_buffer: one buffer shared by children pumped from a single thread (the
-        # parser never keeps it), so each start does not allocate and zero READ_CHUNK.
-        self.args: list[str] | str = _argv(args, shell)
-        cwd = _workdir(cwd)
-        # live=False: nobody listens, so no events are kept and tool lines go unread
-        self.parser = StreamParser(provider, max_line=max_line, max_retained=max_retained, loads=loads, live=live,
-                                   allow_empty_answer=allow_empty_answer)
-        # a driver that supervises other children too (the batch, an event loop) has a large spool closed
-        # in the background: freeing its blocks would hold up everyone else
-        self._close = close_spool if close_in_background else _close_now
-        self.spool_dir = resolve_spool_dir(spool_dir)
-        self.parser.scanner.spill_dir = self.spool_dir  # a long line held past SPILL_BYTES goes beside its spool
-        self.max_spool_bytes = max_spool_bytes
-        self._read_limit: int | None = max_spool_bytes
-        self.stdout = open_spool(self.spool_dir)
-        self.stderr: IO[bytes] | None = None
-        self._stdin_close: IO[bytes] | None = None
-        # the child's own write descriptors on the spools, closed once it has them; with them (and
-        # the spools not handed to a result) the spools may be recycled after the child is gone
-        ends: list[int] = []
-        self._recycle = False
-        self._spools_closed = False
-        self.offset = 0
-        self._buf = read_buffer if read_buffer is not None else bytearray(_limits.READ_CHUNK)
-        self.started = time.monotonic()
-        self.spool_full: str | None = None
-        self._seen_sizes = (-1, -1)  # spool sizes at the last has_news()
-        self._next_thorough_check = 0.0  # see check_spool()
-        self.returncode: int | None = None
-        #: CPU seconds of the child (user + system), once reaped.
-        self.cpu = 0.0
-        #: Largest resident set (bytes) of the child and the descendants it waited for, once reaped.
-        self.max_rss = 0
-        self._timed_out = False
-        self._pidfd = -1
-        self._held = False
-        self.pid = self.pgid = 0
-        self.cgroup: Cgroup | None = None
-        self._own_cgroup = cgroup == "auto"
-        self.life = Lifecycle(deadlines if deadlines is not None else Deadlines(), started=self.started)
-        self._launch: _Launch | None = None
-        gate: Gate | None = None
-        try:
-            self.stderr = open_spool(self.spool_dir)
-            ends = [writer_end(self.stdout), writer_end(self.stderr)]
-            if -1 in ends:
-                out_end: Any = self.stdout
-                err_end: Any = self.stderr
-            else:
-                out_end, err_end = ends
-                self._recycle = True
-            stdin, self._stdin_close = _stdin_for(input, self.spool_dir)
-            self.cgroup = _auto_cgroup() if cgroup == "auto" else cgroup
-            program = ["/bin/sh", "-c", self.args] if isinstance(self.args, str) else self.args
-            # every child carries our owner mark: the guardian ends what has it when we are gone
-            marked = guardian.marked_env(env) if sys.platform.startswith("linux") else None
-            cgroups = self._cgroup_dirs()
-            registration: Registration | None = None
-            try:
-                way = start_way(
-                    program, marked=marked is not None, cgroups=bool(cgroups),
-                    devnull_stdin=stdin is subprocess.DEVNULL, preexec_fn=preexec_fn is not None, env=env, cwd=cwd,
-                )
-            except (OSError, ValueError) as e:
-                raise self._spawn_error(e) from None
-            gated = gated_argv(program, [os.path.join(d, "cgroup.procs") for d in cgroups]) if way == "gated" else None
-            if way == "direct" or gated is not None:
-                # direct: one exec, vfork; the mark covers the instant between the fork and our hold. gated: a
-                # cgroup to join before exec, without Python in the child
-                if gated is not None:
-                    gate = Gate()
-                    stdin = gate.r
-                argv, preexec, env = gated or program, None, marked
-            else:
-                argv = program
-                env = marked if marked is not None else env
-                join = self.cgroup.preexec() if self.cgroup is not None else None
-                # the child itself tells the guardian about its group, before it runs anything
-                registration = guardian.registration(cgroups)
-                preexec = _preexec([deathsig_preexec(), join, registration, preexec_fn])
-            self._launch = _Launch(argv, program, stdin, out_end, err_end, cwd, env, preexec, gate, registration, ends)
-        except BaseException:
-            if gate is not None:
-                gate.close()
-            self._launched(ends)
-            self.close()
-            raise
-        if launch:
-            self.launch()
-
-    def launch(self) -> None:
-        """Start the child prepared by ``Child(..., launch=False)`` (a driver may do it in another thread:
-        this part waits for the ``exec``). Raises :class:`~spoolparse.SpawnError` as the constructor would."""
-        plan, self._launch = self._launch, None
-        if plan is None:  # an assert would vanish under python -O and leave an AttributeError
-            raise UsageError("launch() is for a child made with launch=False, once")
-        gate, registration = plan.gate, plan.registration
-        cgroups = self._cgroup_dirs()
-        held_by_us = registration is None  # else the child told the guardian itself
-
-        def start() -> subprocess.Popen[bytes]:
-            try:
-                with registration or contextlib.nullcontext():
-                    return subprocess.Popen(  # an argv list; a shell only when asked
-                        plan.argv,
-                        stdin=plan.stdin,
-                        stdout=plan.stdout,
-                        stderr=plan.stderr,
-                        cwd=plan.cwd,
-                        env=plan.env,
-                        start_new_session=True,
-                        preexec_fn=plan.preexec,
-                    )
-            except (OSError, ValueError) as e:
-                raise self._spawn_error(e, plan) from None
-
-        try:
-            # From fork to the child being ours to end, a signal must not cut in (the child would be
-            # nobody's); one that comes is raised again at the end of the block, and the cleanup below runs.
-            with deferred():
-                self.started = time.monotonic()
-                self.life.started = self.started
-                try:
-                    # PR_SET_PDEATHSIG is the forking thread's: those starts fork from one that outlives the child
-                    self.proc = start() if plan.preexec is None and gate is None else spawn(start)
-                except BaseException:
-                    if registration is not None:
-                        registration.done(None)  # a child that registered itself and then failed to exec
-                    raise
-                finally:
-                    if gate is not None:
-                        gate.started()
-                self.pid = self.pgid = self.proc.pid  # start_new_session: the child leads its own group
-                self._held = True
-                if registration is not None:
-                    registration.done(self.pid)
-                if held_by_us:
-                    guardian.hold(self.pid, cgroups)
-                if gate is not None:
-                    gate.open()
-        except BaseException:
-            if gate is not None:
-                gate.close()
-            if self._held:
-                self.kill_now()
-            self.close()
-            raise
-        finally:
-            self._launched(plan.ends)
-        try:
-            self._pidfd = os.pidfd_open(self.pid)
-        except (AttributeError, OSError):
-            self._pidfd = -1
-
-    def _spawn_error(self, e: OSError | ValueError, plan: _Launch | None = None) -> SpawnError:
-        """A start that failed, as :class:`~spoolparse.SpawnError`: the OS refused it, or what was to be passed
-        cannot be (``ValueError``: a NUL byte in the command, its environment or its directory; ``=`` in a
-        variable's name). ``plan``: the start that failed, whose ``execve`` error names what it can."""
-        err = e if isinstance(e, OSError) else OSError(errno.EINVAL, str(e))
-        if plan is not None:
-            program = plan.program[0]
-            if err.errno == errno.E2BIG:
-                # the program's arguments (and environment) are what is too long, whatever exec'd first
-                err = OSError(err.errno, err.strerror, program)
-            elif plan.argv[0] == program:  # the program's own execve: what made it fail, where more can be said
-                err = explain_exec_error(err, program, env=plan.env, cwd=plan.cwd)
-        return SpawnError(self.args if isinstance(self.args, list) else [self.args], err)
-
-    def _launched(self, ends: list[int]) -> None:
-        """The child has its copies of our descriptors (or will never run): ours go."""
-        for fd in ends:
-            if fd >= 0:
-                os.close(fd)
-        ends.clear()
-        if self._stdin_close is not None:
-            self._stdin_close.close()
-            self._stdin_close = None
-        if self.cgroup is not None:
-            self.cgroup.attached()
-
-    def _cgroup_dirs(self) -> list[str]:
-        return list(self.cgroup.dirs) if self.cgroup is not None else []
-
-    # -- reading -----------------------------------------------------------
-
-    def has_news(self) -> bool:
-        """Whether a spool changed size since the last call, or stdout holds bytes not yet parsed.
-
-        One ``fstat`` call (two with ``max_spool_bytes``, which counts stderr too): a supervisor with
-        many quiet children reads and checks only the others. Without a cap stderr matters only to
-        the once-a-second checks, which look at it anyway.
-        """
-        assert self.stderr is not None
-        out = os.fstat(self.stdout.fileno()).st_size
-        sizes = (out, os.fstat(self.stderr.fileno()).st_size if self.max_spool_bytes is not None else -1)
-        unread = self.offset < out and (self._read_limit is None or self.offset < self._read_limit)
-        if sizes == self._seen_sizes and not unread:
-            return False
-        self._seen_sizes = sizes
-        return True
-
-    @property
-    def unread(self) -> int:
-        """Bytes of stdout written and not yet parsed, as of the last :meth:`has_news` (no system call)."""
-        end = self._seen_sizes[0] if self._read_limit is None else min(self._seen_sizes[0], self._read_limit)
-        return max(0, end - self.offset)
-
-    def pump(self, limit: int = _limits.FOLLOW_STEP) -> tuple[int, list[LiveEvent]]:
-        """Feed what the child wrote since last time (at most ``limit`` bytes).
-
-        Never reads past ``max_spool_bytes``, nor past the point where the
-        spool was found full: what a child writes beyond that is not parsed.
-        """
-        fd = self.stdout.fileno()
-        buf = self._buf
-        got = 0
-        live: list[LiveEvent] = []
-        if self._read_limit is not None:
-            limit = min(limit, self._read_limit - self.offset)
-        while got < limit:
-            # pread: the child shares this file's offset, so we must never move it.
-            n = os.preadv(fd, [memoryview(buf)[: min(len(buf), limit - got)]], self.offset)
-            if n <= 0:
-                self.parser.spool_size(os.fstat(fd).st_size)  # caught up: a spool below it was truncated
-                break
-            self.offset += n
-            got += n
-            live.extend(self.parser.feed(buf, 0, n))
-            if n < len(buf):
-                break
-        return got, live
-
-    def pump_within(
-        self, limit: int, until: float, max_events: int | None = None
-    ) -> tuple[int, list[LiveEvent], bool]:
-        """:meth:`pump` a ``PARSE_SLICE`` at a time until ``limit`` bytes, caught up, the clock
-        (``time.monotonic``) passed ``until``, or ``max_events`` events are in hand: (bytes, events, caught
-        up). However small the events, the caller gets the hand back within a slice's parse of ``until``, with
-        at most a slice's events past ``max_events``."""
-        got = 0
-        live: list[LiveEvent] = []
-        while True:
-            n, more = self.pump(min(_limits.PARSE_SLICE, limit - got))
-            live.extend(more)
-            got += n
-            if n == 0:
-                return got, live, True
-            if got >= limit or time.monotonic() >= until or (max_events is not None and len(live) >= max_events):
-                return got, live, False
-
-    # -- the process -------------------------------------------------------
-
-    @property
-    def pidfd(self) -> int:
-        """A pidfd for the child (readable once it exits), or ``-1`` where there is none."""
-        return self._pidfd
-
-    @property
-    def timed_out(self) -> bool:
-        """Whether the hard timeout fired."""
-        return self.life.timed_out or self._timed_out
-
-    @timed_out.setter
-    def timed_out(self, value: bool) -> None:
-        self._timed_out = value
-
-    def exited(self) -> bool:
-        """Whether the child has exited (not reaped: its group id stays ours)."""
-        if self.returncode is not None:
-            return True
-        try:
-            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True
-        return info is not None and info.si_pid == self.pid
-
-    def wait_exit(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds for the child's exit (pidfd where there is one)."""
-        if self.exited():
-            return True
-        if self._pidfd >= 0:
-            p = select.poll()
-            p.register(self._pidfd, select.POLLIN)
-            p.poll(_poll_ms(timeout))
-        else:
-            time.sleep(max(0.0, timeout))
-        return self.exited()
-
-    def check_spool(
-        self, *, thorough: bool | None = None, sizes: tuple[int, int] | None = None, facts: DiskFacts | None = None
-    ) -> str | None:
-        """Why the spool is full, once it is (then nothing past this point is parsed).
-
-        ``max_spool_bytes`` is checked on every call; the disk and the file size limit once per
-        :data:`~spoolparse._limits.SPOOL_CHECK_INTERVAL` (``thorough=None``), now (``True``), or not now
-        (``False``: a driver that looks at many children on a schedule of its own). ``facts``: what such a
-        driver's pass took once for all of them (:class:`~spoolparse.spool.DiskFacts`).
-        """
-        if self.spool_full is None:
-            assert self.stderr is not None
-            now = time.monotonic()
-            if thorough is None:
-                thorough = now >= self._next_thorough_check
-            if thorough:
-                self._next_thorough_check = now + _limits.SPOOL_CHECK_INTERVAL
-            elif self.max_spool_bytes is None:
-                return None  # no cap to compare with, and the disk is not due: nothing to look at
-            self.spool_full = spool_problem(
-                (self.stdout.fileno(), self.stderr.fileno()), self.max_spool_bytes, thorough=thorough, sizes=sizes,
-                facts=facts, where=self.spool_dir,
-            )
-            if self.spool_full is not None and self.max_spool_bytes is None:
-                # A full disk can hold a transcript of any size: parse what is here, no more.
-                self._read_limit = os.fstat(self.stdout.fileno()).st_size
-        return self.spool_full
-
-    def signal(self, sig: int) -> bool:
-        """Send ``sig`` to the child's group and cgroup; ``False`` when the group is gone."""
-        alive = signal_group(self.pgid, sig)
-        if self.cgroup is not None:
-            with contextlib.suppress(OSError):
-                self.cgroup.kill(sig)
-        return alive
-
-    def leftovers(self) -> bool:
-        """Whether a process of the child's group or cgroup is still alive (not a zombie)."""
-        if self.cgroup is not None and self.cgroup.procs():
-            return True
-        return group_alive(self.pgid)
-
-    # -- the lifecycle -------------------------------------------------------
-
-    def advance(self, now: float) -> Wait | Done:
-        """Do what the lifecycle asks that needs no waiting; return the :class:`Wait` or :class:`Done` that ends it.
-
-        Notices the child's exit on the way (a cheap ``waitid``); reaping and
-        the leftover checks happen here, never blocking.
-        """
-        life = self.life
-        if not life.leader_exited and self.exited():
-            life.exited(now)
-        while True:
-            action = life.next_action(now)
-            if isinstance(action, Send):
-                self.signal(action.sig)
-            elif isinstance(action, Reap):
-                life.reaped(now, self._reap())
-            elif isinstance(action, Check):
-                life.checked(now, leftovers=self.leftovers())
-            else:
-                if isinstance(action, Done):
-                    self._release()
-                return action
-
-    def _reap(self) -> int:
-        if self.returncode is None:
-            try:
-                pid, status, ru = os.wait4(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): the status is lost
-                pid, status, ru = self.pid, 0, None
-            if pid == 0:  # not exited after all: wait for it (only a KILLed child gets here)
-                pid, status, ru = os.wait4(self.pid, 0)
-            self.returncode = self.proc.returncode = os.waitstatus_to_exitcode(status)
-            if ru is not None:
-                self.cpu = ru.ru_utime + ru.ru_stime
-                self.max_rss = _own_peak(ru.ru_maxrss * 1024)
-        return self.returncode
-
-    def _release(self) -> None:
-        """The child and its leftovers are gone: the guardian forgets its group; our own cgroup goes (and is
-        forgotten once gone: :meth:`Cgroup.remove`)."""
-        if self._held:
-            self._held = False
-            guardian.release(self.pgid, [])
-            if self._own_cgroup and self.cgroup is not None:
-                self.cgroup.remove(self.life.deadlines.grace)
-
-    def settle(self) -> None:
-        """Block until the lifecycle is done (the synchronous driver's end: reap and sweep)."""
-        while True:
-            now = time.monotonic()
-            action = self.advance(now)
-            if isinstance(action, Done):
-                return
-            left = _limits.POLL_MAX if action.until is None else action.until - now
-            left = min(max(0.0, left), _limits.POLL_MAX)
-            if self.life.leader_exited:
-                time.sleep(left)  # a pidfd stays readable after the exit: it cannot wake us
-            else:
-                self.wait_exit(left)
-
-    def kill_now(self) -> None:
-        """For interrupts and errors: TERM, a short grace, KILL, reap, sweep. Never raises.
-
-        The ending signals are held back meanwhile, so a second Ctrl-C cannot cut it short.
-        """
-        with deferred():
-            try:
-                if self._held or self.returncode is None:
-                    self.life.stop(time.monotonic(), "cancelled", grace=_limits.INTERRUPT_GRACE)
-                    self.settle()
-            except OSError:
-                pass
-
-    # -- the end -----------------------------------------------------------
-
-    def stderr_tail(self, size: int | None = None) -> str:
-        """The last ``STDERR_TAIL`` bytes of stderr (``size``: the spool's, when the caller has it)."""
-        if self.stderr is None:
-            return ""
-        fd = self.stderr.fileno()
-        if size is None:
-            size = os.fstat(fd).st_size
-        n = min(size, _limits.STDERR_TAIL)
-        data = os.pread(fd, n, size - n) if n else b""
-        return data.decode("utf-8", "replace")
-
-    def result(
-        self,
-        *,
-        keep_output: bool = True,
-        timeout: float | None = None,
-        emit: Callable[[list[LiveEvent]], Any] | None = None,
-    ) -> tuple[Result, list[LiveEvent]]:
-        """Read the rest of the spool and build the :class:`Result` (the child must be reaped).
-
-        With ``emit``, the events of the rest are handed to it a step at a
-        time (a backlog of any size costs no memory) and none are returned.
-        """
-        live: list[LiveEvent] = []
-        while True:
-            n, more = self.pump()
-            if emit is not None:
-                emit(more)
-            else:
-                live.extend(more)
-            if not n:
-                break
-        more = self.parser.close()
-        if emit is not None:
-            emit(more)
-        else:
-            live.extend(more)
-        assert self.stderr is not None
-        # each spool's size once (the child is gone: they no longer change), for every use below
-        stderr_bytes = os.fstat(self.stderr.fileno()).st_size
-        spool_size = os.fstat(self.stdout.fileno()).st_size
-        # what the child wrote, which past a spool limit is more than what was parsed
-        stdout_bytes = max(self.offset, spool_size)
-        rc = self.returncode
-        spool_full = self.spool_full
-        if spool_full is None and rc == -getattr(signal, "SIGXFSZ", 25):
-            spool_full = self.spool_full = "file size limit (RLIMIT_FSIZE) reached"
-        elif spool_full is None:
-            # a child that dies of ENOSPC can exit before a poll sees the disk full: look once more
-            spool_full = self.check_spool(thorough=True, sizes=(spool_size, stderr_bytes))
-        res = self.parser.finish(
-            args=self.args,
-            returncode=rc,
-            timed_out=self.timed_out,
-            spool_full=spool_full is not None,
-            duration_s=time.monotonic() - self.started,
-            stdout_bytes=stdout_bytes,
-            stderr_bytes=stderr_bytes,
-            stderr_tail=self.stderr_tail(stderr_bytes),
-            timeout=timeout,
-            spool_size=spool_size,
-            spool_cap=self.max_spool_bytes,
-        )
-        if spool_full is not None:
-            msg = f"spool full in {self.spool_dir} after {stdout_bytes + stderr_bytes} bytes ({spool_full})"
-            res.error = msg if res.error is None else f"{msg}; {res.error}"
-        if keep_output:
-            for f in (self.stdout, self.stderr):
-                f.seek(0)
-            res.stdout, res.stderr = self.stdout, self.stderr
-            self._recycle = False  # the spools now belong to the result
-            self._close_pidfd()
-        else:
-            self.close()
-        return res, live
-
-    def close(self) -> None:
-        """Close the spools (a large one in the background with ``close_in_background``) and the pidfd
-        (idempotent); a cgroup of our own goes once its child has."""
-        plan, self._launch = self._launch, None
-        if plan is not None:  # never launched
-            if plan.gate is not None:
-                plan.gate.close()
-            self._launched(plan.ends)
-        recycle, self._recycle = self._recycle and not self._held, False
-        if not self._spools_closed:
-            self._spools_closed = True  # a recycled spool may be another child's by the next call
-            for f in (self.stdout, self.stderr):
-                if f is not None and not (recycle and recycle_spool(f, self.spool_dir)):
-                    self._close(f)
-        if self._stdin_close is not None:
-            self._close(self._stdin_close)
-        self._close_pidfd()
-        if self._own_cgroup and self.cgroup is not None and not self._held:
-            self.cgroup.remove(self.life.deadlines.grace)
-
-    def _close_pidfd(self) -> None:
-        if self._pidfd >= 0:
-            os.close(self._pidfd)
-            self._pidfd = -1
-
-
-@dataclass
-class _Launch:
-    """What :meth:`Child.launch` starts: made ready by the constructor."""
-
-    argv: list[str]
-    program: list[str]  # what argv starts (argv itself, or after the gated start's shim)
-    stdin: Any
-    stdout: Any
-    stderr: Any
-    cwd: str | os.PathLike[str] | None
-    env: Mapping[str, str] | None
-    preexec: Callable[[], None] | None
-    gate: Gate | None
-    registration: Registration | None
-    ends: list[int]
-
-
-def _close_now(f: IO[bytes]) -> None:
-    f.close()
-
-
-def _own_peak(maxrss: int) -> int:
-    """A reaped child's ``ru_maxrss`` (bytes) when it is the child's own, else 0 (unknown).
-
-    The kernel starts a process's figure at the high-water mark of the memory its ``exec`` replaced: for a
-    child started by ``vfork`` or ``fork``, ours. A figure no larger than our own peak may so be ours (from a
-    parent of 300 MiB a ``true`` reported 311 MiB), never the child's alone; above it, it is the child's (or a
-    descendant's it waited for). Our own ``ru_maxrss`` began the same way, at our parent's mark: when it is
-    above our memory's own (``VmHWM``), that one is the figure to pass."""
-    global _peak_known_own
-    ours = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if maxrss > ours:
-        return maxrss
-    if _peak_known_own != ours:  # not known to be ours alone: our own mark (read only while they differ)
-        hwm = _high_water_mark()
-        if hwm is None or hwm >= ours:
-            _peak_known_own = ours  # the same figure: ours alone from now on (it only grows)
-        elif maxrss > hwm:
-            return maxrss
-    return 0
-
-
-#: Our ``ru_maxrss`` (bytes) when it was last found to be our own memory's, not our parent's.
-_peak_known_own = -1
-
-
-def _high_water_mark() -> int | None:
-    """This process's own resident high-water mark (``VmHWM``, bytes), ``None`` where there is none to read."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _poll_ms(seconds: float) -> int:
-    """A :meth:`select.poll.poll` timeout: milliseconds, rounded up so a wait never ends early."""
-    return max(0, math.ceil(seconds * 1000))
+__all__ = ["Child", "run", "group_alive", "signal_group"]
 
 
 def _nobody(live: list[LiveEvent]) -> None:
@@ -896,34 +96,30 @@ def _deliver_rest(
 
 def run(
     args: Argv,
+    options: ChildOptions | None = None,
     *,
-    input: Input = None,
-    timeout: float | None = None,
-    grace: float = _limits.DEFAULT_GRACE,
-    cwd: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    shell: bool = False,
     check: bool = False,
-    provider: str | Provider = "auto",
-    spool_dir: str | os.PathLike[str] | None = None,
-    max_line: int = _limits.MAX_LINE,
-    max_retained: int = _limits.MAX_RETAINED,
-    max_spool_bytes: int | None = None,
     on_event: OnEvent | None = None,
     on_start: Callable[[Child], Any] | None = None,
     keep_output: bool = True,
-    loads: Loads | None = None,
-    containment: Containment = "auto",
-    allow_empty_answer: bool = False,
+    **changes: Unpack[ChildKeywords],
 ) -> Result:
     """Run a command whose stdout is JSON lines, and return its answer.
 
-    stdout and stderr go to nameless spool files (never a pipe, never memory);
-    the stdout spool is parsed while the child writes it. The child leads its
-    own process group (and, with ``containment="auto"``, its own cgroup
-    where one can be made, which also holds what calls ``setsid``): on
-    ``timeout`` the group gets SIGTERM, then SIGKILL after ``grace``
-    seconds, and ``timed_out`` is set. Processes the child leaves behind are
+    The child's options are one :class:`~spoolparse.ChildOptions`
+    (``options``; default: every default), with any of its fields given as
+    keyword arguments on top, as :func:`subprocess.run` takes those of
+    :class:`subprocess.Popen`: ``run(argv, timeout=600, input=prompt)``. A bad
+    value is a :class:`~spoolparse.UsageError` before anything starts.
+
+    stdout and stderr go to nameless spool files (never a pipe, never memory)
+    in ``spool_dir``; the stdout spool is parsed while the child writes it
+    (as ``provider``, within ``max_line`` and ``max_retained``). The child
+    leads its own process group (and, with ``containment="auto"``, the
+    default, its own cgroup where one can be made, which also holds what
+    calls ``setsid``): on ``timeout`` the group gets SIGTERM, then SIGKILL
+    after ``grace`` seconds, and ``timed_out`` is set (``soft_timeout``
+    sends ``soft_signal`` once before). Processes the child leaves behind are
     ended the same way when it exits. On ``KeyboardInterrupt`` (or any
     exception, such as one raised by ``on_event``) the group is killed, the
     spools closed, and the exception re-raised. If this process dies, even by
@@ -931,8 +127,10 @@ def run(
     a child ends). ``containment=None``: the process group alone.
 
     ``input`` is ``bytes``, ``str`` (UTF-8), a path (``os.PathLike``) or a
-    binary file; ``None`` gives the child ``/dev/null``. With ``check=True`` a
-    result that is not ``ok`` raises :class:`~spoolparse.TimeoutExpired` or
+    binary file; ``None`` gives the child ``/dev/null``; ``cwd``, ``env`` and
+    ``shell`` mean what they mean to :func:`subprocess.run`. With
+    ``check=True`` a result that is not ``ok`` raises
+    :class:`~spoolparse.TimeoutExpired` or
     :class:`~spoolparse.CalledProcessError`. ``allow_empty_answer=True``: a run
     that finished without an answer is ``ok`` (by default it is not: "the agent
     finished without an answer").
@@ -951,24 +149,9 @@ def run(
 
     .. seealso:: :func:`subprocess.run`, :func:`spoolparse.arun`
     """
-    deadlines = Deadlines(timeout=timeout, grace=grace)  # checked before anything starts
-    child = Child(
-        args,
-        input=input,
-        cwd=cwd,
-        env=env,
-        shell=shell,
-        provider=provider,
-        spool_dir=spool_dir,
-        max_line=max_line,
-        max_retained=max_retained,
-        max_spool_bytes=max_spool_bytes,
-        loads=loads,
-        live=on_event is not None,
-        deadlines=deadlines,
-        cgroup=containment,
-        allow_empty_answer=allow_empty_answer,
-    )
+    opts = ChildOptions.of(options, changes, caller="run")  # checked before anything starts
+    timeout = opts.timeout
+    child = Child(args, opts, live=on_event is not None)
     assert child.stderr is not None
     waiter: SpoolWaiter | None = None
     # the listener is called from a thread of its own: one that is slow, or blocks on a full pipe, holds up no
@@ -988,29 +171,26 @@ def run(
             on_start(child)
         interval = waiter.next_interval(None)
         while True:
+            now = time.monotonic()
             if relay is None:
-                n, _ = child.pump()
+                budget = Budget(_limits.FOLLOW_STEP)
             else:
                 bell.clear()  # before the look at the room: a wake after it is not lost
                 if relay.failed is not None:
                     raise relay.failed
-                n = 0
-                if relay.room:
-                    until = time.monotonic() + _limits.PARSE_BUDGET
-                    step = min(_limits.FOLLOW_STEP, relay.byte_room)
-                    n, live, _ = child.pump_within(step, until, max_events=relay.room)
-                    relay.put(deliver, None, live, n)
-            now = time.monotonic()
-            if child.check_spool() is not None:
-                child.life.stop(now, "spool full", grace=0)
-            action = child.advance(now)
+                # while EVENT_BACKLOG events wait for the listener, nothing is parsed (the spool holds the rest)
+                budget = LOOK if not relay.room else Budget(
+                    min(_limits.FOLLOW_STEP, relay.byte_room), now + _limits.PARSE_BUDGET, relay.room
+                )
+            step = child.step(now, budget)
+            if relay is not None:
+                relay.put(deliver, None, step.events, step.read)
             if child.life.leader_exited:
                 break
-            if n:
+            if step.read:
                 interval = waiter.next_interval(None)
                 continue
-            assert isinstance(action, Wait)
-            wait = interval if action.until is None else min(interval, max(0.0, action.until - now))
+            wait = interval if step.until is None else min(interval, max(0.0, step.until - now))
             if relay is not None and relay.full:
                 # the spool's writes must not wake us (nothing is parsed until the listener catches up); the
                 # exit is looked at every POLL_MAX meanwhile, the deadlines on time
@@ -1037,12 +217,4 @@ def run(
         if relay is not None:
             relay.close(wait=_limits.EVENT_JOIN)  # the listener done with the event it is in
         raise
-    if res.spool_full:
-        raise SpoolFullError(child.spool_dir, res.stdout_bytes + res.stderr_bytes, child.spool_full or "", res)
-    if check:
-        try:
-            res.check_returncode()
-        except BaseException:
-            res.close()
-            raise
-    return res
+    return handed_back(child, res, check=check)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-    from .process import Child
+    from .child import Child
 
 __all__ = ["Activity", "RunningTasks", "Spend", "StatusLine", "EventWriter", "follow", "format_bytes", "format_count"]
 

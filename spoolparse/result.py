@@ -11,6 +11,7 @@ from typing import IO, Any, cast
 from .errors import CalledProcessError, TimeoutExpired
 from .types import SUMMARY_FIELDS as _SUMMARY_FIELDS
 from .types import CostSource, Summary
+from .verdict import exit_reason
 
 __all__ = ["Result", "SUMMARY_FIELDS"]
 
@@ -112,18 +113,15 @@ class Result:
         out["duration_s"] = round(self.duration_s, 3)
         return cast(Summary, out)
 
-    def exit_status(self) -> int:
-        """The CLI's exit status for this result (see the docs' exit-status table)."""
-        from ._cli_common import exit_status  # the one exit-status policy of every subcommand
-
-        return exit_status(self)
-
     def check_returncode(self) -> None:
         """Raise :class:`TimeoutExpired` or :class:`CalledProcessError` unless ``ok``."""
         if self.timed_out:
             raise TimeoutExpired(self, self.timeout)
         if not self.ok:
-            raise CalledProcessError(self)
+            rc = self.returncode
+            # the error where it says more than the bare exit status (the verdict's own words for that)
+            bare = rc is not None and self.error == exit_reason(rc)
+            raise CalledProcessError(self, None if bare else self.error)
 
     def close(self) -> None:
         """Close and so delete the spool files (idempotent)."""

@@ -1,4 +1,5 @@
-"""Where spool files live, how they are made, and when a spool is full.
+"""Where spool files live, and how they are made, kept for reuse and closed (when one is full:
+:mod:`spoolparse.spool_full`).
 
 A spool is a :func:`tempfile.TemporaryFile`: on Linux an ``O_TMPFILE`` file
 that never has a name, else one unlinked at creation; mode 0600 either way.
@@ -31,7 +32,6 @@ import errno
 import fcntl
 import os
 import queue
-import resource
 import stat
 import struct
 import sys
@@ -43,13 +43,12 @@ from typing import IO
 
 from . import _limits
 from ._dirfd import NotOurs, make_unique_dir, open_path, own_dir, refusal
-from ._proc import pid_gone
+from ._os.proc import pid_gone
 from ._signals import helper_thread
 from .errors import SpoolDirError, SpoolDirWarning, SpoolFullError
 
 __all__ = [
-    "ENV_VAR", "resolve_spool_dir", "open_spool", "writer_end", "recycle_spool", "empty_pool", "DiskFacts",
-    "spool_problem", "temp_dir",
+    "ENV_VAR", "resolve_spool_dir", "open_spool", "writer_end", "recycle_spool", "empty_pool", "temp_dir",
     "close_spool", "wait_closed",
 ]
 
@@ -561,75 +560,6 @@ def empty_pool() -> int:
 
 # closed on purpose at exit (the kernel would close them anyway, but a file object left to the collector warns)
 atexit.register(empty_pool)
-
-
-class DiskFacts:
-    """What a full-spool check asks the kernel beyond the spools' sizes: the file size limit, whether we are
-    root, and whether a spool filesystem has room. Taken when first asked and kept for the life of the
-    object: one per pass over many children (a batch looks at all of them once a second) spares each child's
-    check the same three system calls; one per check otherwise (then nothing is cached).
-    """
-
-    __slots__ = ("_fsize_limit", "_no_space", "_root")
-
-    def __init__(self) -> None:
-        self._fsize_limit: int | None = None
-        self._root: bool | None = None
-        self._no_space: dict[str, bool] = {}
-
-    @property
-    def fsize_limit(self) -> int:
-        """The soft ``RLIMIT_FSIZE`` (the child inherits it)."""
-        if self._fsize_limit is None:
-            self._fsize_limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        return self._fsize_limit
-
-    def no_space(self, fd: int, where: str) -> bool:
-        """Whether the filesystem of ``fd`` (a spool in directory ``where``) has no free block for us."""
-        full = self._no_space.get(where)
-        if full is None:
-            vfs = os.fstatvfs(fd)
-            if self._root is None:
-                self._root = os.geteuid() == 0
-            # root may write into the reserved blocks, so only the truly free ones count for it
-            free = vfs.f_bfree if self._root else vfs.f_bavail
-            full = self._no_space[where] = free == 0 and vfs.f_blocks > 0
-        return full
-
-
-def spool_problem(
-    fds: tuple[int, ...],
-    max_bytes: int | None,
-    *,
-    thorough: bool = True,
-    sizes: tuple[int, ...] | None = None,
-    facts: DiskFacts | None = None,
-    where: str = "",
-) -> str | None:
-    """Why the spool is full, or ``None``: over ``max_bytes`` together, or (``thorough``) a spool at the
-    file size limit (``RLIMIT_FSIZE``, which the child inherits) or no room left on its filesystem.
-
-    ``sizes``: the files' sizes, when the caller has just taken them (else taken only when a limit needs
-    them). ``facts``: shared by the checks of one pass, with ``where`` the spools' directory."""
-    if max_bytes is not None:
-        if sizes is None:
-            sizes = tuple(os.fstat(fd).st_size for fd in fds)
-        if sum(sizes) > max_bytes:
-            return f"max_spool_bytes {max_bytes} exceeded"
-    if not thorough:
-        return None
-    if facts is None:
-        facts = DiskFacts()
-    # a child that ignores SIGXFSZ (Python does) just fails its writes with EFBIG: only the size tells
-    limit = facts.fsize_limit
-    if limit != resource.RLIM_INFINITY:
-        if sizes is None:
-            sizes = tuple(os.fstat(fd).st_size for fd in fds)
-        if max(sizes, default=0) >= limit:
-            return f"file size limit (RLIMIT_FSIZE) of {limit} bytes reached"
-    if facts.no_space(fds[0], where):
-        return "no space left on the spool filesystem"
-    return None
 
 
 # -- closing -------------------------------------------------------------------

@@ -23,8 +23,8 @@ def open_fds() -> set[str]:
     process starts the guardian, the first follower the one inotify instance every follower shares; both
     live as long as the process, so a count taken before them must see them too), spools kept for reuse
     not (they are closed first), nor the directories of spool placements (see :func:`placement_fd`)."""
-    from spoolparse._guardian import guardian
-    from spoolparse._wait import _shared_dispatcher
+    from spoolparse._os.guardian import guardian
+    from spoolparse._os.wait import _shared_dispatcher
     from spoolparse.spool import empty_pool
 
     guardian.start()
@@ -56,7 +56,7 @@ def named_files(path: str | os.PathLike[str]) -> list[str]:
 
 def group_gone(pgid: int) -> bool:
     """No live process is left in the group (zombies waiting for PID 1 count as gone)."""
-    from spoolparse.process import group_alive
+    from spoolparse.child import group_alive
 
     return not group_alive(pgid)
 

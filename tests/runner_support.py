@@ -127,7 +127,7 @@ def wait_gone(token: str, timeout: float = 3.0) -> list[int]:
 
 def our_cgroups() -> list[str]:
     """Child cgroup directories this process made that still exist."""
-    from spoolparse.runner.cgroup import Placement
+    from spoolparse._os.cgroup import Placement
 
     where = Placement.detect()
     found = []

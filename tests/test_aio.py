@@ -12,6 +12,7 @@ import pytest
 
 import spoolparse
 from spoolparse import aio
+from spoolparse._cli_common import exit_status
 
 from .helpers import FAKE_CODEX, FIXTURES, event_dict, group_gone, open_fds
 
@@ -181,7 +182,7 @@ def test_timeout_sets_timed_out(tmp_path: Path) -> None:
         return res, kinds
 
     res, kinds = asyncio.run(main())
-    assert res.timed_out and not res.ok and res.exit_status() == 124
+    assert res.timed_out and not res.ok and exit_status(res) == 124
     assert kinds[:3] == ["session", "turn_start", "tool_start"]
     with pytest.raises(spoolparse.TimeoutExpired):
         asyncio.run(spoolparse.arun([*LIVE_AGENT, "--wait-for", "/nonexistent/x"], timeout=0.2, check=True))
@@ -431,7 +432,7 @@ def test_a_slow_consumer_holds_up_no_timeout(tmp_path: Path, how: str) -> None:
 def test_a_deadline_whose_first_look_fails_is_looked_at_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The loop's timer for a deadline meets an OSError (a signal or a look at the group that failed once): it
     looks again soon, and the timeout still fires while the consumer is busy elsewhere."""
-    from spoolparse.process import Child
+    from spoolparse.child import Child
 
     real = Child.advance
     failed: list[bool] = []

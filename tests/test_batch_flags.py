@@ -533,3 +533,122 @@ def test_counting_task_lines_is_exact_across_read_boundaries(tmp_path: Path) -> 
         path.write_bytes(data)
         assert _count_lines(str(path)) == sum(1 for line in data.split(b"\n") if line), data[:20]
     assert _count_lines("-") is None and _count_lines(str(tmp_path / "missing")) is None
+
+
+# -- each task's child options: the batch's flags, a task line's keys over them ------------------------------------
+
+#: A Claude Code stream: an assistant text of argv[2] characters, a tool result of argv[1], then the answer.
+CLAUDE_STREAM = r"""
+import json, sys
+tool, text = int(sys.argv[1]), int(sys.argv[2])
+for event in (
+    {"type": "system", "subtype": "init", "session_id": "s1", "model": "m"},
+    {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "t" * text}]}},
+    {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u",
+                                                              "content": "y" * tool}]}},
+    {"type": "result", "subtype": "success", "is_error": False, "result": "done",
+     "usage": {"input_tokens": 1, "output_tokens": 2}},
+):
+    sys.stdout.write(json.dumps(event) + "\n")
+"""
+
+
+#: One JSON event and no answer.
+SAYS_NOTHING = [sys.executable, "-c", "print('{\"type\": \"x\"}')"]
+
+
+def _claude(tool: int, text: int) -> list[str]:
+    return [sys.executable, "-c", CLAUDE_STREAM, str(tool), str(text)]
+
+
+def _dropped(outcome: dict[str, Any]) -> list[str]:
+    return sorted(d["type"] for d in outcome["summary"]["dropped"])
+
+
+def test_the_batch_flags_apply_to_every_task_and_a_task_line_overrides_each(tmp_path: Path) -> None:
+    # --max-line 1K: the 3 KB tool result is drained; --max-retained 8K: the 10 KB assistant text is dropped
+    stream = _claude(3000, 10_000)
+    tasks = _tasks(tmp_path / "t.jsonl", [
+        {"id": "flags", "cmd": stream},
+        {"id": "again", "cmd": stream},
+        {"id": "line", "cmd": stream, "max_line": "4K"},
+        {"id": "retained", "cmd": stream, "max_retained": 16384},
+        {"id": "provider", "cmd": stream, "provider": "auto"},
+        {"id": "capped", "cmd": stream, "max_spool_bytes": "1K"},
+        {"id": "silent", "cmd": SAYS_NOTHING, "provider": "generic"},
+        {"id": "strict", "cmd": SAYS_NOTHING, "provider": "generic", "allow_empty_answer": False},
+    ])
+    p = _batch(tasks, "--provider", "claude", "--max-line", "1K", "--max-retained", "8K", "--allow-empty-answer",
+               "--max-spool-bytes", "1M", "-j", "2", "--memory-per-task", "1M")
+    out = _outcomes(p.stdout)
+    for tid in ("flags", "again"):  # every task: the batch's provider and bounds
+        s = out[tid]["summary"]
+        assert out[tid]["verdict"] == "ok" and s["detected_by"] == "--provider", out[tid]
+        assert _dropped(out[tid]) == ["assistant", "user"], s["dropped"]
+    assert _dropped(out["line"]) == ["assistant"]  # its own max_line reads the tool result whole
+    assert _dropped(out["retained"]) == ["user"]  # its own max_retained keeps the assistant text
+    assert out["provider"]["summary"]["detected_by"] != "--provider"  # detected, as its line asks
+    assert out["provider"]["summary"]["provider"] == "claude"
+    assert out["capped"]["verdict"] == "failed" and "spool" in out["capped"]["error"], out["capped"]
+    assert out["silent"]["verdict"] == "ok", out["silent"]  # --allow-empty-answer, for every task
+    assert out["strict"]["verdict"] == "failed", out["strict"]  # its line says an empty answer is not ok
+    assert p.returncode == 1, p.stderr
+
+
+def test_a_task_line_whose_bounds_do_not_fit_the_batch_s_gets_its_own_error(tmp_path: Path) -> None:
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": "small", "cmd": ["true"], "max_retained": "1K"},
+                                           {"id": "zero", "cmd": ["true"], "max_line": 0},
+                                           {"id": "fine", "cmd": ["true"], "provider": "generic"}])
+    p = _batch(tasks, "--max-line", "2K", "--allow-empty-answer", "--memory-per-task", "1M")
+    out = _outcomes(p.stdout)
+    assert out["small"]["verdict"] == "spawn_error"
+    assert out["small"]["error"] == "max_retained (1024) must be at least max_line (2048)", out["small"]
+    assert out["zero"]["verdict"] == "spawn_error" and "max_line" in out["zero"]["error"], out["zero"]
+    assert out["fine"]["verdict"] == "ok", out["fine"]
+
+
+@pytest.mark.parametrize(("flag", "value", "needle"), [
+    ("--provider", "nope", b"invalid choice"), ("--max-line", "0", b"max_line must be at least 1 byte"),
+    ("--max-retained", "1K", b"max_retained (1024) must be at least max_line"), ("--max-line", "x", b"not a size"),
+])
+def test_bad_per_child_flags_of_batch_are_usage_errors(tmp_path: Path, flag: str, value: str, needle: bytes) -> None:
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": "a", "cmd": ["touch", str(tmp_path / "ran")]}])
+    p = _batch(tasks, flag, value)
+    assert p.returncode == 2 and needle in p.stderr, p.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.slow  # ~400 MB of transcripts
+def test_batch_provider_claude_max_line_32m_max_retained_128m(tmp_path: Path) -> None:
+    """The flags as written in the docs: a 20 MiB tool result (past the default 16M) is read whole with
+    --max-line 32M, a 70 MiB answer text (past the default 64M) is kept with --max-retained 128M; a task line
+    that sets each back to the default drops that line again."""
+    stream = _claude(20 << 20, 70 << 20)
+    tasks = _tasks(tmp_path / "t.jsonl", [
+        {"id": "flags", "cmd": stream},
+        {"id": "line", "cmd": stream, "max_line": "16M"},
+        {"id": "retained", "cmd": stream, "max_retained": "64M"},
+        {"id": "provider", "cmd": _claude(10, 10), "provider": "auto"},
+    ])
+    p = _batch(tasks, "--provider", "claude", "--max-line", "32M", "--max-retained", "128M", "-j", "1",
+               "--memory-per-task", "1M")
+    out = _outcomes(p.stdout)
+    assert out["flags"]["verdict"] == "ok" and _dropped(out["flags"]) == [], out["flags"]["summary"]["warnings"]
+    assert out["flags"]["summary"]["detected_by"] == "--provider"
+    assert _dropped(out["line"]) == ["user"]
+    assert _dropped(out["retained"]) == ["assistant"]
+    assert out["provider"]["summary"]["detected_by"] != "--provider" and out["provider"]["verdict"] == "ok"
+
+
+def test_batch_options_hold_each_tasks_child_options_and_a_task_overrides_them() -> None:
+    from spoolparse import ChildOptions, Task
+
+    o = BatchOptions(provider="claude", max_line=32 << 20, max_retained=128 << 20, timeout=60.0, retries=2)
+    assert isinstance(o.child, ChildOptions) and type(o.child) is ChildOptions
+    assert o.child == ChildOptions(provider="claude", max_line=32 << 20, max_retained=128 << 20, timeout=60.0)
+    assert Task(argv=["x"]).child_options(o.child) is o.child  # nothing set: the batch's own
+    own = Task(argv=["x"], provider="codex", max_line=1 << 20, timeout=5.0, env={"K": "V"}).child_options(o.child)
+    assert (own.provider, own.max_line, own.max_retained, own.timeout) == ("codex", 1 << 20, 128 << 20, 5.0)
+    assert own.env is not None and own.env["K"] == "V" and own.env.get("PATH") == os.environ.get("PATH")
+    with pytest.raises(UsageError, match="must be at least max_line"):
+        Task(argv=["x"], max_retained=1 << 20).child_options(o.child)

@@ -261,7 +261,8 @@ def test_every_known_key_is_taken_and_a_key_like_none_lists_them() -> None:
     from spoolparse.runner.tasks import TASK_KEYS, Task
 
     line = {"cmd": ["true"], "argv": ["true"], "id": "x", "input": "", "cwd": "/", "env": {}, "timeout": 1,
-            "soft_timeout": 1, "memory": 1, "memory_limit": 1, "provider": "auto", "allow_empty_answer": True}
+            "soft_timeout": 1, "memory": 1, "memory_limit": 1, "provider": "auto", "allow_empty_answer": True,
+            "max_line": 1, "max_retained": 1, "max_spool_bytes": 1}
     assert sorted(line) == sorted(TASK_KEYS)
     Task.from_json(line, default_id="1")
     with pytest.raises(spoolparse.UsageError, match=r'unknown keys "zzz", "\\u001b\[2J"; a task\'s keys are cmd,'):

@@ -28,9 +28,10 @@ from typing import Any
 
 import pytest
 
+from spoolparse._os.cgroup import CGROUP2, LEAF, WATCHDOG, Placement, wait_removed
+from spoolparse._os.cgroupfs import v2_dir
 from spoolparse.runner import Task, run_many
-from spoolparse.runner.cgroup import CGROUP2, LEAF, WATCHDOG, Placement, wait_removed
-from spoolparse.runner.memory import HostMemory, v2_dir
+from spoolparse.runner.memory import HostMemory
 
 from .runner_support import FixedProbe, MiB, marked_pids, marker, one_each, wait_gone
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from spoolparse.runner.cgroup import CGROUP1, CGROUP2, ENFORCEMENTS, NONE, WATCHDOG, enforcement_of
-from spoolparse.runner.memory import enclosing_limit, own_cgroup, v2_dir
+from spoolparse._os.cgroup import CGROUP1, CGROUP2, ENFORCEMENTS, NONE, WATCHDOG, enforcement_of
+from spoolparse._os.cgroupfs import enclosing_limit, own_cgroup, v2_dir
 
 from .runner_support import ROOT
 

@@ -8,7 +8,7 @@ GUIDE = ROOT / "docs" / "guides" / "containment.md"
 
 
 def test_the_guide_names_every_enforcement() -> None:
-    from spoolparse.runner.cgroup import ENFORCEMENTS
+    from spoolparse._os.cgroup import ENFORCEMENTS
 
     text = GUIDE.read_text()
     assert all(f"| `{name}` |" in text for name in ENFORCEMENTS)

@@ -78,9 +78,9 @@ def _queued(fd: int) -> int:
 def test_the_loops_waker_writes_once_until_drained_and_loses_no_wake_made_during_a_drain(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from spoolparse.runner import scheduler
+    from spoolparse.runner import wakeups
 
-    w = scheduler._Waker()
+    w = wakeups.Waker()
     try:
         for _ in range(100):  # a burst of starts ending: one byte wakes the loop for all of them
             w.wake()
@@ -96,7 +96,7 @@ def test_the_loops_waker_writes_once_until_drained_and_loses_no_wake_made_during
             w.wake()  # another thread's wake while the loop drains: what it changed is looked at after
             return real_read(fd, n)
 
-        monkeypatch.setattr(scheduler.os, "read", read_with_a_wake_in_between)
+        monkeypatch.setattr(wakeups.os, "read", read_with_a_wake_in_between)
         w.drain()
         monkeypatch.undo()
         w.wake()  # the next wake must reach the loop however the one during the drain went

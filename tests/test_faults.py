@@ -26,7 +26,8 @@ import pytest
 import spoolparse
 from spoolparse import SpoolDirWarning, SpoolFullError
 from spoolparse import spool as spool_mod
-from spoolparse.process import Child
+from spoolparse._cli_common import exit_status
+from spoolparse.child import Child
 
 from .helpers import ROOT, as_from_a_terminal, open_fds
 
@@ -54,7 +55,7 @@ def _gone(tag: str, within: float = 5.0) -> bool:
 
 @pytest.fixture(autouse=True, scope="module")
 def _warm() -> None:
-    """One run first: the process's kept inotify descriptor and its thread are state, not a leak (``_wait.py``)."""
+    """One run first: the process's kept inotify descriptor and its thread are state, not a leak (``_os/wait.py``)."""
     spoolparse.run(["true"]).close()
 
 
@@ -104,7 +105,7 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
 def test_child_sigkilled_in_the_middle_of_a_line() -> None:
     before = open_fds()
     with spoolparse.run([*WRITER, "--events", "3", "--partial", "--kill-self"], grace=0.2) as r:
-        assert r.returncode == -signal.SIGKILL and r.signal == signal.SIGKILL and r.exit_status() == 137
+        assert r.returncode == -signal.SIGKILL and r.signal == signal.SIGKILL and exit_status(r) == 137
         assert not r.ok
         # the cut line was the answer being written: it is known lost, and no earlier one stands in for it
         assert r.text is None and r.dropped == [{"line": 5, "bytes": 82, "type": "item.completed/agent_message",
@@ -139,7 +140,7 @@ def test_child_closes_stdout_and_hangs_is_ended_by_the_timeout(tag: str, tmp_pat
     cmd = [*WRITER, "--pidfile", str(pidfile), "--events", "2", "--ignore-term", "--grandchild", tag, "--close-stdout",
            "--sleep", "60"]
     with spoolparse.run(cmd, timeout=1.0, grace=0.3) as r:
-        assert r.timed_out and r.returncode == -signal.SIGKILL and r.exit_status() == 124
+        assert r.timed_out and r.returncode == -signal.SIGKILL and exit_status(r) == 124
         assert r.text is None and r.partial_text == "ANSWER-1"  # what it said: not ok, so not the answer
     pid = int(pidfile.read_text())
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

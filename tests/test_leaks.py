@@ -111,8 +111,8 @@ def test_ten_thousand_runs_leave_nothing_behind(spool_dir: Path) -> None:
 
 
 def test_a_child_made_ready_runs_only_when_launched_and_leaves_nothing_if_never(spool_dir: Path) -> None:
-    from spoolparse._guardian import guardian
-    from spoolparse.process import Child
+    from spoolparse._os.guardian import guardian
+    from spoolparse.child import Child
 
     _one(4, spool_dir)  # warm: the guardian runs, the spool placement is made
     before = _snapshot(spool_dir)
@@ -120,12 +120,15 @@ def test_a_child_made_ready_runs_only_when_launched_and_leaves_nothing_if_never(
     def children() -> list[int]:
         return [p.pid for p in psutil.Process().children() if p.pid != guardian.pid]
 
-    ready = Child(["cat"], input=b'{"type":"result","result":"launched"}\n', spool_dir=spool_dir, launch=False)
+    # the process group alone (a cgroup's start would bring up the process's shared spawner thread, kept for good)
+    ready = Child(["cat"], input=b'{"type":"result","result":"launched"}\n', spool_dir=spool_dir, launch=False,
+                  containment=None)
     assert ready.pid == 0 and children() == []  # made ready: spools and stdin, no process
     ready.close()  # never launched: all of it goes
     assert _snapshot(spool_dir) == before
 
-    child = Child(["cat"], input=b'{"type":"result","result":"launched"}\n', spool_dir=spool_dir, launch=False)
+    child = Child(["cat"], input=b'{"type":"result","result":"launched"}\n', spool_dir=spool_dir, launch=False,
+                  containment=None)
     launcher = threading.Thread(target=child.launch)  # as a batch does: the exec waited for in another thread
     launcher.start()
     launcher.join()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from spoolparse._lifecycle import (
+from spoolparse._os.lifecycle import (
     CHECK_INTERVAL,
     KILL_WAIT,
     Check,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import spoolparse
-from spoolparse import _wait
-from spoolparse.process import Child
+from spoolparse._os import wait as _wait
+from spoolparse.child import Child
 
 from .helpers import FAKE_CODEX, FIXTURES, event_dict, group_gone, open_fds
 

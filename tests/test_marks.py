@@ -17,7 +17,7 @@ from .runner_support import FAKE_CODEX
 
 RUNNER = textwrap.dedent("""
     import os, subprocess, sys, time
-    from spoolparse._guardian import MARK_VAR, guardian
+    from spoolparse._os.guardian import MARK_VAR, guardian
     token, left = sys.argv[1], sys.argv[2]
     assert guardian.start(detach=True)
     guardian.mark(token)
@@ -35,7 +35,7 @@ RUNNER = textwrap.dedent("""
 
 def mark_of(token: str) -> list[int]:
     """Processes carrying the watcher's mark (the test helper looks for its own variable)."""
-    from spoolparse._guardian import marked
+    from spoolparse._os.guardian import marked
 
     return marked(token)
 
@@ -83,7 +83,7 @@ def test_the_guardian_kills_every_marked_process_once_the_runner_is_gone(how: ob
 
 def test_marked_processes_are_found_by_their_environment() -> None:
     token = os.urandom(8).hex()
-    from spoolparse._guardian import MARK_VAR, _kill_marked
+    from spoolparse._os.guardian import MARK_VAR, _kill_marked
 
     p = subprocess.Popen(["sleep", "60"], env={**os.environ, MARK_VAR: token})
     try:
@@ -103,7 +103,7 @@ def test_marked_processes_are_found_by_their_environment() -> None:
 
 LATE = textwrap.dedent("""
     import os, subprocess, sys
-    from spoolparse._guardian import OWNER_VAR, guardian
+    from spoolparse._os.guardian import OWNER_VAR, guardian
     token = guardian.marked_env(None)[OWNER_VAR]  # starts the guardian
     # as a child caught mid-exec when we die: it carries our mark only a moment after we are gone
     subprocess.Popen(["sh", "-c", f"sleep 0.2; exec env {OWNER_VAR}={token} sleep 60"], start_new_session=True,
@@ -114,7 +114,7 @@ LATE = textwrap.dedent("""
 
 
 def test_a_child_that_gets_the_owner_mark_just_after_we_are_gone_is_still_killed() -> None:
-    from spoolparse._guardian import OWNER_VAR, marked
+    from spoolparse._os.guardian import OWNER_VAR, marked
 
     from .runner_support import marker, wait_gone
 
@@ -132,7 +132,7 @@ def test_the_owner_token_is_not_in_the_guardians_command_line(detach: bool) -> N
     mark a process of theirs to be killed with ours). It goes to the guardian over its pipe instead."""
     code = textwrap.dedent("""
         import sys
-        from spoolparse._guardian import OWNER_VAR, guardian
+        from spoolparse._os.guardian import OWNER_VAR, guardian
         assert guardian.start(detach=sys.argv[1] == "1")
         token = guardian.marked_env({})[OWNER_VAR]
         print(guardian.pid, token, flush=True)
@@ -146,7 +146,7 @@ def test_the_owner_token_is_not_in_the_guardians_command_line(detach: bool) -> N
         assert len(token) == 16
         with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
             cmdline = f.read()
-        assert b"_guardian.py" in cmdline  # the guardian's own, looked at while it runs
+        assert b"guardian.py" in cmdline  # the guardian's own, looked at while it runs
         assert token not in cmdline
         with open(f"/proc/{int(pid)}/environ", "rb") as f:
             assert token not in f.read()
@@ -158,7 +158,7 @@ def test_the_owner_token_is_not_in_the_guardians_command_line(detach: bool) -> N
 def test_the_guardian_reads_its_owner_token_from_the_pipe() -> None:
     """The owner sweep works with the token given on the pipe: a process carrying it is killed once the pipe
     closes, and the guardian's own parent (which may carry it) is spared."""
-    from spoolparse._guardian import OWNER_VAR, serve
+    from spoolparse._os.guardian import OWNER_VAR, serve
 
     token = os.urandom(8).hex()
     victim = subprocess.Popen(["sleep", "60"], env={**os.environ, OWNER_VAR: token})

@@ -251,7 +251,7 @@ class _Owner:
 def test_the_child_registers_its_own_group_and_a_failed_exec_is_taken_back(argv: list[str]) -> None:
     from typing import cast
 
-    from spoolparse._guardian import Guardian, Registration
+    from spoolparse._os.guardian import Guardian, Registration
 
     r, w = os.pipe()
     owner = _Owner()
@@ -302,8 +302,7 @@ def test_every_way_of_starting_marks_the_agent_and_gives_it_nothing_of_ours(
     the instant before the guardian holds the group). A cgroup with stdin /dev/null: the gated start (a
     shim joins it, setpriv gives the death signal); with input: the preexec_fn start."""
     import spoolparse
-    from spoolparse import process as process_mod
-    from spoolparse._guardian import guardian
+    from spoolparse._os.guardian import guardian
 
     calls: list[tuple[list[str], dict[str, Any]]] = []
     real = subprocess.Popen
@@ -313,13 +312,13 @@ def test_every_way_of_starting_marks_the_agent_and_gives_it_nothing_of_ours(
             calls.append((a[0], kw))
         return real(*a, **kw)
 
-    process_mod.subprocess.Popen = spy  # type: ignore[misc]
+    subprocess.Popen = spy  # type: ignore[misc]  # every start's Popen, wherever it is called from
     try:
         with spoolparse.run(_INTROSPECT, input=given, containment=containment) as r:  # type: ignore[arg-type]
             assert r.ok, r.error
             seen = json.loads(r.text or "")
     finally:
-        process_mod.subprocess.Popen = real  # type: ignore[misc]
+        subprocess.Popen = real  # type: ignore[misc]
     argv, kw = calls[0]
     way = "preexec" if kw["preexec_fn"] is not None else "direct" if argv[0] == _INTROSPECT[0] else "gated"
     if containment is None:
@@ -337,7 +336,7 @@ def test_every_way_of_starting_marks_the_agent_and_gives_it_nothing_of_ours(
 _HELD_BY_MARK_ALONE = """
 import sys
 import spoolparse
-from spoolparse._guardian import guardian
+from spoolparse._os.guardian import guardian
 guardian.hold = lambda *a: None  # as if we were killed after the fork, before telling the guardian
 spoolparse.run(["sh", "-c", sys.argv[1]], containment=None)
 """
@@ -355,7 +354,7 @@ def test_kill_9_before_a_direct_start_is_held_takes_the_agents_with_it() -> None
 
 def test_a_gate_never_opened_runs_nothing(tmp_path: Path) -> None:
     """We died between the fork and opening the gate: the child reads end of file and runs nothing."""
-    from spoolparse._spawn import Gate, gated_argv
+    from spoolparse._os.spawn import Gate, gated_argv
 
     marker_file = tmp_path / "ran"
     argv = gated_argv(["touch", str(marker_file)], [])
@@ -397,7 +396,7 @@ def test_a_ctrl_c_while_loading_is_told_from_one_in_our_code() -> None:
 
 def _need_a_task_cgroup() -> None:
     """Skip where no task cgroup can be made (what escapes there is the warning's case, tested apart)."""
-    from spoolparse.runner.cgroup import Placement
+    from spoolparse._os.cgroup import Placement
 
     where = Placement.detect()
     if where.kind is None:
@@ -571,7 +570,8 @@ def test_the_library_warns_once_per_process_not_once_per_batch(
     """``calibrate`` runs a batch per level, a service may run many: the warning is said once, per reason."""
     import logging
 
-    from spoolparse.runner import cgroup, run_many
+    from spoolparse._os import cgroup
+    from spoolparse.runner import run_many
 
     why = f"no cgroup here, for {uuid.uuid4().hex}"
     monkeypatch.setattr(cgroup.Placement, "detect", classmethod(lambda cls: cls(None, why=why)))

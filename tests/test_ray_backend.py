@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from spoolparse.runner import Outcome, Task, arun_many, run_many
+from spoolparse.runner.joblog import DoneIds
 from spoolparse.runner.ray_backend import RayBatch
 
 from .helpers import as_from_a_terminal
@@ -188,6 +189,7 @@ def test_resume_from_the_job_log(cluster: Any, tmp_path: Path) -> None:
     second = one_each(batch, ["r3", "r4"])
     assert all(o.ok for o in second.values())
     assert isinstance(batch, RayBatch) and batch.skipped == 3
+    assert isinstance(batch.skip, DoneIds)  # the done ids in a spill-file table: memory flat in their number
     finals = [json.loads(line) for line in log.read_text().splitlines()]
     assert Counter(r["id"] for r in finals if r["final"]) == {"r0": 1, "r1": 1, "r2": 1, "r3": 2, "r4": 2}
 
@@ -265,6 +267,9 @@ def test_interrupting_the_driver_ends_every_agent_on_every_node(cluster: Any, tm
         outs = [json.loads(line) for line in out.splitlines()]
         assert outs and {o["verdict"] for o in outs} == {"cancelled"}
         assert len({o["id"] for o in outs}) == len(outs)
+        # why spoolparse cancelled them, as a local batch's tasks say it (not a bare "cancelled")
+        why = f"cancelled ({signal.Signals(sig).name} to spoolparse)"
+        assert {o["error"] for o in outs} == {why}, {o["error"] for o in outs}
         finals = [json.loads(line) for line in log.read_text().splitlines()]
         assert sorted(r["id"] for r in finals if r["final"]) == sorted(o["id"] for o in outs)
         assert "running" in said

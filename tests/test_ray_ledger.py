@@ -106,16 +106,22 @@ def test_cancel_all_gives_every_task_in_flight_or_requeued_one_cancelled_outcome
     assert ledger.in_flight() == 0 and not ledger.requeue
 
 
-@pytest.mark.parametrize(("data", "allow_empty"), [(None, None), ("text ✓", True), (b"\x00\xffbytes", False)])
-def test_tasks_cross_the_wire_intact(data: str | bytes | None, allow_empty: bool | None) -> None:
-    task = Task(argv=["a", "b c"], id="ignored", input=data, cwd="/tmp", env={"K": "V"}, timeout=5.0,
-                soft_timeout=2.0, memory=3, memory_limit=4, provider="codex", allow_empty_answer=allow_empty)
+@pytest.mark.parametrize(("data", "allow_empty", "set_all"),
+                         [(None, None, False), ("text ✓", True, True), (b"\x00\xffbytes", False, True)])
+def test_tasks_cross_the_wire_intact(data: str | bytes | None, allow_empty: bool | None, set_all: bool) -> None:
+    import dataclasses
+
+    given = dict(cwd="/tmp", env={"K": "V"}, timeout=5.0, soft_timeout=2.0, memory=3, memory_limit=4,
+                 provider="codex", max_line=5, max_retained=6, max_spool_bytes=7)
+    task = Task(argv=["a", "b c"], id="ignored", input=data, allow_empty_answer=allow_empty,
+                **(given if set_all else {}))  # type: ignore[arg-type]
     from spoolparse.runner.ray_wire import dumps
 
     back = decode_task(loads(dumps(encode_task(7, task))))
     assert back.id == "7"
-    for field in ("argv", "input", "cwd", "env", "timeout", "soft_timeout", "memory", "memory_limit", "provider",
-                  "allow_empty_answer"):
+    fields = [f.name for f in dataclasses.fields(Task) if f.name != "id"]
+    assert set(given) | {"argv", "input", "allow_empty_answer"} == set(fields)  # every field of a task is tried
+    for field in fields:
         assert getattr(back, field) == getattr(task, field), field
 
 

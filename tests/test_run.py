@@ -17,6 +17,7 @@ import pytest
 import spoolparse
 from spoolparse import SpawnError, SpoolDirError, SpoolDirWarning, SpoolFullError, UsageError
 from spoolparse import spool as spool_mod
+from spoolparse._cli_common import exit_status
 
 from .helpers import FAKE_CODEX, group_gone, open_fds
 
@@ -93,7 +94,7 @@ def test_timeout_term_then_kill_whole_group() -> None:
         took = time.monotonic() - t0
         assert r.timed_out and not r.ok
         assert r.returncode == -signal.SIGKILL
-        assert r.exit_status() == 124
+        assert exit_status(r) == 124
         assert r.session_id is not None  # what was spooled before the timeout is parsed
     assert took < 10
     # the leader's pid was the group id: nothing of the group survives
@@ -134,14 +135,14 @@ def test_grandchild_left_behind_is_ended() -> None:
 
 def test_exit_code_and_signal() -> None:
     with spoolparse.run([*FAKE_CODEX, "--exit", "3"]) as r:
-        assert r.returncode == 3 and not r.ok and r.exit_status() == 1 and r.text is None and r.partial_text
+        assert r.returncode == 3 and not r.ok and exit_status(r) == 1 and r.text is None and r.partial_text
     with spoolparse.run(["sh", "-c", "kill -TERM $$"]) as r:
-        assert r.returncode == -signal.SIGTERM and r.signal == signal.SIGTERM and r.exit_status() == 128 + 15
+        assert r.returncode == -signal.SIGTERM and r.signal == signal.SIGTERM and exit_status(r) == 128 + 15
 
 
 def test_agent_error_with_exit_zero() -> None:
     with spoolparse.run([*FAKE_CODEX, "--fail", "rate limited", "--exit", "0"]) as r:
-        assert r.returncode == 0 and r.error == "rate limited" and not r.ok and r.exit_status() == 1
+        assert r.returncode == 0 and r.error == "rate limited" and not r.ok and exit_status(r) == 1
 
 
 def test_check_raises_like_subprocess() -> None:
@@ -413,7 +414,7 @@ def test_the_check_before_the_fork_agrees_with_the_kernel(tmp_path: Path) -> Non
     one it refuses fails with the very errno; it never vouches for what fails (the gated start would then
     hand it to the shell). What it leaves to execve is only what the kernel refuses (an exact start then
     reports its errno): every script that runs is vouched for."""
-    from spoolparse._spawn import exec_check
+    from spoolparse._os.spawn import exec_check
 
     seen = {"refused": 0, "runs": 0, "left": 0}
     for i, line in enumerate(_shebangs()):

@@ -21,8 +21,8 @@ import pytest
 
 import spoolparse
 from spoolparse import _limits
+from spoolparse._os.cgroup import Placement
 from spoolparse.runner import Admission, Task, auto_concurrency, default_reserve, run_many
-from spoolparse.runner.cgroup import Placement
 from spoolparse.runner.joblog import done_ids, finished_ok
 from spoolparse.runner.memory import HostMemory, sample_trees
 from spoolparse.runner.scheduler import Batch, InvalidTask
@@ -374,7 +374,7 @@ def test_keyboard_interrupt_cancels_started_tasks_and_leaves_nothing(tmp_path: P
              for i in range(100))
     batch = run_many(tasks, max_concurrent=3, joblog=log, memory_probe=FixedProbe(BIG))
     timer = threading.Timer(0.8, os.kill, (os.getpid(), signal.SIGINT))
-    from spoolparse._guardian import guardian
+    from spoolparse._os.guardian import guardian
 
     guardian.start()  # one per process, for its life (started by the first spawn): not the batch's to close
     empty_pool()
@@ -567,11 +567,11 @@ def test_quiet_children_cost_a_look_at_their_spools_not_a_read_or_a_proc_walk_ea
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Memory of tasks with no limit is read once a second; a spool that did not grow is not read."""
-    from spoolparse.process import Child
-    from spoolparse.runner import scheduler
+    from spoolparse.child import Child
+    from spoolparse.runner import slot
 
     walks = pumps = 0
-    real_walk, real_pump = scheduler.sample_trees, Child.pump
+    real_walk, real_pump = slot.sample_trees, Child.pump
 
     def walk(roots: Any) -> dict[int, int]:
         nonlocal walks
@@ -583,7 +583,7 @@ def test_quiet_children_cost_a_look_at_their_spools_not_a_read_or_a_proc_walk_ea
         pumps += 1
         return real_pump(self, limit)
 
-    monkeypatch.setattr(scheduler, "sample_trees", walk)
+    monkeypatch.setattr(slot, "sample_trees", walk)
     monkeypatch.setattr(Child, "pump", pump)
     n, interval = 10, 0.05
     tasks = [Task(["sh", "-c", "echo '{\"type\":\"thread.started\",\"thread_id\":\"t\"}'; sleep 2"], id=f"q{i}")
@@ -646,12 +646,12 @@ class _SlowToClose:
 
 
 def test_a_large_spool_closing_does_not_hold_up_the_other_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from spoolparse import process as process_mod
+    from spoolparse import child as child_mod
     from spoolparse.spool import wait_closed
 
     release, closing = threading.Event(), threading.Event()
-    real_open = process_mod.open_spool
-    monkeypatch.setattr(process_mod, "open_spool", lambda d: _SlowToClose(real_open(d), release, closing))
+    real_open = child_mod.open_spool
+    monkeypatch.setattr(child_mod, "open_spool", lambda d: _SlowToClose(real_open(d), release, closing))
     big = [*FAKE_CODEX, "--size", "2M"]  # a 2 MiB transcript
     later = ["sh", "-c", 'sleep 1; echo \'{"type":"item.completed","item":{"id":"a","type":"agent_message",'
              '"text":"later"}}\'; echo \'{"type":"turn.completed","usage":{}}\'']

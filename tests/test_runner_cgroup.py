@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from spoolparse._os.cgroup import ENFORCEMENTS, Placement, wait_removed
 from spoolparse.runner import Task, run_many
-from spoolparse.runner.cgroup import ENFORCEMENTS, Placement, wait_removed
 
 from .runner_support import HOG, FixedProbe, MiB, marked_pids, marker, one_each, our_cgroups, wait_gone
 
@@ -192,7 +192,7 @@ def test_a_cgroup_whose_processes_take_long_to_go_is_removed_all_the_same(
     ends only once it is gone. The guardian holds the path until then (it would remove it if we died)."""
     import threading
 
-    from spoolparse._guardian import guardian
+    from spoolparse._os.guardian import guardian
 
     released: list[tuple[str, bool]] = []
     real_release = guardian.release
@@ -265,7 +265,7 @@ def test_the_oom_note_counts_processes_not_kill_events(
 ) -> None:
     import shutil
 
-    from spoolparse.runner.cgroup import ChildCgroup
+    from spoolparse._os.cgroup import ChildCgroup
 
     cg = ChildCgroup(Placement(kind, str(tmp_path), None), memory_limit=limit, pids_max=None)
     try:

@@ -173,7 +173,7 @@ def _interrupt_batch(tmp_path: Path, sig: int) -> None:
     finals = [json.loads(x) for x in log.read_text().splitlines()]
     assert sorted(r["id"] for r in finals if r["final"]) == ["long0", "long1", "long2"]
     assert {r["error"] for r in finals if r["final"]} == {f"cancelled ({name} to spoolparse)"}
-    from spoolparse.runner.cgroup import Placement
+    from spoolparse._os.cgroup import Placement
 
     where = Placement.detect()
     for parent in {where.memory_parent, where.pids_parent} - {None}:

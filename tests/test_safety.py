@@ -18,7 +18,6 @@ import pytest
 
 import spoolparse
 from spoolparse import SpoolDirWarning, UsageError
-from spoolparse import process as process_mod
 from spoolparse import spool as spool_mod
 
 from .helpers import ROOT, named_files
@@ -126,14 +125,14 @@ ECHO_ARGV = [sys.executable, "-c", "import json,sys; print(json.dumps({'type':'r
 
 def test_no_shell_unless_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     argvs: list[list[str]] = []
-    real = process_mod.subprocess.Popen
+    real = subprocess.Popen
 
     def spy(*a: Any, **kw: Any) -> Any:
         assert not kw.get("shell", False)  # a shell, when asked for, is an argv of our own
         argvs.append(list(a[0]))
         return real(*a, **kw)
 
-    monkeypatch.setattr(process_mod.subprocess, "Popen", spy)
+    monkeypatch.setattr(subprocess, "Popen", spy)
     marker = tmp_path / "pwned"
     hostile = f"$(touch {marker}); `touch {marker}` | touch {marker} && echo $HOME"
     with spoolparse.run([*ECHO_ARGV, hostile], cwd=tmp_path) as r:

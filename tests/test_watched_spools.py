@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import spoolparse
-from spoolparse._wait import Inotify, open_inotify
-from spoolparse.process import Child
-from spoolparse.runner import Task, run_many
+from spoolparse._os.wait import Inotify, open_inotify
+from spoolparse.child import Child
+from spoolparse.runner import Task, looks, run_many
 from spoolparse.runner import scheduler as sched
 
 from .runner_support import FixedProbe
@@ -71,15 +71,15 @@ def test_a_quiet_child_is_looked_at_every_sample_until_watched_then_once_a_secon
     assert sorted(o.summary["text"] for o in outs if o.ok and o.summary) == [f"q{i}" for i in range(6)]
     for ts in looks.values():
         start = ts[0]
-        young = [t for t in ts if t - start < sched.WATCH_AFTER - 0.2]
-        watched = [t for t in ts if sched.WATCH_AFTER + 0.5 < t - start < 3.3]
+        young = [t for t in ts if t - start < looks.WATCH_AFTER - 0.2]
+        watched = [t for t in ts if looks.WATCH_AFTER + 0.5 < t - start < 3.3]
         assert len(young) >= 3, young  # every sample (0.1 s) while unwatched: 7-8 of them unloaded
         # ~1.8 s watched and silent: the once-a-second looks only (every sample would be 18)
         assert len(watched) <= 3, [round(t - start, 2) for t in watched]
 
 
 def _no_inotify(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sched, "open_inotify", lambda: None)
+    monkeypatch.setattr(looks, "open_inotify", lambda: None)
 
 
 def _refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,7 +100,7 @@ def test_without_watches_every_spool_is_looked_at_every_sample(how: Any, monkeyp
     assert all(o.ok for o in outs)
     for ts in looks.values():
         start = ts[0]
-        assert len([t for t in ts if sched.WATCH_AFTER + 0.3 < t - start < 2.3]) >= 6
+        assert len([t for t in ts if looks.WATCH_AFTER + 0.3 < t - start < 2.3]) >= 6
 
 
 @pytest.mark.slow
@@ -109,13 +109,14 @@ def test_a_lost_inotify_event_queue_takes_every_running_child_as_written() -> No
     seen: list[tuple[int, int, int]] = []
 
     def on_tick(batch: Any) -> None:
-        if batch._watched and not seen:
-            batch._ino.overflowed = True  # as the kernel says when its queue (fs.inotify.max_queued_events) is full
-            taken = batch._changed(True)  # a sample that reads: every running child is looked at
-            batch._ino.overflowed = True
-            batch._behind.clear()
-            batch._changed(False)  # one between reads: every running child is noted as holding unread bytes
-            seen.append((len({id(s) for s in taken}), len(batch._behind), len(batch._running)))
+        spools = batch._looks
+        if spools.watched and not seen:
+            spools.ino.overflowed = True  # as the kernel says when its queue (fs.inotify.max_queued_events) is full
+            taken = spools.changed(True)  # a sample that reads: every running child is looked at
+            spools.ino.overflowed = True
+            spools.behind.clear()
+            spools.changed(False)  # one between reads: every running child is noted as holding unread bytes
+            seen.append((len({id(s) for s in taken}), len(spools.behind), len(batch._running)))
 
     batch = run_many(_quiet(4, 2.5), max_concurrent=4, memory_probe=FixedProbe(BIG))
     batch.on_tick = on_tick
@@ -142,7 +143,7 @@ def test_a_watched_spools_lines_reach_on_event_within_a_sample() -> None:
     outs = list(batch)
     assert all(o.ok for o in outs)
     assert len(delays) == 15
-    late = [(round(age, 2), round(d, 3)) for age, d in delays if age > sched.WATCH_AFTER]
+    late = [(round(age, 2), round(d, 3)) for age, d in delays if age > looks.WATCH_AFTER]
     assert late, delays  # lines written while watched
     # a sample interval (0.1 s) and scheduling: never the once-a-second look
     assert max(d for _, d in late) < 0.5, late
@@ -238,6 +239,6 @@ def test_between_reads_a_sample_does_not_visit_the_watched_children_that_wrote(m
     assert all(o.ok for o in outs)
     for ts in visits.values():
         start = ts[0]
-        watched = [t for t in ts if sched.WATCH_AFTER + 0.3 < t - start < sched.WATCH_AFTER + 1.8]
+        watched = [t for t in ts if looks.WATCH_AFTER + 0.3 < t - start < looks.WATCH_AFTER + 1.8]
         # 1.5 s watched: the reads (every 0.5 s) and the once-a-second looks, ~3-5; every sample would be 15
         assert 1 <= len(watched) <= 7, [round(t - start, 2) for t in watched]

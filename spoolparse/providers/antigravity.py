@@ -115,14 +115,11 @@ class AntigravityProvider(Provider):
 
     def __init__(self) -> None:
         super().__init__()
-        self.session_id: str | None = None
-        self.model: str | None = None
         self.response: str | None = None
         self.status: str | None = None
         self.failure: str | None = None
         self.last_error: str | None = None  # the last error event: the failure when no result follows it
         self.said: str | None = None  # the result's error, even on a success
-        self.raw_usage: Any = None
         self.step_usage: dict[str, int] = {}  # summed per-step usage, for a result without any
         self._step: Any = None  # the agent_response step being written
         self._text = BoundedText(self.max_text)  # its fragments, up to max_text characters
@@ -247,13 +244,4 @@ class AntigravityProvider(Provider):
         if error is None and self.ended_at is None:
             error = self.last_error  # an error event with no result after it is why the run failed
         usage = normalize_antigravity_usage(self.raw_usage) or dict(self.step_usage)
-        return Answer(
-            text=text,
-            usage=usage,
-            raw_usage=self.raw_usage,
-            model=self.model,
-            session_id=self.session_id,
-            error=error,
-            warnings=warnings,
-            no_answer=self.said,
-        )
+        return self.found(text, usage=usage, error=error, warnings=warnings, no_answer=self.said)

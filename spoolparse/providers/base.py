@@ -256,6 +256,10 @@ class Provider:
         #: The CLIs whose known traps this stream is checked for (:mod:`spoolparse.providers.traps`): its own, or
         #: every one of its family when it was read as the family's head for want of a look-alike's mark.
         self.trap_clis: tuple[str, ...] = (self.name,)
+        # the run's facts most formats report, for its answer (:meth:`found`)
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.raw_usage: Any = None  # the usage as the CLI reported it
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -425,6 +429,34 @@ class Provider:
 
     def warn(self, text: str) -> str:
         return self.notes.add(text)
+
+    def final_or_last(
+        self, final: str | None, last: str | None, *, ended: bool, end: str, lost_in: tuple[str, ...],
+        unended: str | None = None,
+    ) -> tuple[str | None, list[str]]:
+        """The answer text and the warnings that go with it, for a format whose ``end`` event carries the final
+        text (``final``): else the last assistant message's (``last``), saying why; with neither and no end,
+        where the answer may have been dropped (in an event of ``lost_in``), else ``unended``."""
+        extra: list[str] = []
+        text = final or None
+        if text is None and last is not None:
+            text = last
+            why = f"the {end} event has no text" if ended else f"there is no {end} event"
+            extra.append(f"{why}; the text is taken from the last assistant message")
+        elif text is None and not ended:
+            r = self.last_lost(*lost_in)
+            if r is not None:
+                extra.append(f"the answer may be in the {r.type!r} event dropped at line {r.line} ({r.reason})")
+            elif unended is not None:
+                extra.append(unended)
+        return text, extra
+
+    def found(self, text: str | None, **facts: Any) -> Answer:
+        """The :class:`Answer` of ``text``: the run's session id, model and usage as reported, and the warnings
+        so far, with ``facts`` (``usage``, ``error``, ``warnings``, ...) over them."""
+        common: dict[str, Any] = {"raw_usage": self.raw_usage, "model": self.model, "session_id": self.session_id,
+                                  "warnings": self.notes.as_list()}
+        return Answer(text=text, **{**common, **facts})
 
     def answer(self) -> Answer:
         raise NotImplementedError

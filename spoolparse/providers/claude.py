@@ -177,7 +177,6 @@ class ClaudeProvider(Provider):
         super().__init__()
         self.init_model: str | None = None
         self.message_model: str | None = None
-        self.session_id: str | None = None
         self.result_seen = False
         self.result_text: str | None = None
         self.result_error: str | None = None
@@ -188,7 +187,6 @@ class ClaudeProvider(Provider):
         self.said_from = 0
         self.api_error: str | None = None
         self.usage: dict[str, Any] = {}
-        self.raw_usage: Any = None
         self.usage_model: str | None = None
         self.in_turn = False
         # running usage for live views, per API message (the result's usage is the run's own):
@@ -478,30 +476,15 @@ class ClaudeProvider(Provider):
             live.append(LiveEvent("usage", n, t, {"usage": total}))
 
     def answer(self) -> Answer:
-        text = self.result_text or None
-        extra: list[str] = []
-        if text is None and self.last_text is not None:
-            text = self.last_text
-            why = "the result event has no text" if self.result_seen else "there is no result event"
-            extra.append(f"{why}; the text is taken from the last assistant message")
-        elif text is None and not self.result_seen:
-            r = self.last_lost("result", "assistant")
-            if r is not None:
-                extra.append(f"the answer may be in the {r.type!r} event dropped at line {r.line} ({r.reason})")
-            else:
-                extra.append("the stream ended without a result event")
+        text, extra = self.final_or_last(
+            self.result_text, self.last_text, ended=self.result_seen, end="result", lost_in=("result", "assistant"),
+            unended="the stream ended without a result event",
+        )
         error = self.result_error
         if error is None and not self.result_seen:
             error = self.api_error
-        return Answer(
-            text=text,
-            usage=dict(self.usage),
-            raw_usage=self.raw_usage,
-            model=self.init_model or self.message_model or self.usage_model,
-            session_id=self.session_id,
-            error=error,
-            warnings=self.notes.as_list() + extra,
-            usage_by_model=self.usage_by_model,
-            no_answer=self.result_reason,
+        return self.found(
+            text, usage=dict(self.usage), model=self.init_model or self.message_model or self.usage_model, error=error,
+            warnings=self.notes.as_list() + extra, usage_by_model=self.usage_by_model, no_answer=self.result_reason,
         )
 

@@ -126,9 +126,6 @@ class CodexProvider(Provider):
         self.text: str | None = None
         self.plan_text: str | None = None
         self.usage: dict[str, Any] = {}
-        self.raw_usage: Any = None
-        self.model: str | None = None
-        self.session_id: str | None = None
         self.failed: str | None = None
         self.last_error: str | None = None
         self.result_seen = False
@@ -292,12 +289,4 @@ class CodexProvider(Provider):
     def answer(self) -> Answer:
         text = self.text if self.text is not None else self.plan_text
         error = self.failed if self.failed is not None else self.last_error
-        return Answer(
-            text=text,
-            usage=dict(self.usage),
-            raw_usage=self.raw_usage,
-            model=self.model,
-            session_id=self.session_id,
-            error=error,
-            warnings=self.notes.as_list(),
-        )
+        return self.found(text, usage=dict(self.usage), error=error)

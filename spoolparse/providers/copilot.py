@@ -76,8 +76,6 @@ class CopilotProvider(Provider):
     def __init__(self) -> None:
         super().__init__()
         self.text: str | None = None
-        self.session_id: str | None = None
-        self.model: str | None = None
         self.output_tokens = 0
         self.counted = False
         self.raw: dict[str, Any] = {}
@@ -166,12 +164,4 @@ class CopilotProvider(Provider):
             raw = {**(raw or {}), "outputTokens": self.output_tokens}
         if self.checkpoint:
             raw = {**(raw or {}), "usage_checkpoint": dict(self.checkpoint)}
-        return Answer(
-            text=self.text,
-            usage=usage,
-            raw_usage=raw,
-            model=self.model,
-            session_id=self.session_id,
-            error=self.error,
-            warnings=self.notes.as_list(),
-        )
+        return self.found(self.text, usage=usage, raw_usage=raw, error=self.error)

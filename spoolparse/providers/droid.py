@@ -15,7 +15,7 @@ CLI (0.225.2) prints it, carries ``usage`` in Anthropic's counting
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..lines import Dropped, Event, Noted
 from . import _peek
@@ -67,14 +67,11 @@ class DroidProvider(Provider):
 
     def __init__(self) -> None:
         super().__init__()
-        self.session_id: str | None = None
-        self.model: str | None = None
         self.last_text: str | None = None
         self.said_from = 0  # where a message that may stand in for an empty completion can begin
         self.final_text: str | None = None
         self.completed = False
         self.error: str | None = None
-        self.raw_usage: Any = None
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
@@ -139,28 +136,13 @@ class DroidProvider(Provider):
         return []
 
     def answer(self) -> Answer:
-        text = self.final_text or None
-        extra: list[str] = []
-        if text is None and self.last_text is not None:
-            text = self.last_text
-            why = "the completion event has no text" if self.completed else "there is no completion event"
-            extra.append(f"{why}; the text is taken from the last assistant message")
-        elif text is None and not self.completed:
-            r = self.last_lost("completion", "message")
-            if r is not None:
-                extra.append(f"the answer may be in the {r.type!r} event dropped at line {r.line} ({r.reason})")
+        text, extra = self.final_or_last(
+            self.final_text, self.last_text, ended=self.completed, end="completion", lost_in=("completion", "message")
+        )
         # An error the run recovered from (a completion followed) is a warning, not the outcome;
         # a stream that ends without a completion is judged by the verdict ("stream ended before completion").
         error = None if self.completed else self.error
         warnings = self.notes.as_list()
         if self.completed and self.error is not None:
             warnings.append(f"error before completion: {self.error}")
-        return Answer(
-            text=text,
-            usage=normalize_claude_usage(self.raw_usage),
-            raw_usage=self.raw_usage,
-            model=self.model,
-            session_id=self.session_id,
-            error=error,
-            warnings=warnings + extra,
-        )
+        return self.found(text, usage=normalize_claude_usage(self.raw_usage), error=error, warnings=warnings + extra)

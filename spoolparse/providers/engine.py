@@ -50,6 +50,7 @@ from . import _peek
 from .base import Answer, LiveEvent, Notes, Provider, clip, size_text
 from .generic import GenericProvider
 from .grammar import Grammar, Shape
+from .registry import PROVIDERS
 
 __all__ = ["AutoProvider", "Engine", "RECORD_BYTES"]
 
@@ -71,8 +72,6 @@ class AutoProvider(Provider):
     def __init__(self, candidates: Sequence[type[Provider]] | None = None) -> None:
         super().__init__()
         if candidates is None:
-            from . import PROVIDERS  # the registry imports this module
-
             candidates = list(PROVIDERS.values())
         self.candidates = [c for c in candidates if c.grammar is not None and c.grammar.detected]
         self.chosen: Provider | None = None

@@ -155,10 +155,7 @@ class GeminiProvider(Provider):
             self.max_text = max_text
         self.text = BoundedText(self.max_text)
         self.document_text: str | None = None
-        self.model: str | None = None
-        self.session_id: str | None = None
         self.usage: dict[str, Any] = {}
-        self.raw_usage: Any = None
         self.usage_by_model: dict[str, dict[str, Any]] | None = None
         self.document_cut = False
         self.status: str | None = None
@@ -339,17 +336,8 @@ class GeminiProvider(Provider):
         if error is not None:
             # An error event that the failed result repeats is the error, not also a warning.
             warnings = [w for w in warnings if w != f"error: {error}"]
-        return Answer(
-            text=text,
-            usage=dict(self.usage),
-            raw_usage=self.raw_usage,
-            model=self.model,
-            session_id=self.session_id,
-            error=error,
-            warnings=warnings + extra,
-            usage_by_model=self.usage_by_model,
-            no_answer=self.last_said,
-        )
+        return self.found(text, usage=dict(self.usage), error=error, warnings=warnings + extra,
+                          usage_by_model=self.usage_by_model, no_answer=self.last_said)
 
     def cut(self) -> str | None:
         if self.text.cut or self.document_cut:

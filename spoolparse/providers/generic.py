@@ -49,9 +49,6 @@ class GenericProvider(Provider):
         super().__init__()
         self.text: str | None = None
         self.usage: dict[str, Any] = {}
-        self.raw_usage: Any = None
-        self.model: str | None = None
-        self.session_id: str | None = None
         self.error: str | None = None
 
     def retain(self, key: str) -> int:
@@ -126,12 +123,4 @@ class GenericProvider(Provider):
         return r if r is not None and r.line >= self.answer_from else None
 
     def answer(self) -> Answer:
-        return Answer(
-            text=self.text,
-            usage=dict(self.usage),
-            raw_usage=self.raw_usage,
-            model=self.model,
-            session_id=self.session_id,
-            error=self.error,
-            warnings=self.notes.as_list(),
-        )
+        return self.found(self.text, usage=dict(self.usage), error=self.error)

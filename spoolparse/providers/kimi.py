@@ -96,7 +96,6 @@ class KimiProvider(Provider):
         super().__init__()
         self.final_text: str | None = None
         self.last_text: str | None = None
-        self.session_id: str | None = None
         #: Why the turn was blocked (a known trap), if it was.
         self.blocked: str | None = None
 
@@ -163,12 +162,4 @@ class KimiProvider(Provider):
         if text is None and self.ended_at is None and self.last_text is not None:
             text = self.last_text
             extra.append("the text is taken from the last assistant message")
-        return Answer(
-            text=text,
-            usage={},
-            raw_usage=None,
-            model=None,
-            session_id=self.session_id,
-            error=self.blocked,
-            warnings=self.notes.as_list() + extra,
-        )
+        return self.found(text, error=self.blocked, warnings=self.notes.as_list() + extra)

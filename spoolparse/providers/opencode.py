@@ -118,7 +118,6 @@ class OpencodeProvider(Provider):
         super().__init__()
         self.text = BoundedText(self.max_text)
         self.message_id: Any = None
-        self.session_id: str | None = None
         self.sums: dict[str, Any] = {}
         self.steps = 0
         self.error: str | None = None
@@ -282,13 +281,5 @@ class OpencodeProvider(Provider):
         text = self.text.text() if self.text else None
         error = self._failure()
         raw = {**self.sums, "cache": dict(self.sums["cache"])} if "cache" in self.sums else dict(self.sums)
-        return Answer(
-            text=text,
-            usage=normalize_opencode_tokens(self.sums),
-            raw_usage=raw or None,
-            model=None,
-            session_id=self.session_id,
-            error=error,
-            warnings=self.notes.as_list(),
-            no_answer=self.rejected,
-        )
+        return self.found(text, usage=normalize_opencode_tokens(self.sums), raw_usage=raw or None, error=error,
+                          no_answer=self.rejected)

@@ -8,20 +8,20 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # at run time each name loads on first use: ``spoolparse run`` reaches
-    # runner.cgroup through this package and must not pay for the scheduler (and asyncio)
+if TYPE_CHECKING:  # at run time each name loads on first use: importing the package (a task's types, say)
+    # must not pay for the scheduler (and asyncio)
     from .admission import DEFAULT_MEMORY_PER_TASK, Admission, auto_concurrency, default_reserve
-    from .arun import arun_many
+    from .backend import arun_many, run_many
     from .intake import InvalidTask
     from .memory import HostMemory, MemoryProbe
     from .options import BatchOptions
-    from .scheduler import Batch, run_many
+    from .scheduler import Batch
     from .tasks import VERDICTS, Outcome, Task
 
 _LAZY = {
     "DEFAULT_MEMORY_PER_TASK": ".admission", "Admission": ".admission", "auto_concurrency": ".admission",
     "default_reserve": ".admission", "HostMemory": ".memory", "MemoryProbe": ".memory", "BatchOptions": ".options",
-    "Batch": ".scheduler", "InvalidTask": ".intake", "arun_many": ".arun", "run_many": ".scheduler",
+    "Batch": ".scheduler", "InvalidTask": ".intake", "arun_many": ".backend", "run_many": ".backend",
     "VERDICTS": ".tasks", "Outcome": ".tasks", "Task": ".tasks",
 }
 

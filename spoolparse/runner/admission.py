@@ -1,27 +1,29 @@
-"""When a child may start, when one must be killed, and how many may run at once.
+"""The memory readings admission works from, and how many children may run at once.
 
-A child starts only while used memory is below ``stop_at`` of the total
-*and* its estimate fits under ``stop_at`` after adding what running children
-have reserved but not yet touched (their estimate minus their current use).
-Looking only at free memory, as GNU parallel's ``--memfree`` does, starts a
-burst of children that all look cheap in their first milliseconds.
+:class:`Admission` reads the host's (or the enclosing cgroup's) memory
+through a :class:`~.memory.MemoryProbe`, no more often than it must; the
+rules it answers with (a child starts only while its estimate fits under
+``stop_at`` beside what running children reserved and do not use yet; one
+is killed at ``kill_at``) are the batch policy's, :mod:`.policy`.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from .. import _limits
 from ..errors import UsageError
 from .memory import MemoryProbe
+from .options import DEFAULT_MEMORY_PER_TASK, check_fractions
+from .policy import admits, at_or_above
 
-__all__ = ["Admission", "auto_concurrency", "default_reserve", "cpu_cap", "check_fractions", "DEFAULT_MEMORY_PER_TASK"]
-
-#: The estimate for a task that gives none (``--memory-per-task``).
-DEFAULT_MEMORY_PER_TASK = 1 * _limits.GiB
-
+__all__ = [
+    "Admission", "Sizing", "size", "auto_concurrency", "default_reserve", "cpu_cap", "check_fractions",
+    "DEFAULT_MEMORY_PER_TASK",
+]
 
 def default_reserve(total: int) -> int:
     """Memory left to everything else: max(2 GiB, 10 % of the total), never more than half of it."""
@@ -42,13 +44,40 @@ def auto_concurrency(total: int, per_task: int, *, reserve: int | None = None, c
     return int(min(n, cpu_cap() if cap is None else cap))
 
 
-def check_fractions(stop_at: float, kill_at: float) -> None:
-    """The one rule for the memory thresholds: each in (0, 1], ``kill_at`` not below ``stop_at``."""
-    for name, value in (("stop_at", stop_at), ("kill_at", kill_at)):
-        if not 0 < value <= 1:  # NaN fails this too
-            raise UsageError(f"{name} must be a fraction in (0, 1], not {value}")
-    if kill_at < stop_at:
-        raise UsageError(f"kill_at ({kill_at}) must not be below stop_at ({stop_at})")
+@dataclass(frozen=True)
+class Sizing:
+    """How many tasks a batch runs at once, and the memory figures that chose it."""
+
+    max_concurrent: int
+    #: What bounds ``max_concurrent``, for the progress line: ``-j``, the memory, or the CPUs.
+    bound: str
+    #: Memory kept for everything else (bytes).
+    reserve: int
+    #: The estimate of a task that names none and whose command has no recorded calibration (bytes).
+    memory_per_task: int
+    #: Recorded ``calibrate`` estimates by command identity (used when ``memory_per_task`` is not given).
+    calibrated: Mapping[str, int] = field(default_factory=dict)
+
+
+def size(
+    total: int, *, max_concurrent: int | None, reserve: int | None, memory_per_task: int,
+    calibrated: Mapping[str, int],
+) -> Sizing:
+    """A batch's concurrency: ``max_concurrent`` when given (``-j``), else from memory (what the smallest
+    estimate lets fit beside the reserve), at most :func:`cpu_cap`."""
+    kept = default_reserve(total) if reserve is None else reserve
+    if max_concurrent is not None:
+        return Sizing(max_concurrent, "-j", kept, memory_per_task, calibrated)
+    per_task = min([memory_per_task, *calibrated.values()])
+    by_memory = max(1, (total - kept) // per_task)
+    n = auto_concurrency(total, per_task, reserve=kept)
+    bound = (f"memory: ({_gib(total)} - {_gib(kept)} reserve) / {_gib(per_task)} per task" if n == by_memory
+             else f"CPUs: {n} ({cpu_cap() // 4 or 1} x 4)")
+    return Sizing(n, bound, kept, memory_per_task, calibrated)
+
+
+def _gib(n: int) -> str:
+    return f"{n / _limits.GiB:.1f} GiB"
 
 
 class Admission:
@@ -95,13 +124,8 @@ class Admission:
         the budget cannot stall the batch.
         """
         used, total = self.sample()
-        budget = self.stop_at * total
-        if used >= budget:
-            return False
-        if running == 0:
-            return True
-        pending = sum(max(0, u) for u in untouched)
-        return used + pending + estimate <= budget
+        reserved = sum(max(0, u) for u in untouched)
+        return admits(estimate, reserved=reserved, running=running, used=used, total=total, stop_at=self.stop_at)
 
     def near_limits(self, margin: float = 0.1) -> bool:
         """Whether the last reading is within ``margin`` (a share of the total) of ``stop_at``."""
@@ -110,4 +134,4 @@ class Admission:
     def must_kill(self) -> bool:
         """Whether used memory is at or above ``kill_at``."""
         used, total = self.sample(fresh=True)
-        return used >= self.kill_at * total
+        return at_or_above(used, total, self.kill_at)

@@ -16,7 +16,7 @@ from typing import IO, Any
 from .. import _limits
 from .admission import auto_concurrency, cpu_cap, default_reserve
 from .memory import HostMemory, MemoryProbe
-from .scheduler import run_many
+from .scheduler import Batch
 
 __all__ = ["calibrate", "HEADROOM"]
 
@@ -61,7 +61,7 @@ def calibrate(
         verdicts: dict[str, int] = {}
         walls: list[float] = []
         # admission off (memory_per_task 1 byte, kill_at 100 %): calibrate guards memory itself
-        for out in run_many(
+        for out in Batch(
             [list(argv)] * c, max_concurrent=c, memory_per_task=1, stop_at=1.0, kill_at=1.0, retries=0,
             timeout=timeout, grace=2.0, enforce="cgroup", memory_probe=probe, sample_interval=0.02,
             memory_sample_interval=0.02,  # a measurement: a short task's peak is seen where no cgroup counts it

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import inspect
 import logging
 import os
@@ -32,6 +31,7 @@ from .._cli_common import (
     EXIT_NOT_OK,
     EXIT_OK,
     EXIT_SIGNAL_BASE,
+    add_output_options,
     emit_json,
     fail,
     parse_duration,
@@ -43,12 +43,13 @@ from .._signals import Interrupted, as_interrupted, helper_thread, interrupts
 from .._terminal import printable
 from ..errors import UsageError
 from .admission import cpu_cap
+from .backend import run_many
 from .calibrate import calibrate
 from .calibrations import calibrations_path, listing, record
 from .halt import Halt, parse_halt
 from .ids import SeenIds, duplicate_error
 from .options import ENFORCE_MODES, BatchOptions
-from .scheduler import Batch, InvalidTask, run_many
+from .scheduler import Batch, InvalidTask
 from .taskfile import TaskLines
 from .tasks import Outcome, Task
 from .verdicts import RETRY_VERDICTS
@@ -173,7 +174,8 @@ def register(sub: Any) -> None:
     b.add_argument("--grace", type=_grace, metavar="T",
                    help=f"SIGTERM to SIGKILL (default: {_limits.DEFAULT_GRACE:g}s)")
     b.add_argument("--max-spool-bytes", type=positive_size, metavar="SIZE",
-                   help="kill a task whose stdout passes SIZE (its verdict: failed, spool full)")
+                   help="kill a task whose stdout passes SIZE (its verdict: failed, spool full); a task line's "
+                   "\"max_spool_bytes\" overrides it")
     b.add_argument("--retries", type=_count, metavar="N",
                    help=f"run a task again when its verdict is {', '.join(RETRY_VERDICTS)} (exit not 0 or not "
                    "ok, timed out, over its own --memory-limit), up to N times; never a spawn_error (a bad task "
@@ -190,9 +192,7 @@ def register(sub: Any) -> None:
     again.add_argument("--resume-failed", dest="resume", action="store_const", const="failed",
                        help="skip task ids whose final outcome in --joblog is ok; run the others again")
     b.add_argument("--ordered", action="store_const", const=True, help="print outcomes in input order")
-    b.add_argument("--allow-empty-answer", action="store_const", const=True,
-                   help="a task whose agent finished without an answer is ok (a task line's \"allow_empty_answer\" "
-                   "says so for that task)")
+    add_output_options(b, batch=True)
     b.add_argument("--results", metavar="DIR",
                    help="keep the stdout and stderr of each task that is not ok as DIR/<id>/stdout, stderr "
                    "(hard links to the spools, no copies; <id> %%-quoted)")
@@ -406,11 +406,7 @@ def _halt(text: str) -> Halt:
 
 def _batch_options(args: argparse.Namespace) -> BatchOptions:
     """The options given on the command line (argparse leaves out the others): the rest are BatchOptions'."""
-    given = {k: v for k, v in vars(args).items() if k in _OPTION_NAMES}
-    return BatchOptions(**given)  # a bad combination is a UsageError: exit 2
-
-
-_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(BatchOptions))
+    return BatchOptions.given(vars(args))  # a bad combination is a UsageError: exit 2
 
 
 class _TaskEvents:
@@ -511,7 +507,7 @@ def _run_batch(
             elif progress is not None and isinstance(batch, Batch):
                 a = batch.admission
                 sys.stderr.write(
-                    f"spoolparse: batch: -j {batch.max_concurrent} ({batch.concurrency_bound}), "
+                    f"spoolparse: batch: -j {batch.max_concurrent} ({batch.sizing.bound}), "
                     f"memory {_gib(a.probe.total())} GiB, "
                     f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, "
                     f"cgroups: {batch.placement.enforcement or 'none'}\n"
@@ -534,8 +530,7 @@ def _run_batch(
         except KeyboardInterrupt as caught:
             e = as_interrupted(caught)  # Ray's waits make ours a bare KeyboardInterrupt, whatever the signal
             if batch is not None:
-                if isinstance(batch, Batch):
-                    batch.interrupted_by(e)  # the cancelled tasks' error names the signal we got
+                batch.interrupted_by(e)  # the cancelled tasks' error names the signal we got
                 for outcome in batch.close():  # each ended task's outcome, then its final job-log line
                     with contextlib.suppress(OSError):
                         emit_json(outcome.to_dict(), out=out)

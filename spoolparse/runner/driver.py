@@ -1,4 +1,5 @@
-"""A batch's loop, run in a thread of its own, its outcomes handed to the reader through a queue.
+"""A batch's loop, run in a thread of its own, its outcomes handed to the reader through a queue (or to an
+event loop: :func:`relay`).
 
 The children stay supervised however long the reader takes over each
 outcome: the loop never waits for the reader. Outcomes it made wait in the
@@ -12,17 +13,49 @@ and one wake of the reader, for all of them.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import weakref
 from collections import deque
-from collections.abc import Callable, Generator
-from typing import Generic, TypeVar
+from collections.abc import AsyncGenerator, Callable, Generator, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 from .. import _limits
 from .._signals import uninterruptible
 
-__all__ = ["Driver"]
+__all__ = ["Driver", "relay", "turns"]
+
+#: Seconds a batch's thread waits for room in :func:`relay` before it looks whether it was asked to stop.
+RELAY_TICK = 0.05
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Turning(Protocol[T_co]):
+    """A loop that goes one turn at a time: the items that turn made, and whether to go on."""
+
+    def _turn(self) -> tuple[Sequence[T_co], bool]: ...
+
+
+def turns(ref: weakref.ref[Turning[T]]) -> Generator[list[T], None, None]:
+    """The turns of the loop ``ref`` holds, for its driver thread, holding it only during a turn.
+
+    A batch its reader dropped unfinished (``for o in run_many(...): break``) is then collected like any
+    object, and its finalizer cancels what runs; a loop that held it all along would keep it, its children
+    and its thread until the process exits.
+    """
+    while True:
+        loop = ref()
+        if loop is None:
+            return
+        try:
+            out, more = loop._turn()
+        finally:
+            del loop
+        yield list(out)
+        if not more:
+            return
 
 
 class Driver(Generic[T]):
@@ -98,3 +131,52 @@ class Driver(Generic[T]):
         left = list(self._handoff)
         self._handoff.clear()
         return left
+
+
+class _Failed:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_DONE = object()
+
+
+async def relay(batch: Any, window: int, name: str) -> AsyncGenerator[Any, None]:
+    """Iterate ``batch`` (a :class:`~.scheduler.Batch`, or the Ray driver) in a thread of its own; yield its
+    outcomes here, on the event loop.
+
+    The thread keeps supervising while the consumer awaits; at most ``window``
+    outcomes wait for it. Leaving early (or cancellation) asks the batch to
+    stop and waits for its thread.
+    """
+    loop = asyncio.get_running_loop()
+    outq: asyncio.Queue[Any] = asyncio.Queue()
+    credits = threading.Semaphore(window)
+
+    def drive() -> None:
+        try:
+            for out in batch:
+                while not credits.acquire(timeout=RELAY_TICK):
+                    if batch._stop.is_set():
+                        break
+                loop.call_soon_threadsafe(outq.put_nowait, out)
+        except BaseException as e:
+            loop.call_soon_threadsafe(outq.put_nowait, _Failed(e))
+        else:
+            loop.call_soon_threadsafe(outq.put_nowait, _DONE)
+
+    thread = threading.Thread(target=drive, name=name, daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = await outq.get()
+            if item is _DONE:
+                break
+            if isinstance(item, _Failed):
+                raise item.exc
+            credits.release()
+            yield item
+    finally:
+        batch.request_stop()
+        credits.release()
+        await asyncio.shield(asyncio.to_thread(thread.join))

@@ -9,14 +9,18 @@ waits go once nothing can fill them.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections import deque
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
+from typing import Any
 
 from .intake import Intake
 from .joblog import JobLog
 from .tasks import Outcome
+from .verdicts import cancelled_error
 
-__all__ = ["Emission", "HandsOut"]
+__all__ = ["Emission", "HandsOut", "Holds"]
 
 
 class HandsOut(Iterator[Outcome]):
@@ -32,6 +36,13 @@ class HandsOut(Iterator[Outcome]):
     joblog: JobLog | None
     intake: Intake
     _handed: Outcome | None = None  # handed to the reader, not yet known to be printed
+    _cancel_cause: str | None = None  # what a cancelled task's error says (see interrupted_by)
+
+    def interrupted_by(self, cause: BaseException) -> None:
+        """Say why the batch is about to be cancelled (a signal to spoolparse, say), before :meth:`close`: the
+        error of every task it cancels names it (:func:`~.verdicts.cancelled_error`). The first cause stays."""
+        if self._cancel_cause is None:
+            self._cancel_cause = cancelled_error(cause)
 
     @property
     def skipped(self) -> int:
@@ -98,9 +109,64 @@ class Emission:
         for k in sorted(self._waiting):
             self.ready.append(self._waiting.pop(k))
 
+    def take(self, holds: Holds) -> list[Outcome]:
+        """The outcomes ready for the reader; one still held (its transcript being kept, its last events being
+        delivered) waits, and in order those after it too: an outcome seen means its transcript is in place."""
+        ready = self.ready
+        if not holds:
+            every = list(ready)
+            ready.clear()
+            return every
+        out: list[Outcome] = []
+        held: list[Outcome] = []
+        for o in ready:
+            if o in holds or (held and self.ordered):
+                held.append(o)
+            else:
+                out.append(o)
+        ready.clear()
+        ready.extend(held)
+        return out
+
     def take_undelivered(self) -> list[Outcome]:
         """Every outcome not yet handed out, ready ones first, then those that waited (for cancelling)."""
         self.past_holes()
         out = list(self.ready)
         self.ready.clear()
         return out
+
+
+class Holds:
+    """Outcomes that wait for one more thing before they go to the reader: their transcript kept, their last
+    events delivered, each done in a thread of its own. An outcome is held by ``id()`` (held here, so no other
+    object takes that id), with the count of what it still waits for."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._held)
+
+    def __contains__(self, out: Outcome) -> bool:
+        return id(out) in self._held
+
+    def hold(self, out: Outcome) -> Callable[[], None]:
+        """``out`` waits for one more thing; what to call (from any thread) once that is done. The callable holds
+        this table, never the batch."""
+        with self._lock:
+            self._held.setdefault(id(out), [out, 0])[1] += 1
+        return functools.partial(_release, self._held, self._lock, id(out))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()
+
+
+def _release(held: dict[int, list[Any]], lock: threading.Lock, key: int) -> None:
+    with lock:
+        entry = held.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del held[key]

@@ -14,13 +14,12 @@ from typing import Protocol
 
 import psutil
 
-from .._proc import proc_stats
+from .._os.cgroupfs import enclosing_limit, own_cgroup, read_int, stat_field
+from .._os.proc import proc_stats
 
-__all__ = ["MemoryProbe", "HostMemory", "own_cgroup", "v2_dir", "enclosing_limit", "sample_trees", "read_int"]
+__all__ = ["MemoryProbe", "HostMemory", "sample_trees"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-#: cgroup v1 reports "no limit" as a huge number near 2**63.
-_UNLIMITED = 1 << 60
 
 
 class MemoryProbe(Protocol):
@@ -29,111 +28,6 @@ class MemoryProbe(Protocol):
     def total(self) -> int: ...
 
     def used(self) -> int: ...
-
-
-def read_int(path: str) -> int | None:
-    """An integer file (``max`` reads as ``None``); ``None`` when unreadable."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read().strip()
-    except OSError:
-        return None
-    if text == b"max":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
-def _stat_field(path: str, key: bytes) -> int | None:
-    try:
-        with open(path, "rb") as f:
-            for line in f:
-                name, _, value = line.partition(b" ")
-                if name == key:
-                    return int(value)
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def v2_dir(pid: int | str = "self", root: str = "/sys/fs/cgroup") -> str | None:
-    """Directory of ``pid``'s cgroup in the v2 (unified) hierarchy, or ``None`` when none is mounted."""
-    try:
-        with open(f"/proc/{pid}/cgroup") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        hid, controllers, path = line.split(":", 2)
-        if hid == "0" and controllers == "":
-            for base in (root, os.path.join(root, "unified")):
-                if os.path.isfile(os.path.join(base, "cgroup.controllers")):
-                    d = os.path.normpath(os.path.join(base, path.lstrip("/")))
-                    return d if os.path.isdir(d) else None
-    return None
-
-
-def own_cgroup(pid: int | str = "self", root: str = "/sys/fs/cgroup") -> tuple[str, str] | None:
-    """``("v2"|"v1", directory)`` of the memory cgroup ``pid`` is in, or ``None`` if there is none.
-
-    The v2 root cgroup counts (it has no ``memory.current`` of its own): a
-    process there still makes its task cgroups under it.
-    """
-    try:
-        with open(f"/proc/{pid}/cgroup") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            d = os.path.join(root, "memory", path.lstrip("/"))
-            if os.path.isfile(os.path.join(d, "memory.usage_in_bytes")):
-                return "v1", d
-    d2 = v2_dir(pid, root)
-    if d2 is not None and (
-        os.path.isfile(os.path.join(d2, "memory.current")) or _has_memory_controller(d2)
-    ):
-        return "v2", d2
-    return None
-
-
-def _has_memory_controller(d: str) -> bool:
-    try:
-        with open(os.path.join(d, "cgroup.controllers")) as f:
-            return "memory" in f.read().split()
-    except OSError:
-        return False
-
-
-def enclosing_limit(kind: str, d: str) -> tuple[int, str] | None:
-    """(limit, directory) of the tightest memory limit over cgroup ``d``: its own or an ancestor's.
-
-    v2 walks up to the root reading each ``memory.max`` (a runner moved into a
-    leaf, or started in a child of a limited slice, is still bound by it); v1
-    reads ``hierarchical_memory_limit``, which already is that minimum.
-    """
-    best: tuple[int, str] | None = None
-    if kind == "v1":
-        for value in (
-            read_int(os.path.join(d, "memory.limit_in_bytes")),
-            _stat_field(os.path.join(d, "memory.stat"), b"hierarchical_memory_limit"),
-        ):
-            if value is not None and value < _UNLIMITED and (best is None or value < best[0]):
-                best = (value, d)
-        return best
-    cur = d
-    while os.path.isfile(os.path.join(cur, "cgroup.controllers")):
-        value = read_int(os.path.join(cur, "memory.max"))
-        if value is not None and value < _UNLIMITED and (best is None or value < best[0]):
-            best = (value, cur)
-        up = os.path.dirname(cur)
-        if up == cur:
-            break
-        cur = up
-    return best
 
 
 class HostMemory:
@@ -175,10 +69,10 @@ class HostMemory:
             d = self._where
             if self.cgroup[0] == "v1":
                 usage = read_int(os.path.join(d, "memory.usage_in_bytes")) or 0
-                inactive = _stat_field(os.path.join(d, "memory.stat"), b"total_inactive_file") or 0
+                inactive = stat_field(os.path.join(d, "memory.stat"), b"total_inactive_file") or 0
             else:
                 usage = read_int(os.path.join(d, "memory.current")) or 0
-                inactive = _stat_field(os.path.join(d, "memory.stat"), b"inactive_file") or 0
+                inactive = stat_field(os.path.join(d, "memory.stat"), b"inactive_file") or 0
             return max(0, usage - inactive)
         vm = psutil.virtual_memory()
         return int(vm.total - vm.available)

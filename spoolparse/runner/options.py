@@ -3,23 +3,24 @@
 :func:`~spoolparse.run_many`, :func:`~spoolparse.arun_many`, :class:`Batch`,
 the Ray backend and ``spoolparse batch`` all take one of these (the keyword
 arguments of ``run_many`` and ``arun_many`` build one), and every option is
-checked here, once, before anything starts. Defaults are named in
-:mod:`spoolparse._limits`.
+checked here, once, before anything starts. A batch's options hold every
+field of :class:`~spoolparse.ChildOptions` (what each task's child gets,
+unless its task says otherwise: :attr:`BatchOptions.child`) and the batch's
+own. Defaults are named in :mod:`spoolparse._limits`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
-import signal
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import _limits
-from .._lifecycle import check_times
 from ..errors import UsageError
-from .admission import DEFAULT_MEMORY_PER_TASK, check_fractions
+from ..options import ChildOptions
 from .halt import Halt, parse_halt
 from .joblog import Resume
 from .results import KEEP_MODES, KeepTranscript
@@ -27,7 +28,19 @@ from .results import KEEP_MODES, KeepTranscript
 if TYPE_CHECKING:
     from .memory import MemoryProbe
 
-__all__ = ["BatchOptions", "ENFORCE_MODES"]
+__all__ = ["BatchOptions", "ENFORCE_MODES", "DEFAULT_MEMORY_PER_TASK", "check_fractions"]
+
+#: The estimate for a task that gives none (``--memory-per-task``).
+DEFAULT_MEMORY_PER_TASK = 1 * _limits.GiB
+
+
+def check_fractions(stop_at: float, kill_at: float) -> None:
+    """The one rule for the memory thresholds: each in (0, 1], ``kill_at`` not below ``stop_at``."""
+    for name, value in (("stop_at", stop_at), ("kill_at", kill_at)):
+        if not 0 < value <= 1:  # NaN fails this too
+            raise UsageError(f"{name} must be a fraction in (0, 1], not {value}")
+    if kill_at < stop_at:
+        raise UsageError(f"kill_at ({kill_at}) must not be below stop_at ({stop_at})")
 
 #: ``auto``: a cgroup for every task, with or without a memory limit, where
 #: one can be made (exact peaks, the kernel's memory cap, every process the
@@ -37,14 +50,19 @@ __all__ = ["BatchOptions", "ENFORCE_MODES"]
 ENFORCE_MODES = ("auto", "cgroup", "watchdog")
 
 
-@dataclass(frozen=True)
-class BatchOptions:
-    """How a batch runs: concurrency, memory, time, retries, halt, job log, transcripts.
+@dataclass(frozen=True, kw_only=True)
+class BatchOptions(ChildOptions):
+    """How a batch runs: concurrency, memory, retries, halt, job log, transcripts; and each task's child.
 
     Every field has a default; :meth:`replace` (or the keyword arguments of
     :func:`~spoolparse.run_many`) changes some. A bad value is a
     :class:`~spoolparse.UsageError` when the options are made, so a batch
     never starts with one. See :func:`~spoolparse.run_many` for what each means.
+    The fields of :class:`~spoolparse.ChildOptions` (``provider``,
+    ``max_line``, ``max_retained``, ``timeout``, ``grace``, ``spool_dir``...)
+    are each task's (:attr:`child`); a :class:`~spoolparse.Task` overrides them
+    (:meth:`~spoolparse.Task.child_options`). ``containment`` is not: a batch
+    contains its tasks as ``enforce`` says.
     """
 
     #: Most tasks at once; ``None``: from memory (floor((total − reserve) / memory_per_task), CPU-capped).
@@ -66,13 +84,6 @@ class BatchOptions:
     retries: int = 0
     #: Seconds before a requeue or retry, doubling each time.
     retry_backoff: float = _limits.RETRY_BACKOFF
-    #: Seconds from a task's start to SIGTERM (``None``: never).
-    timeout: float | None = None
-    #: Seconds from a task's start to ``soft_signal`` (once).
-    soft_timeout: float | None = None
-    soft_signal: int = signal.SIGUSR1
-    #: Seconds between SIGTERM and SIGKILL.
-    grace: float = _limits.DEFAULT_GRACE
     #: Outcomes in input order.
     ordered: bool = False
     #: With ``ordered``: most tasks started ahead of the oldest unfinished one (``None``: twice max_concurrent).
@@ -89,9 +100,6 @@ class BatchOptions:
     pids_max: int | None = _limits.PIDS_MAX
     #: Replaces the host's memory readings (tests, or a custom budget).
     memory_probe: MemoryProbe | None = None
-    spool_dir: str | os.PathLike[str] | None = None
-    #: Kill a task whose stdout passes this many bytes.
-    max_spool_bytes: int | None = None
     #: Seconds between memory samples, spool pumps and watchdog checks.
     sample_interval: float = _limits.SAMPLE_INTERVAL
     #: Seconds between memory readings of a task with no memory limit of its own (its peak and admission;
@@ -102,10 +110,9 @@ class BatchOptions:
     results: str | os.PathLike[str] | None = None
     #: ``"failed"``: keep the transcripts of tasks not ok; ``"all"``: of every task.
     keep_transcript: KeepTranscript = "failed"
-    #: Whether a task whose agent finished without an answer is ``ok`` (a task's own ``allow_empty_answer`` wins).
-    allow_empty_answer: bool = False
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # each task's child options: their own checks
         object.__setattr__(self, "halt", parse_halt(self.halt))
         if self.enforce not in ENFORCE_MODES:
             raise UsageError(f"enforce must be one of {', '.join(ENFORCE_MODES)}, not {self.enforce!r}")
@@ -119,7 +126,7 @@ class BatchOptions:
                 raise UsageError(f"{name} must be a whole number, not negative, not {value!r}")
         if self.reserve is not None and self.reserve < 0:  # less than nothing kept free: more admitted than there is
             raise UsageError(f"reserve must not be negative, not {self.reserve}")
-        for name in ("memory_per_task", "memory_limit", "max_spool_bytes", "pids_max"):
+        for name in ("memory_per_task", "memory_limit", "pids_max"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise UsageError(f"{name} must be positive, not {value}")
@@ -128,17 +135,20 @@ class BatchOptions:
             if value is not None and value < 1:
                 raise UsageError(f"{name} must be at least 1, not {value}")
         check_fractions(self.stop_at, self.kill_at)
-        check_times(self.timeout, self.grace, self.soft_timeout)  # the one rule for times
         for name in ("retry_backoff", "sample_interval", "memory_sample_interval"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0 or (value == 0 and name != "retry_backoff"):
                 raise UsageError(f"{name} must be a finite number of seconds above 0, not {value}")
-        if not isinstance(self.allow_empty_answer, bool):
-            raise UsageError(f"allow_empty_answer must be True or False, not {self.allow_empty_answer!r}")
         if self.resume and self.joblog is None:
             raise UsageError("resume needs a joblog to read")
         if self.resume not in (True, False, "failed"):
             raise UsageError(f"resume must be True, False or 'failed', not {self.resume!r}")
+
+    @functools.cached_property
+    def child(self) -> ChildOptions:
+        """Each task's child options unless its task says otherwise: this batch's fields of
+        :class:`~spoolparse.ChildOptions`."""
+        return ChildOptions(**{name: getattr(self, name) for name in _CHILD_NAMES})
 
     @property
     def default_estimate(self) -> int:
@@ -150,19 +160,5 @@ class BatchOptions:
         """:attr:`halt`, parsed (it always is once the options are made)."""
         return parse_halt(self.halt)
 
-    def replace(self, **changes: Any) -> BatchOptions:
-        """A copy with ``changes`` (checked as when made); an unknown name is a :class:`TypeError`."""
-        return dataclasses.replace(self, **changes) if changes else self
 
-    @classmethod
-    def of(cls, options: BatchOptions | None, changes: dict[str, Any], *, caller: str) -> BatchOptions:
-        """``options`` (default: all defaults) with the keyword arguments ``changes`` of ``caller`` applied."""
-        unknown = sorted(set(changes) - _NAMES)
-        if unknown:
-            raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
-        if options is not None and not isinstance(options, BatchOptions):
-            raise TypeError(f"{caller}() options must be a BatchOptions, not {type(options).__name__}")
-        return (options or cls()).replace(**changes)
-
-
-_NAMES = frozenset(f.name for f in dataclasses.fields(BatchOptions))
+_CHILD_NAMES = tuple(f.name for f in dataclasses.fields(ChildOptions))

@@ -22,28 +22,28 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Generator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Generator, Iterable
 from typing import Any
 
 from .._signals import handlers_kept, uninterruptible
 from ..errors import UsageError
-from .arun import relay
+from .driver import relay
 from .emission import Emission, HandsOut
 from .halt import Halt, Tally
 from .intake import AsyncSource, Intake, InvalidTask
-from .joblog import JobLog, done_ids
+from .joblog import DoneIds, JobLog
 from .options import BatchOptions
+from .policy import BatchPolicy
 from .ray_ledger import Ledger, Record
 from .ray_node import NodeRunner
 from .ray_wire import dumps, loads
 from .tasks import Outcome, Task, TaskLike
+from .verdicts import cancelled_error
 
-__all__ = ["RayBatch", "run_many_ray", "arun_many_ray", "BACKENDS", "NODE_GRACE", "RAY_MISSING"]
+__all__ = ["RayBatch", "arun_ray", "NODE_GRACE", "RAY_MISSING"]
 
 log = logging.getLogger("spoolparse.runner")
 
-#: ``local``: this host only; ``ray``: every node of a Ray cluster.
-BACKENDS = ("local", "ray")
 RAY_MISSING = "backend='ray' needs Ray: pip install 'spoolparse[ray]'"
 #: Seconds a node may stay unreachable (``ActorUnavailableError``) before its tasks go elsewhere.
 NODE_GRACE = 10.0
@@ -115,9 +115,15 @@ class RayBatch(HandsOut):
         self._own_ray = _connect(self._ray, address)
         self.joblog = JobLog(joblog) if joblog is not None else None
         self.ledger = Ledger(retries=options.requeues, memory_per_task=options.default_estimate)
-        done = done_ids(joblog, options.resume) if options.resume and joblog is not None else set()
-        self.intake = Intake(tasks, done, depth=MAX_SEND)  # read off the driver's thread (see intake)
-        self._halted = False
+        spill_dir = None if options.spool_dir is None else os.fspath(options.spool_dir)
+        # the ids a resumed job log has done, and those read, in spill files: memory flat in their number
+        self._done = DoneIds(joblog, options.resume, spill_dir) if options.resume and joblog is not None else None
+        self.intake = Intake(  # read off the driver's thread (see intake)
+            tasks, self._done if self._done is not None else set(), depth=MAX_SEND, spill_dir=spill_dir,
+        )
+        #: The halt (and the counts of final outcomes): the local batch's policy (retries and requeues are each
+        #: node's).
+        self.policy = BatchPolicy.of(options)
         self._emission = Emission(ordered=self.ordered)
         self._out = self._emission.ready  # ended outcomes for the loop to hand over
         self._actors: dict[str, Any] = {}
@@ -130,8 +136,6 @@ class RayBatch(HandsOut):
         self._closed = False
         self._nodes_stopped = False
         self.cancelled: list[Outcome] = []
-        #: Counters for progress displays.
-        self.tally = Tally()
         self.wire_bytes = [0, 0]  # sent, received
         self.on_tick: Callable[[RayBatch], None] | None = None
         try:
@@ -148,6 +152,11 @@ class RayBatch(HandsOut):
     @property
     def running(self) -> int:
         return self.ledger.in_flight()
+
+    @property
+    def tally(self) -> Tally:
+        """Counters for progress displays (the final outcomes so far)."""
+        return self.policy.tally
 
     @property
     def queued(self) -> int:
@@ -242,7 +251,7 @@ class RayBatch(HandsOut):
             r = self.ledger.requeue[0]
             return r.seq, r.task, r.before
         intake = self.intake
-        if self._halted:  # a halt sends nothing new: what was read and not sent is skipped (_skip_rest)
+        if self.policy.halted:  # a halt sends nothing new: what was read and not sent is skipped (_skip_rest)
             return None
         window = sum(n.window for n in self.ledger.live())
         if intake.held is None and self.ordered and self._emission.ahead(intake.seq) >= window:
@@ -268,7 +277,7 @@ class RayBatch(HandsOut):
                 self._send()
                 while self._out:
                     yield self._out.popleft()
-                if self._halted and not self.ledger.in_flight() and not self.ledger.requeue:
+                if self.policy.halted and not self.ledger.in_flight() and not self.ledger.requeue:
                     self._skip_rest()
                     while self._out:
                         yield self._out.popleft()
@@ -282,7 +291,9 @@ class RayBatch(HandsOut):
                 yield self._out.popleft()
         except _Stop:
             self._cancel_all()
-        except BaseException:
+        except BaseException as e:  # a signal (the CLI's, or Ray's bare KeyboardInterrupt), a failure, a close
+            if not isinstance(e, GeneratorExit):
+                self.interrupted_by(e)
             self._cancel_all()
             raise
         finally:
@@ -290,7 +301,7 @@ class RayBatch(HandsOut):
 
     def _finished(self) -> bool:
         return (
-            (self.intake.exhausted or self._halted)
+            (self.intake.exhausted or self.policy.halted)
             and self.intake.held is None
             and not self.ledger.requeue
             and not self.ledger.in_flight()
@@ -396,14 +407,12 @@ class RayBatch(HandsOut):
             self._final(rec.outcome, rec.seq)
 
     def _final(self, out: Outcome, seq: int) -> None:
-        if self.tally.add(out.verdict, self.halt) and not self._halted:
-            self._halted = True
-            if self.halt is not None and self.halt.when == "now":
-                self._stop_nodes()
-                for rec in self.ledger.cancel_all("cancelled: the batch halted"):
-                    self._record(rec)
+        if self.policy.final(out.verdict) == "now":
+            self._stop_nodes()
+            for rec in self.ledger.cancel_all(self.policy.cancelled_error(None)):
+                self._record(rec)
         self._emission.add(seq, out)
-        if self._finished() or (self._halted and not self.ledger.in_flight()):
+        if self._finished() or (self.policy.halted and not self.ledger.in_flight()):
             self._emission.past_holes()
 
     def _skip_rest(self) -> None:
@@ -439,7 +448,8 @@ class RayBatch(HandsOut):
         with uninterruptible():
             self._stop_nodes()
             undelivered = self._emission.take_undelivered()
-            records = self.ledger.cancel_all("cancelled")
+            # why spoolparse cancelled them (``cancelled (SIGTERM to spoolparse)``), as for a local batch's tasks
+            records = self.ledger.cancel_all(self._cancel_cause or cancelled_error(None))
             for rec in records:
                 if self.joblog is not None:
                     self.joblog.write(rec.outcome, argv=list(rec.task.argv), final=True, started=rec.started)
@@ -450,6 +460,8 @@ class RayBatch(HandsOut):
             return
         self._closed = True
         self.intake.close()
+        if self._done is not None:
+            self._done.close()
         for actor in self._actors.values():
             with contextlib.suppress(Exception):
                 self._ray.kill(actor, no_restart=True)
@@ -466,30 +478,13 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def _backend(backend: str, address: str | None) -> None:
-    if backend not in BACKENDS:
-        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    if backend == "local" and address is not None:
-        raise UsageError("address is for backend='ray'")
-
-
-def run_many_ray(
-    tasks: Iterable[TaskLike | InvalidTask], *, backend: str, address: str | None, options: BatchOptions
-) -> RayBatch:
-    """:func:`run_many` on Ray (the hook ``run_many`` calls for ``backend="ray"``)."""
-    _backend(backend, address)
-    return RayBatch(tasks, address=address, options=options)
-
-
-async def arun_many_ray(
+async def arun_ray(
     tasks: Iterable[TaskLike | InvalidTask] | AsyncIterable[TaskLike | InvalidTask],
     *,
-    backend: str,
     address: str | None,
     options: BatchOptions,
-) -> AsyncIterator[Outcome]:
-    """:func:`arun_many` on Ray: the driver loop runs in a thread, outcomes come to the event loop."""
-    _backend(backend, address)
+) -> AsyncGenerator[Outcome, None]:
+    """:func:`~spoolparse.arun_many` on Ray: the driver loop runs in a thread, outcomes come to the event loop."""
     loop = asyncio.get_running_loop()
     source: Any = tasks
     if isinstance(tasks, AsyncIterable):

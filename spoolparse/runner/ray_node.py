@@ -1,4 +1,5 @@
-"""The node runner: one long-lived Ray actor per node, running :func:`arun_many` for that node's share of tasks.
+"""The node runner: one long-lived Ray actor per node, running a local batch (:func:`~.arun.arun_batch`) for that
+node's share of tasks.
 
 Everything that touches an agent happens here, on the agent's node: spools on
 its disk, process groups and cgroups, memory admission with ``stop_at`` and
@@ -8,12 +9,12 @@ a status report out. The actor is asynchronous, so an exchange waiting for
 outcomes never holds up the next one.
 
 Every task runs in a cgroup of its own where the node lets one be made (as
-on a local batch: :func:`~spoolparse.runner.cgroup.wants_cgroup`), which is
+on a local batch: :func:`~spoolparse._os.cgroup.wants_cgroup`), which is
 what ends a process that left its task's session and cleared its
 environment; the first reply says when none can be made there, and the
 driver warns once for that node. When the actor process dies —
 ``ray.kill``, its node removed, Ray's memory monitor — its guardian
-(:mod:`spoolparse._guardian`, the one every run has, started detached and
+(:mod:`spoolparse._os.guardian`, the one every run has, started detached and
 given the runner's environment mark) kills its agents and whatever they
 started (the cgroups it holds, and every process carrying the mark), and
 deletes the node's job log.
@@ -35,11 +36,12 @@ from typing import Any
 import orjson
 
 from .._dirfd import NotOurs, make_unique_file, open_path, refusal
-from .._guardian import MARK_VAR, SWEEP_FOR, guardian, marked
+from .._os.capabilities import placement
+from .._os.cgroup import uncontained_note, wants_cgroup
+from .._os.guardian import MARK_VAR, SWEEP_FOR, guardian, marked
 from ..spool import temp_dir
 from .admission import Admission, auto_concurrency, default_reserve
-from .arun import arun_many
-from .cgroup import Placement, uncontained_note, wants_cgroup
+from .arun import arun_batch
 from .memory import HostMemory, MemoryProbe
 from .options import BatchOptions
 from .ray_wire import decode_task, dumps, encode_outcome, loads
@@ -102,7 +104,7 @@ class NodeRunner:
         os.environ[MARK_VAR] = self.token  # every agent started from here inherits it
         # said once to the driver: what escapes a task on this node, where no cgroup can be made (the batch
         # the runner runs detects the same placement and makes the cgroups)
-        where = Placement.detect() if wants_cgroup(options.enforce) else None
+        where = placement(fresh=True) if wants_cgroup(options.enforce) else None
         self._uncontained = uncontained_note(where) if where is not None and where.kind is None else None
         self.inbox: deque[Task] = deque()
         self.waiting_est = 0
@@ -175,7 +177,7 @@ class NodeRunner:
     async def _run(self) -> None:
         out_ready, feed_ready = self._start()
         try:
-            async for out in arun_many(self._feed(), self.opts):
+            async for out in arun_batch(self._feed(), self.opts):
                 self.ended += 1
                 self.outbox.append(encode_outcome(out))
                 out_ready.set()

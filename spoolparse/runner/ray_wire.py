@@ -60,13 +60,14 @@ def encode_task(seq: int, task: Task) -> dict[str, Any]:
         ("st", task.soft_timeout),
         ("m", task.memory),
         ("ml", task.memory_limit),
+        ("p", task.provider),
+        ("ae", task.allow_empty_answer),
+        ("xl", task.max_line),
+        ("xr", task.max_retained),
+        ("xs", task.max_spool_bytes),
     ):
         if value is not None:
             d[key] = value
-    if task.provider != "auto":
-        d["p"] = task.provider
-    if task.allow_empty_answer is not None:
-        d["ae"] = task.allow_empty_answer
     return d
 
 
@@ -86,8 +87,11 @@ def decode_task(d: dict[str, Any]) -> Task:
         soft_timeout=d.get("st"),
         memory=d.get("m"),
         memory_limit=d.get("ml"),
-        provider=d.get("p", "auto"),
+        provider=d.get("p"),
         allow_empty_answer=d.get("ae"),
+        max_line=d.get("xl"),
+        max_retained=d.get("xr"),
+        max_spool_bytes=d.get("xs"),
     )
 
 

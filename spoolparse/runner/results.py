@@ -21,6 +21,7 @@ anyone else's is replaced.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -166,7 +167,10 @@ class Keeper:
         self.pending = 0  # jobs given and not yet done (read by the batch's loop)
         self._idle = threading.Condition()
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, job: Callable[[], None], *, then: Callable[[], None] | None = None) -> None:
+        """Run ``job`` in the keeper's thread, then ``then`` (whatever ``job`` did)."""
+        if then is not None:
+            job = functools.partial(_then, job, then)
         with self._idle:
             self.pending += 1
         if self._thread is None:
@@ -196,3 +200,10 @@ class Keeper:
         if self._thread is not None:
             self._jobs.put(None)
             self._thread = None
+
+
+def _then(job: Callable[[], None], then: Callable[[], None]) -> None:
+    try:
+        job()
+    finally:
+        then()

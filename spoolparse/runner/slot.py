@@ -15,16 +15,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..process import Child
+from .._os.cgroup import ChildCgroup
+from ..child import Child
 from ..providers.base import LiveEvent
 from ..result import Result
 from ..types import Summary
-from .cgroup import ChildCgroup
+from .memory import sample_trees
 from .results import ResultsDir
 from .tasks import Outcome, Task
 from .verdicts import memory_kill_error, runner_verdict
 
-__all__ = ["Slot", "outcome_of"]
+__all__ = ["Slot", "outcome_of", "measure"]
 
 log = logging.getLogger("spoolparse.runner")
 
@@ -41,8 +42,6 @@ class Slot:
     enforcement: str
     estimate: int
     limit: int | None
-    timeout: float | None
-    soft_timeout: float | None
     started: float
     started_wall: float
     forced: str | None = None  # timeout / killed_memory / requeue / cancelled
@@ -57,6 +56,35 @@ class Slot:
     polled: bool = False  # its pidfd is in the loop's poll set (until the leader's exit is seen)
     wds: tuple[int, ...] = ()  # inotify watches on its spools, once it has run a while (Batch._changed)
     watch_failed: bool = False  # inotify refused a watch (limits): its spool is looked at every sample
+
+    @property
+    def watchdog_limit(self) -> int | None:
+        """The memory limit sampling keeps (none where its cgroup keeps it)."""
+        return self.limit if self.cg is None else None
+
+    @property
+    def ending(self) -> bool:
+        """The batch is ending it already, or its leader exited (what a memory sample spares)."""
+        return self.forced is not None or self.child.life.leader_exited
+
+
+def measure(slots: list[Slot], *, every: bool, young: float) -> None:
+    """What memory each of ``slots`` uses now (its ``usage``, and its ``peak``): its cgroup's at the
+    once-a-second sample (``every``), else its process tree's, in one pass over ``/proc`` for all of them
+    (:func:`~.memory.sample_trees`): of those whose memory limit sampling keeps, and at the once-a-second
+    sample of those started before ``young``. A younger one still counts with its whole estimate as reserved:
+    skipping it spares a ``/proc`` scan when tasks are short."""
+    sampled = [s for s in slots if s.cg is None and (s.limit is not None or (every and s.started <= young))]
+    sizes = sample_trees(s.child.pid for s in sampled) if sampled else {}
+    for s in slots:
+        if s.cg is not None:
+            if every:
+                s.usage = s.cg.usage()
+        elif s.child.pid in sizes:
+            s.usage = sizes[s.child.pid]
+            if s.usage:
+                s.sampled = True
+        s.peak = max(s.peak, s.usage)
 
 
 def outcome_of(
@@ -91,7 +119,7 @@ def outcome_of(
     res_ok = False
     later: Callable[[], None] | None = None
     try:
-        res, _ = child.result(keep_output=results is not None, timeout=s.timeout, emit=emit)
+        res, _ = child.result(keep_output=results is not None, timeout=child.options.timeout, emit=emit)
         summary = res.summary()
         res_ok = res.ok
         error = res.error

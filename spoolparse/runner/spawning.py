@@ -1,11 +1,11 @@
 """Starting a batch's children: from a few threads, each child in its cgroup before it runs.
 
 fork+exec waits for the exec (and a gated start for the guardian to hold the
-child's group, :mod:`spoolparse._spawn`): spawning from a few threads
+child's group, :mod:`spoolparse._os.spawn`): spawning from a few threads
 overlaps those waits, so a burst of starts never stalls the supervisor loop.
 The loop makes a common child ready first (``Child(..., launch=False)``:
 spools, environment, parser), so a spawner thread does only the fork, the
-exec and what must follow them at once (:meth:`~spoolparse.process.Child.launch`):
+exec and what must follow them at once (:meth:`~spoolparse.child.Child.launch`):
 the less Python runs there, the less the threads take turns at the
 interpreter lock with the loop. A task with input (a FIFO to open, bytes to
 copy) or a cgroup (a gated start checks its program first) is made whole in
@@ -16,20 +16,26 @@ wakes when any finishes.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._lifecycle import Deadlines
-from .._spawn import mark_long_lived
-from ..process import Child
-from .cgroup import ChildCgroup
+from .._os.capabilities import placement
+from .._os.cgroup import REMOVE_WITHIN, ChildCgroup, Placement, enforcement_of, tell_uncontained, wants_cgroup
+from .._os.spawn import mark_long_lived
+from ..child import Child
 from .options import BatchOptions
-from .tasks import Task
+from .slot import Slot
+from .tasks import Outcome, Task
 
 __all__ = ["Pending", "Spawner", "child_for", "launched", "SPAWN_THREADS"]
+
+log = logging.getLogger("spoolparse.runner")
 
 #: Threads that fork+exec children (at most ``max_concurrent``): one per CPU, from 2 to 8. A start is the
 #: kernel's work on a CPU and the interpreter lock's between; threads beyond the CPUs only take turns at the
@@ -53,41 +59,39 @@ class Pending:
     child: Child | None = None
     error: BaseException | None = None
 
-    def result(self) -> Child:
-        """The child started, or the start's exception raised."""
+    def slot(self) -> Slot:
+        """The running task of the child started (in the loop's running set by its pidfd, or -pid where it has
+        none), or the start's exception raised."""
         if self.error is not None:
             raise self.error
-        assert self.child is not None
-        return self.child
+        child = self.child
+        assert child is not None
+        return Slot(
+            seq=self.seq, task=self.task, attempt=self.attempt, child=child, cg=self.cg, enforcement=self.enforcement,
+            estimate=self.estimate, limit=self.limit, started=child.started, started_wall=self.started_wall,
+            key=child.pidfd if child.pidfd >= 0 else -child.pid,
+        )
+
+    def failed_outcome(self, e: BaseException) -> Outcome:
+        """The task's outcome when its start failed: a ``spawn_error`` naming why; its cgroup goes."""
+        if self.cg is not None:
+            self.cg.remove(REMOVE_WITHIN)
+        return Outcome(id=str(self.task.id), verdict="spawn_error", attempts=self.attempt,
+                       enforcement=self.enforcement, error=str(e))
 
 
 def child_for(
     task: Task, options: BatchOptions, *, cgroup: ChildCgroup | None, read_buffer: bytearray, live: bool,
     launch: bool = True,
 ) -> Child:
-    """Start ``task``'s child as the batch's options say (its own timeouts over the batch's); with ``launch=False``
-    it is only made ready, and :meth:`~spoolparse.process.Child.launch` starts it."""
-    env = None if task.env is None else {**os.environ, **task.env}
-    deadlines = Deadlines(
-        timeout=task.timeout if task.timeout is not None else options.timeout,
-        grace=options.grace,
-        soft_timeout=task.soft_timeout if task.soft_timeout is not None else options.soft_timeout,
-        soft_signal=options.soft_signal,
-    )
+    """Start ``task``'s child: the batch's options for each task's child, with what the task sets over them, in
+    the batch's cgroup for it (joined before exec; the guardian holds its directories: killed and removed if we
+    die); with ``launch=False`` it is only made ready, and :meth:`~spoolparse.child.Child.launch` starts it."""
     return Child(
         list(task.argv),
-        input=task.input,
-        cwd=task.cwd,
-        env=env,
-        provider=task.provider,
-        allow_empty_answer=options.allow_empty_answer if task.allow_empty_answer is None else task.allow_empty_answer,
-        spool_dir=options.spool_dir,
-        max_spool_bytes=options.max_spool_bytes,
-        cgroup=cgroup,  # joined before exec; the guardian holds its directories: killed and removed if we die
+        task.child_options(options.child).replace(containment=cgroup),
         read_buffer=read_buffer,
-        deadlines=deadlines,
-        # outcomes carry the summary only: without a listener tool lines go unread
-        live=live,
+        live=live,  # outcomes carry the summary only: without a listener tool lines go unread
         close_in_background=True,  # the loop thread closes it, and supervises every other child meanwhile
         launch=launch,
     )
@@ -107,7 +111,18 @@ class Spawner:
     (trivial tasks: 0.03 ms of user CPU a start). A start here is a queue put, and its end a flag and a wake.
     """
 
-    def __init__(self, threads: int, on_done: Callable[[], None]) -> None:
+    def __init__(
+        self, threads: int, on_done: Callable[[], None], *, options: BatchOptions, read_buffer: bytearray
+    ) -> None:
+        self._options = options
+        #: Where the tasks' cgroups are made (``kind`` ``None``: nowhere): every task gets one where it can be
+        #: made (``wants_cgroup``); where none can, it is said once.
+        wanted = wants_cgroup(options.enforce)
+        self.placement = placement(fresh=True) if wanted else Placement(None, why="enforce=watchdog")
+        if self.placement.kind is None and wanted:
+            tell_uncontained(self.placement)
+        self._cgroup_failed = False  # a cgroup that could not be made is said once
+        self._buf = read_buffer  # one for every child: only the batch's loop pumps
         self._threads = max(1, min(SPAWN_THREADS, threads))
         self._on_done = on_done
         self._jobs: queue.SimpleQueue[tuple[Pending, Callable[[], Child]] | None] = queue.SimpleQueue()
@@ -116,6 +131,39 @@ class Spawner:
         self._any_done = threading.Event()
         #: Starts not yet taken by the loop (a finished one stays here until :meth:`forget`).
         self.starting: list[Pending] = []
+
+    def start_task(self, seq: int, task: Task, attempt: int, estimate: int, *, live: bool) -> None:
+        """Start ``task``'s child, in a cgroup of its own where the placement makes one (its memory limit there),
+        from a spawner thread; a start that fails ends as the task's ``spawn_error`` (see :meth:`finished`)."""
+        limit = task.memory_limit or self._options.memory_limit
+        cg: ChildCgroup | None = None
+        if self.placement.kind is not None:  # made for every task where it can be
+            try:
+                cg = self.placement.create(memory_limit=limit, pids_max=self._options.pids_max)
+            except OSError as e:
+                if not self._cgroup_failed:
+                    self._cgroup_failed = True
+                    log.warning("cannot make a cgroup for task %s (%s): a task that gets none is contained by its "
+                                "process group alone, its memory limit kept by RSS sampling (said once)", task.id, e)
+        p = Pending(seq, task, attempt, estimate, limit, cg, enforcement_of(cg, limit), time.time())
+        make = functools.partial(child_for, task, self._options, cgroup=cg, read_buffer=self._buf, live=live)
+        if task.input is not None or cg is not None:
+            # reading its input (a FIFO's open waits for a writer; bytes are copied into a spool) or checking the
+            # program for a gated start may wait: all of it in the spawner thread, never on the loop's
+            self.start(p, make)
+            return
+        # the common start is made ready here (spools, environment, parser): the spawner thread then only
+        # forks, waits for the exec and holds the group
+        try:
+            child = make(launch=False)
+        except Exception as e:  # whatever keeps one task from starting is that task's outcome, not the batch's end
+            self.failed(p, e)
+            return
+        try:
+            self.start(p, functools.partial(launched, child))
+        except BaseException:
+            child.close()  # never launched: its spools go
+            raise
 
     def start(self, p: Pending, start: Callable[[], Child]) -> None:
         """Call ``start`` in a spawner thread: it starts the child (or launches one made ready) and returns it."""

@@ -22,7 +22,7 @@ from .._cli_common import parse_duration, parse_size
 from ..errors import Error, UsageError
 from ..lines import _SURROGATE_ESCAPE, exact_ints
 from .intake import InvalidTask
-from .tasks import Task, id_text
+from .tasks import SIZE_KEYS, Task, id_text
 
 __all__ = ["TaskLines", "bounded_lines", "read_line"]
 
@@ -122,8 +122,8 @@ class TaskLines:
                 continue
             try:
                 if isinstance(obj, dict):
-                    _size_field(obj, "memory")
-                    _size_field(obj, "memory_limit")
+                    for key in SIZE_KEYS:
+                        _size_field(obj, key)
                     _duration_field(obj, "timeout")
                     _duration_field(obj, "soft_timeout")
                 yield Task.from_json(obj, default_id=default_id)

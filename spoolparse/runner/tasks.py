@@ -11,6 +11,7 @@ from typing import Any, Union, cast
 
 from .. import _json
 from ..errors import UsageError
+from ..options import ChildOptions
 from ..providers.base import clip
 from ..types import OUTCOME_FIELDS, OutcomeDict, Summary
 
@@ -27,10 +28,12 @@ class Task:
     ``memory`` is the estimate admission reserves for it (default: the
     runner's ``memory_per_task``); ``memory_limit`` is the hard cap enforced
     on its process tree (default: the runner's ``memory_limit``, often none).
-    ``timeout``/``soft_timeout`` override the runner's. ``input`` is given to
-    the child as with :func:`spoolparse.run`; it is never logged.
-    ``allow_empty_answer``: whether the task is ``ok`` when its agent finished
-    without an answer (``None``: the runner's ``allow_empty_answer``).
+    The other fields, when set, override the batch's of the same name for this
+    task's child (:meth:`child_options`): ``timeout``, ``soft_timeout``,
+    ``provider``, ``allow_empty_answer``, ``max_line``, ``max_retained``,
+    ``max_spool_bytes``, ``cwd``; ``env`` adds variables to the environment;
+    ``input`` is given to the child as with :func:`spoolparse.run` (it is never
+    logged).
 
     .. seealso:: :func:`spoolparse.run_many`
     """
@@ -44,8 +47,19 @@ class Task:
     soft_timeout: float | None = None
     memory: int | None = None
     memory_limit: int | None = None
-    provider: str = "auto"
+    provider: str | None = None
     allow_empty_answer: bool | None = None
+    max_line: int | None = None
+    max_retained: int | None = None
+    max_spool_bytes: int | None = None
+
+    def child_options(self, default: ChildOptions) -> ChildOptions:
+        """The options of this task's child: ``default`` (the batch's, :attr:`BatchOptions.child
+        <spoolparse.BatchOptions.child>`) with the fields this task sets; checked as when made."""
+        changes: dict[str, Any] = {name: v for name in _OVERRIDES if (v := getattr(self, name)) is not None}
+        if self.env is not None:  # variables added to the environment the task would have had
+            changes["env"] = {**(os.environ if default.env is None else default.env), **self.env}
+        return default.replace(**changes)
 
     @classmethod
     def from_json(cls, obj: Any, *, default_id: str) -> Task:
@@ -74,9 +88,17 @@ class Task:
             soft_timeout=_opt_num(obj, "soft_timeout"),
             memory=_opt_int(obj, "memory"),
             memory_limit=_opt_int(obj, "memory_limit"),
-            provider=str(obj.get("provider", "auto")),
+            provider=_opt(obj, "provider", (str,)),
             allow_empty_answer=_opt(obj, "allow_empty_answer", (bool,)),
+            max_line=_opt_int(obj, "max_line"),
+            max_retained=_opt_int(obj, "max_retained"),
+            max_spool_bytes=_opt_int(obj, "max_spool_bytes"),
         )
+
+
+#: The fields of a task that, when set, replace the batch's of the same name for its child (``env`` adds).
+_OVERRIDES = ("input", "cwd", "timeout", "soft_timeout", "provider", "allow_empty_answer", "max_line", "max_retained",
+              "max_spool_bytes")
 
 
 #: The keys a task line may hold: a field of :class:`Task` each (``argv`` also as ``cmd``, its usual name), so
@@ -97,9 +119,12 @@ TASK_KEY_HELP: dict[str, str] = {
     "soft_timeout": "seconds (or a duration) before `--soft-signal` is sent once",
     "memory": "bytes (or `2G`) reserved for the task before it starts (default: `--memory-per-task`)",
     "memory_limit": "bytes (or `3G`) the task's process tree may use (default: `--memory-limit`)",
-    "provider": "the stdout format: `auto` (default) or a provider's name",
+    "provider": "the stdout format: `auto` or a provider's name (default: `--provider`, else `auto`)",
     "allow_empty_answer": "`true`: the task is ok when its agent finished without an answer (default: "
     "`--allow-empty-answer`)",
+    "max_line": "bytes (or `32M`): the longest line read whole (default: `--max-line`, 16M)",
+    "max_retained": "bytes (or `128M`): the longest retained event kept (default: `--max-retained`, 64M)",
+    "max_spool_bytes": "bytes (or `1G`): kill the task once its output passes this (default: `--max-spool-bytes`)",
 }
 
 
@@ -143,13 +168,18 @@ def _opt_num(obj: dict[str, Any], key: str) -> float | None:
     return float(v)
 
 
+#: A task's keys that are byte counts (a task line may write them with a unit: ``"2G"``).
+SIZE_KEYS = ("memory", "memory_limit", "max_line", "max_retained", "max_spool_bytes")
+
+
 def _opt_int(obj: dict[str, Any], key: str) -> int | None:
     return _bytes(key, obj.get(key))
 
 
 def _bytes(key: str, v: Any) -> int | None:
-    """A task's byte count (``memory``, ``memory_limit``): ``None`` or a positive integer. Anything else would
-    reserve nothing (a negative estimate admits more than memory allows), cap nothing, or stop the batch."""
+    """A task's byte count (``memory``, ``memory_limit``, the bounds): ``None`` or a positive integer. Anything
+    else would reserve nothing (a negative estimate admits more than memory allows), cap nothing, or stop the
+    batch."""
     if v is None:
         return None
     if isinstance(v, float) and math.isfinite(v) and v >= 1:
@@ -171,8 +201,8 @@ def as_task(item: TaskLike, index: int) -> Task:
             item.id = id_text(item.id)  # compared, logged and resumed by as a string, as a task line's is
         if isinstance(item.argv, (str, bytes)):
             raise UsageError("a task's argv is a list of strings, not a string (it would run its first letter)")
-        item.memory = _bytes("memory", item.memory)
-        item.memory_limit = _bytes("memory_limit", item.memory_limit)
+        for name in SIZE_KEYS:
+            setattr(item, name, _bytes(name, getattr(item, name)))
         return item
     if isinstance(item, (str, bytes)):
         raise UsageError("a task is an argv list or a Task, not a string")
@@ -197,7 +227,7 @@ class Outcome:
     bytes (from the cgroup's peak counter or from RSS sampling, see
     ``peak_source``; ``None`` when the task ended before it was sampled).
     ``enforcement`` names what capped its memory: ``cgroup2``,
-    ``cgroup1``, ``watchdog`` or ``none`` (:data:`spoolparse.runner.cgroup.ENFORCEMENTS`).
+    ``cgroup1``, ``watchdog`` or ``none`` (:data:`spoolparse._os.cgroup.ENFORCEMENTS`).
 
     .. seealso:: :class:`spoolparse.Result`
     """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 
-from .._signals import Interrupted
+from .._signals import Interrupted, as_interrupted
 
 __all__ = ["RETRY_VERDICTS", "REQUEUE_ERROR", "runner_verdict", "memory_kill_error", "cancelled_error", "HALTED_NOW"]
 
@@ -57,7 +57,10 @@ def memory_kill_error(*, requeue: bool, limit: int | None, enforcement: str, cgr
 def cancelled_error(cause: BaseException | None) -> str:
     """The error of a task cancelled because of ``cause``: the signal spoolparse received (``cancelled (SIGINT
     to spoolparse)``; a ``KeyboardInterrupt`` is a SIGINT), not the one sent to the task to end it; ``None``:
-    the batch was closed by its caller; another exception: the batch's own failure."""
+    the batch was closed by its caller; another exception: the batch's own failure. A bare
+    ``KeyboardInterrupt`` that stands for another signal (Ray's waits make one of ours) names that signal."""
+    if isinstance(cause, KeyboardInterrupt):
+        cause = as_interrupted(cause)
     if isinstance(cause, Interrupted):
         try:
             name = signal.Signals(cause.signum).name

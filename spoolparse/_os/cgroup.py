@@ -35,13 +35,14 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
-from .._guardian import guardian
-from .._proc import pid_gone
-from .memory import read_int, v2_dir
+from .cgroupfs import read_int, v2_dir
+from .guardian import guardian
+from .proc import pid_gone
 
 __all__ = [
-    "Placement", "ChildCgroup", "destroy", "sweep_stale", "enforcement_of", "wait_removed", "REMOVE_WITHIN",
+    "Cgroup", "Placement", "ChildCgroup", "destroy", "sweep_stale", "enforcement_of", "wait_removed", "REMOVE_WITHIN",
     "wants_cgroup", "uncontained_note", "tell_uncontained",
     "CGROUP2", "CGROUP1", "WATCHDOG", "NONE", "ENFORCEMENTS", "LEAF",
 ]
@@ -71,6 +72,25 @@ WHY_V2 = "cgroup v2: {} is not ours to write (neither root nor a delegated cgrou
 REMOVE_WITHIN = 1.0
 
 log = logging.getLogger("spoolparse.runner")
+
+
+class Cgroup(Protocol):
+    """What a child's cgroup offers (:class:`ChildCgroup` is one).
+
+    The guardian holds its ``dirs`` from the child's start: :meth:`remove` tells it to forget each once it is
+    gone (``guardian.release(None, dirs)``); one never removed is removed by the guardian when we exit."""
+
+    dirs: list[str]
+
+    def preexec(self) -> Callable[[], None]: ...
+
+    def attached(self) -> None: ...
+
+    def kill(self, sig: int = ...) -> None: ...
+
+    def procs(self) -> list[int]: ...
+
+    def remove(self, within: float = ...) -> bool: ...
 
 
 def wants_cgroup(enforce: str) -> bool:

@@ -1,6 +1,6 @@
 """A small process that ends our children's groups and cgroups when we die, even by ``kill -9``.
 
-``PR_SET_PDEATHSIG`` (see :mod:`spoolparse._spawn`) reaches only the direct
+``PR_SET_PDEATHSIG`` (see :mod:`spoolparse._os.spawn`) reaches only the direct
 child; what it started, and what left its process group (``setsid``), needs
 someone who outlives us. One guardian per spoolparse process, started on the
 first spawn: ``python -I -S`` running this file, so it imports nothing of
@@ -27,7 +27,7 @@ mark (and its group, when it leads one), repeats that for up to
 and exits.
 
 The owner mark is what makes a start without a gate safe
-(:mod:`spoolparse.process`): a child is known to the guardian only after
+(:mod:`spoolparse.child`): a child is known to the guardian only after
 the fork returns, and we may be killed before. A child caught between its
 fork and the end of its ``execve`` when we die still shows our environment,
 not its marked one, and has already closed its copy of the pipe; so the

@@ -45,7 +45,7 @@ import signal
 from dataclasses import dataclass
 from enum import Enum
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = [
     "Deadlines",

@@ -29,8 +29,8 @@ import sys
 import threading
 import time
 
-from . import _limits
-from ._signals import helper_thread
+from .. import _limits
+from .._signals import helper_thread
 
 __all__ = ["Inotify", "open_inotify", "SpoolWaiter", "next_interval", "IDLE_WAKE", "POLL_IDLE"]
 

@@ -10,17 +10,17 @@ until the process exits), from a thread that declared itself long-lived with
 
 The signal is SIGKILL: by the time it fires nobody is left to read the
 answer. It reaches only the direct child; the guardian
-(:mod:`spoolparse._guardian`) ends the rest of its group and cgroup.
+(:mod:`spoolparse._os.guardian`) ends the rest of its group and cgroup.
 
 Three ways to start a child (:func:`start_way` picks one, for
-:class:`spoolparse.process.Child`), each leaving nothing behind if we die at
+:class:`spoolparse.child.Child`), each leaving nothing behind if we die at
 any instant, and each running the program with one ``execve`` whose error
 is the start's :class:`~spoolparse.SpawnError`, never a shell's exit status:
 
 - **direct**, when there is no cgroup to join and no ``preexec_fn``: one
   ``exec`` through ``vfork``, no parent-death signal. The child carries our
   owner mark in its environment, which covers the instant between the fork
-  and the guardian's hold (:mod:`spoolparse._guardian` sweeps it a while
+  and the guardian's hold (:mod:`spoolparse._os.guardian` sweeps it a while
   after we are gone, for a child still in its ``exec``). The cheapest
   start: one program run instead of three.
 - **gated** (:func:`gated_argv`, :class:`Gate`), when the child must join
@@ -402,7 +402,7 @@ def start_way(
     program: list[str], *, marked: bool, cgroups: bool, devnull_stdin: bool, preexec_fn: bool,
     env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None,
 ) -> str:
-    """How :class:`spoolparse.process.Child` starts ``program`` (the module's docstring): ``"direct"``,
+    """How :class:`spoolparse.child.Child` starts ``program`` (the module's docstring): ``"direct"``,
     ``"gated"`` or ``"preexec"``. The one place this is decided.
 
     Every way execs the program once with ``execve`` and reports its error: the direct and preexec starts

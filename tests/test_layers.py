@@ -1,0 +1,194 @@
+"""The package's imports, read from the source (``ast``), form no circle and never run back up a layer.
+
+The layers, from the ground up, are declared here as data: a module belongs to the layer of the longest
+prefix that names it. An import from a module to one in a higher layer is a failure (but for the known
+exception below), so is a circle of modules importing each other, at any layer, and so is a module no layer
+names. Imports inside functions and under ``TYPE_CHECKING`` count: they are dependencies all the same.
+
+    python -m pytest tests/test_layers.py -q      # or: python tests/test_layers.py, to print the graph
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "spoolparse"
+
+#: The layers, lowest first: each may import its own and those below it, never those above.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # what everything may use: bounds, errors, the public data model, terminal text, our own signals, dir fds
+    ("base", ("spoolparse._limits", "spoolparse.errors", "spoolparse.types", "spoolparse._terminal",
+              "spoolparse._signals", "spoolparse._dirfd")),
+    # the operating system's side of a child: starting, containing, waiting, ending it
+    ("os", ("spoolparse._os",)),
+    # bytes into JSON values, within bounds (decoding: the line scanner and its helpers)
+    ("decoding", ("spoolparse.lines", "spoolparse._longline", "spoolparse._topkeys", "spoolparse._ijson",
+                  "spoolparse._json", "spoolparse.document")),
+    # what each agent CLI's events mean, and what ok means
+    ("providers", ("spoolparse.providers", "spoolparse.verdict", "spoolparse.result", "spoolparse.cost")),
+    # one child: its options, its spools, its parser, the child itself and the events it hands on
+    ("engine", ("spoolparse.options", "spoolparse.spool", "spoolparse.spool_full", "spoolparse.parser",
+                "spoolparse.child", "spoolparse._relay")),
+    # following one child: from a thread (run), from an event loop (arun)
+    ("drivers", ("spoolparse.process", "spoolparse.aio")),
+    # many children, and the command line (the package's own face is here: it names everything)
+    ("runner and CLI", ("spoolparse.runner", "spoolparse.progress", "spoolparse.report", "spoolparse._cli_common",
+                        "spoolparse.cli", "spoolparse.__main__", "spoolparse")),
+]
+
+#: Imports that run back up a layer and are known. The long-line scanner opens its spill file through the
+#: spool module (decoding -> engine); it is to be handed the spill file instead, and this entry goes then (the
+#: test fails while an entry here names an import the code no longer has).
+KNOWN_UPWARD = {("spoolparse._longline", "spoolparse.spool")}
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name (a package by its own name: its ``__init__``)."""
+    found: dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """The package's modules ``name`` imports (a name imported from a package is that package, or its module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "spoolparse":
+                    yield _nearest(alias.name, known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "spoolparse":
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                yield sub if sub in known else _nearest(target, known)
+
+
+def _nearest(dotted: str, known: dict[str, Path]) -> str:
+    while dotted not in known and "." in dotted:
+        dotted = dotted.rpartition(".")[0]
+    return dotted
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: {t for t in imports(name, path, known) if t != name} for name, path in known.items()}
+
+
+def layer_of(name: str) -> int | None:
+    best: tuple[int, int] | None = None  # (prefix length, layer)
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), i)
+    return None if best is None else best[1]
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                    break
+                if child in on:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def upward(edges: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, targets in edges.items() for b in targets
+            if (la := layer_of(a)) is not None and (lb := layer_of(b)) is not None and lb > la}
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = sorted(name for name in modules() if layer_of(name) is None)
+    assert unplaced == [], f"place these modules in a layer of tests/test_layers.py's LAYERS: {unplaced}"
+
+
+def test_no_import_circle() -> None:
+    found = circles(graph())
+    assert found == [], "modules that import each other: " + "; ".join(" -> ".join(c) for c in found)
+
+
+def test_no_import_runs_back_up_a_layer() -> None:
+    found = upward(graph())
+    names = [name for name, _ in LAYERS]
+    wrong = sorted(found - KNOWN_UPWARD)
+    assert wrong == [], "imports from a lower layer to a higher one: " + "; ".join(
+        f"{a} ({names[layer_of(a) or 0]}) -> {b} ({names[layer_of(b) or 0]})" for a, b in wrong)
+    stale = sorted(KNOWN_UPWARD - found)
+    assert stale == [], f"known exceptions the code no longer has (remove them from KNOWN_UPWARD): {stale}"
+
+
+def test_the_checks_catch_what_they_are_for() -> None:
+    """A circle and an upward import made up here are found (a check that cannot fail is no check)."""
+    made = {"spoolparse.errors": {"spoolparse.child"}, "spoolparse.child": {"spoolparse.parser"},
+            "spoolparse.parser": {"spoolparse.child"}, "spoolparse.cli": {"spoolparse.errors"}}
+    assert circles(made) == [["spoolparse.child", "spoolparse.parser"]]
+    assert upward(made) == {("spoolparse.errors", "spoolparse.child")}
+    assert layer_of("spoolparse._os.spawn") == 1 and layer_of("spoolparse.runner.scheduler") == len(LAYERS) - 1
+    assert layer_of("spoolparse") == len(LAYERS) - 1 and layer_of("elsewhere") is None
+    known = modules()
+    edges = graph()
+    assert "spoolparse.child" in edges["spoolparse.process"]  # a plain import is read
+    assert "spoolparse.runner.cli" in edges["spoolparse.cli"]  # so is one inside a function
+    assert "spoolparse.child" in edges["spoolparse.progress"]  # and one under TYPE_CHECKING
+    assert "spoolparse._os.cgroup" in known and "spoolparse._os" in known
+
+
+if __name__ == "__main__":  # the graph, a layer at a time
+    g = graph()
+    for i, (layer, _) in enumerate(LAYERS):
+        print(f"{i} {layer}")
+        for name in sorted(n for n in g if layer_of(n) == i):
+            print(f"    {name} -> {', '.join(sorted(g[name])) or '-'}")
+    sys.exit(0)
