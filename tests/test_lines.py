@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
@@ -279,3 +280,15 @@ def test_an_undecodable_untyped_object_is_a_dropped_record_when_untyped_lines_ar
     assert out == [Dropped(1, len(data.splitlines()[0]), "", "invalid")] and sc.invalid_lines == 2
     sc, out = scan(data, keep("other"))
     assert out == [] and sc.invalid_lines == 1  # untyped lines not retained: the bad one skipped unread
+
+
+@pytest.mark.parametrize("pad", [0, 5000])  # a short line is searched for a long digit run first, a long one walked
+def test_integers_past_64_bits_are_exact_on_short_and_long_lines(pad: int) -> None:
+    big = 2**64 + 7
+    line = b'{"type":"x","n":%d,"f":1.5,"t":"%s","m":[%d]}' % (big, b"p" * pad, -big)
+    (ev,) = LineScanner().feed(line + b"\n")
+    assert isinstance(ev, Event) and ev.data["n"] == big and ev.data["m"] == [-big] and ev.data["f"] == 1.5
+    # a run of 19 digits in a string, and a float: read again, and the same object
+    line = b'{"type":"x","f":0.5,"t":"%s 1234567890123456789"}' % (b"p" * pad)
+    (ev,) = LineScanner().feed(line + b"\n")
+    assert isinstance(ev, Event) and ev.data == json.loads(line)
