@@ -33,20 +33,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from . import _ijson, _limits
-from .lines import (
-    KEEP,
-    NOTE,
-    TOO_DEEP,
-    Buffer,
-    Dropped,
-    Event,
-    LineScanner,
-    Loads,
-    Noted,
-    Record,
-    _lenient_loads,
-    probe_type,
-)
+from ._probe import key_of, probe_type
+from ._reading import TOO_DEEP, lenient_loads
+from ._records import KEEP, NOTE, Buffer, Dropped, Event, Loads, Noted, Record
+from ._scanner import LineScanner
 
 __all__ = ["sniff", "DocumentScanner", "LINES", "DOCUMENT"]
 
@@ -389,7 +379,7 @@ class DocumentScanner:
         except Exception:  # a bad document is counted, never raised
             # valid JSON orjson refuses (a lone surrogate escape, invalid UTF-8 in a string) is
             # read as a kept line would be, rather than losing the whole document
-            doc = _lenient_loads(bytes(view)) if self._loads is None else None
+            doc = lenient_loads(bytes(view)) if self._loads is None else None
             if doc is None or doc is TOO_DEEP:
                 if doc is TOO_DEEP:
                     self.scanner.too_deep += 1
@@ -412,7 +402,7 @@ class DocumentScanner:
         if not isinstance(value, dict):
             sc.invalid_lines += 1
             return
-        key = LineScanner._key_of(value)
+        key = key_of(value)
         decision = sc.retain(key)
         if cut:
             out.append(Dropped(sc.lines, size, key, "over_ceiling" if decision == KEEP else "oversize"))

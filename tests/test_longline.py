@@ -14,12 +14,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import spoolparse.lines
 from spoolparse import _limits, _longline
 from spoolparse.errors import SpoolFullError
-from spoolparse.lines import Dropped, Event, LineScanner, read_json
+from spoolparse.lines import Dropped, Event, LineScanner, read_json, spill_beside_spools
 from spoolparse.spool import wait_closed
 
 from .helpers import open_fds
+
+
+def _made(made: list[_longline.Spill], directory: str | None) -> _longline.Spill:
+    """A spill file where spools go, noted in ``made``."""
+    spill = spill_beside_spools(directory)
+    made.append(spill)
+    return spill
 
 
 def whole(line: bytes) -> Any:
@@ -127,15 +135,14 @@ def test_the_scanner_spills_a_long_kept_line_and_closes_the_file(chunk: int) -> 
     line, text = _kept_line(_limits.SPILL_BYTES + 3_000_000)
     data = b'{"type":"thread.started"}\n' + line + b"\n" + line  # the last one ends without a newline
     before = open_fds()
-    scanner = LineScanner()
+    made: list[_longline.Spill] = []
+    scanner = LineScanner(open_spill=lambda d: _made(made, d))
     records = []
-    spilled = False
     for i in range(0, len(data), chunk):
         records += scanner.feed(data[i : i + chunk])
-        spilled = spilled or scanner._spill is not None
-        assert len(scanner._pend) <= _limits.SPILL_BYTES + chunk  # the bound on what is held in memory
+        assert scanner.held <= _limits.SPILL_BYTES + chunk  # the bound on what is held in memory
     records += scanner.end()
-    assert spilled
+    assert made
     events = [r for r in records if isinstance(r, Event)]
     kept = "item.completed/agent_message"
     assert [e.type for e in events] == ["thread.started", kept, kept]
@@ -163,10 +170,10 @@ def test_with_no_room_for_a_spill_file_the_line_is_kept_in_memory(monkeypatch: p
                                                                    error: Exception) -> None:
     line, text = _kept_line(_limits.SPILL_BYTES + 2_000_000)
 
-    def no_room(directory: str | None = None) -> _longline.Spill:
+    def no_room(directory: str | None) -> _longline.Spill:
         raise error
 
-    monkeypatch.setattr(_longline, "Spill", no_room)
+    monkeypatch.setattr(spoolparse.lines, "spill_beside_spools", no_room)
     scanner = LineScanner()
     records = []
     for i in range(0, len(line), 1 << 20):
@@ -237,7 +244,7 @@ def test_the_spill_file_goes_where_spools_go_and_has_no_name(tmp_path: Path, mon
     for env in (None, str(chosen)):
         if env is not None:
             monkeypatch.setenv("PDD_AGENT_SPOOL_DIR", env)
-        spill = _longline.Spill()
+        spill = spill_beside_spools(None)
         try:
             spill.write(b"abc" * 1000)
             assert spill.read(3, 6) == b"abcabc"
@@ -251,12 +258,11 @@ def test_the_spill_file_goes_where_spools_go_and_has_no_name(tmp_path: Path, mon
 
     made: list[str | None] = []
 
-    class Counted(_longline.Spill):
-        def __init__(self, directory: str | None = None) -> None:
-            made.append(directory)
-            super().__init__(directory)
+    def counted(directory: str | None) -> _longline.Spill:
+        made.append(directory)
+        return spill_beside_spools(directory)
 
-    monkeypatch.setattr(_longline, "Spill", Counted)
+    monkeypatch.setattr(spoolparse.lines, "spill_beside_spools", counted)
     with spoolparse.run([*FAKE_CODEX, "--size", "8K", "--prose", "--answer-size", "6M"], spool_dir=run_dir) as r:
         assert r.ok and len(r.text or "") == 6 << 20
     assert made == [str(run_dir)]
@@ -291,14 +297,8 @@ def test_a_long_line_with_its_type_last_is_spilled_too(monkeypatch: pytest.Monke
 
     _, text = _kept_line(_limits.SPILL_BYTES + 3_000_000)
     line = _type_last(text)
-    made = []
-
-    class Counted(_longline.Spill):
-        def __init__(self, directory: str | None = None) -> None:
-            super().__init__(directory)
-            made.append(self)
-
-    monkeypatch.setattr(_longline, "Spill", Counted)
+    made: list[_longline.Spill] = []
+    monkeypatch.setattr(spoolparse.lines, "spill_beside_spools", lambda d: _made(made, d))
     retain = {"keep": KEEP, "note": NOTE, "skip": SKIP}[decision]
     before = open_fds()
     scanner = LineScanner(lambda key: retain if key.startswith("item.completed") else KEEP,

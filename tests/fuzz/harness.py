@@ -348,7 +348,7 @@ class RecordingFile:
 
 def check_scanner_state(scanner: LineScanner) -> None:
     """Between feeds the scanner holds at most a probe window or one retained line under the ceiling."""
-    pend = len(scanner._pend)
+    pend = scanner.held
     assert pend <= max(scanner.max_retained, scanner.probe_bytes), (pend, scanner.max_retained)
 
 
