@@ -70,10 +70,13 @@ class Held:
             if len(self.pend) > _limits.SPILL_BYTES and self._open is not None:
                 self._start_spill()
             return True
+        written = spill.size
         try:
             spill.write(data)
         except OSError:
-            return self._unspill(data)
+            # the file may have taken part of it (a write cut short by a full disk): the rest goes to memory
+            with memoryview(data) as rest:
+                return self._unspill(rest[spill.size - written :])
         return True
 
     def _start_spill(self) -> None:

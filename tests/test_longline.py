@@ -207,6 +207,32 @@ def test_a_spill_file_that_stops_taking_writes_goes_back_to_memory(monkeypatch: 
     assert open_fds() == before
 
 
+def test_a_spill_file_cut_short_by_a_full_disk_holds_each_byte_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk took half of a write, then no more: that half was in the file and in memory (the line held twice
+    over there, and decoded wrong)."""
+    line, text = _kept_line(_limits.SPILL_BYTES + 4_000_000)
+    writes = 0
+    real = _longline.Spill.write
+
+    def half_then_full(self: _longline.Spill, data: bytes) -> None:
+        nonlocal writes
+        writes += 1
+        if writes > 2:
+            real(self, memoryview(data)[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+        real(self, data)
+
+    monkeypatch.setattr(_longline.Spill, "write", half_then_full)
+    scanner = LineScanner()
+    records = []
+    for i in range(0, len(line), 1 << 20):
+        records += scanner.feed(line[i : i + (1 << 20)])
+    records += scanner.feed(b"\n")
+    assert writes > 2
+    assert [r.data["item"]["text"] for r in records if isinstance(r, Event)] == [text]
+    wait_closed()
+
+
 @pytest.mark.parametrize("type_last", [False, True])
 def test_a_long_line_whole_in_one_buffer_is_decoded_in_pieces_from_it(monkeypatch: pytest.MonkeyPatch,
                                                                       type_last: bool) -> None:
