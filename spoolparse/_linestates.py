@@ -62,6 +62,11 @@ class Held:
         self.spill: Spill | None = None
         self._open = spill
 
+    def add_from(self, buf: Buffer, pos: int, stop: int) -> bool:
+        """Hold ``buf[pos:stop]`` too, copied once: into the held bytes or the spill file (as :meth:`add`)."""
+        with memoryview(buf)[pos:stop] as piece:  # type: ignore[arg-type]  # released: a map cannot close while
+            return self.add(piece)  # a view of it is alive
+
     def add(self, data: bytes | bytearray | memoryview) -> bool:
         """Hold more of the line; ``False`` when what was held is lost (a spill file that failed both ways)."""
         spill = self.spill
@@ -209,7 +214,7 @@ class Kept(Line):
         if self.size > sc.max_retained:
             self.held.drop()
             return Skipped(self.key, self.size, "over_ceiling")
-        if not self.held.add(buf[pos:stop]):
+        if not self.held.add_from(buf, pos, stop):
             return Skipped(self.key, self.size, "unreadable")
         return self
 
@@ -297,7 +302,7 @@ class Unsure(Line):
         return cls(Held(head, sc.spiller()), len(head), key)._past_max_line(sc)
 
     def take(self, sc: LineScanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
-        ok = self.held.add(buf[pos:stop])
+        ok = self.held.add_from(buf, pos, stop)
         self.size += stop - pos
         if not ok:
             return Skipped(self.key, self.size, "unreadable")
@@ -339,7 +344,7 @@ class Scanning(Line):
     def take(self, sc: LineScanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
         self.keys.feed(buf, pos, stop)
         self.size += stop - pos
-        if not self.reason and self.size <= sc.max_retained and not self.held.add(buf[pos:stop]):
+        if not self.reason and self.size <= sc.max_retained and not self.held.add_from(buf, pos, stop):
             return Skipped(self.key, self.size, "unreadable")
         return self.settle(sc)
 

@@ -10,7 +10,7 @@ scan of its top-level keys while it is drained, so it is never held past
 The retain function decides what a line costs: a skipped line is counted and
 touched no further (never buffered past the probe window, however long), a
 noted one reported by its key, size and ends, a kept one decoded with
-``loads``. Memory per
+``loads`` — from the read buffer itself when it lies whole in it. Memory per
 line is bounded by ``max_retained`` (a kept line) plus the caller's read
 window.
 
@@ -42,6 +42,9 @@ _NOTE_TAIL = _limits.NOTE_TAIL
 _SKIP_KEYS = 64
 _LEAD = frozenset(b" \t\r\n\x1e")
 _BOM = b"\xef\xbb\xbf"
+#: Kept lines up to this long are copied out of the read buffer to be decoded (less work than a view of it);
+#: a longer one is decoded where it lies, so that it is not in memory twice.
+_VIEW_BYTES = 1 << 16
 #: A blank line (its newline aside): counted apart, not as invalid.
 _BLANK_LINE = re.compile(rb"[ \t\r]*")
 
@@ -299,7 +302,7 @@ class LineScanner:
                 if size > _limits.SPILL_BYTES and self._loads is default_loads:
                     self._emit_long(_reader(buf, a), size, out, None)
                 else:
-                    self._emit_decoded(bytes(buf[a:b]), out)
+                    _at(buf, a, b, lambda line: self._emit_decoded(line, out))
                 return
             keys = TopKeys()
             keys.feed(buf, a, b)
@@ -312,22 +315,22 @@ class LineScanner:
             if size > _limits.SPILL_BYTES and self._loads is default_loads:
                 self._emit_long(_reader(buf, a), size, out, key)
             else:
-                self._emit_kept(bytes(buf[a:b]), out, key)
+                _at(buf, a, b, lambda line: self._emit_kept(line, out, key))
         elif decision == NOTE:
             out.append(Noted(self.lines, key, size, bytes(buf[a : min(b, a + _NOTE_HEAD)]),
                              bytes(buf[max(a, b - _NOTE_TAIL) : b])))
 
     def end_held(self, held: Held, key: str | None, out: list[Record]) -> None:
         """The end of a held line that came in more than one feed: kept as ``key``, or (``None``) classified once
-        decoded; from memory or from its spill file."""
+        decoded; from memory (where it lies: no copy) or from its spill file."""
         spill = held.spill
         if spill is None:
-            data = bytes(held.pend)
-            held.pend = bytearray()
-            if key is None:
-                self._emit_decoded(data, out)
-            else:
-                self._emit_kept(data, out, key)
+            pend, held.pend = held.pend, bytearray()
+            with memoryview(pend) as line:
+                if key is None:
+                    self._emit_decoded(line, out)
+                else:
+                    self._emit_kept(line, out, key)
             return
         held.spill = None
         try:
@@ -423,11 +426,21 @@ class LineScanner:
             out.append(Noted(self.lines, key, size, *line_ends()))
 
 
+def _at(buf: Buffer, a: int, b: int, emit: Callable[[Bytes], None]) -> None:
+    """``emit`` the line ``buf[a:b]``: a copy of a short one, a view of a long one (decoded where it lies)."""
+    if b - a <= _VIEW_BYTES:
+        emit(buf[a:b])
+        return
+    with memoryview(buf)[a:b] as line:  # type: ignore[arg-type]  # released: a map cannot close while a view
+        emit(line)  # of it is alive
+
+
 def _reader(buf: Buffer, a: int) -> _longline.Read:
-    """Reads of a line that starts at ``buf[a]``."""
+    """Reads of a line that starts at ``buf[a]``, a copy of each window only."""
 
     def read_at(at: int, n: int) -> bytes:
-        return bytes(buf[a + at : a + at + n])
+        with memoryview(buf) as whole:  # type: ignore[arg-type]
+            return bytes(whole[a + at : a + at + n])
 
     return read_at
 
