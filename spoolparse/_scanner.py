@@ -15,8 +15,9 @@ line is bounded by ``max_retained`` (a kept line) plus the caller's read
 window.
 
 The lines of a window that end in it are read line by line (one ``find`` and
-an anchored match each); a line the window cuts goes on in a small state
-object (:mod:`._linestates`).
+an anchored match each), or, when the retained keys are known and the lines
+are short, a window at a time (:mod:`._window`); a line the window cuts goes
+on in a small state object (:mod:`._linestates`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from . import _limits, _longline
+from . import _limits, _longline, _window
 from ._linestates import Held, Line, Probing, ends
 from ._longline import OpenSpill, Spill
 from ._probe import COMPACT, FAST, compose, key_of, probe_type, unsure
@@ -107,9 +108,10 @@ class LineScanner:
     carriage return: no event, and no error either), ``invalid_lines`` (not
     JSON, not an object, or a kept line that fails to decode) and ``bytes``.
 
-    The ``retain`` function may change between feeds (assign ``retain``).
-    ``open_spill`` makes the file a kept line past ``SPILL_BYTES`` is held in
-    (``None``: it stays in memory).
+    The ``retain`` function may change between feeds (assign ``retain``);
+    ``retained``, the keys it does not skip when they are known, lets whole
+    windows be scanned at once. ``open_spill`` makes the file a kept line past
+    ``SPILL_BYTES`` is held in (``None``: it stays in memory).
     """
 
     def __init__(
@@ -131,6 +133,8 @@ class LineScanner:
         self.probe_bytes = max(1, min(probe_bytes, max_line))
         self._loads: Loads = loads or default_loads
         self._retain: RetainFn = retain or _keep_all
+        self._retained: frozenset[str] | None = None
+        self._candidates: _window.Candidates | None = None
         self._cache: dict[tuple[bytes, bytes | None], tuple[str, int]] = {}
         self._skip: re.Pattern[bytes] | None = None  # the cached SKIP decisions as one match
         self.lines = 0
@@ -140,6 +144,7 @@ class LineScanner:
         self.too_deep = 0
         self.bytes = 0
         self._line: Line | None = None  # a line the last window cut
+        self._line_bytes = 0.0  # how long the last window's lines were, on average (which path reads the next)
         self._open_spill = open_spill
         #: Where a spill file goes (``None``: where spools go by default); a run sets its spool directory.
         self.spill_dir: str | None = None
@@ -159,6 +164,20 @@ class LineScanner:
         self._retain = fn
         self._cache.clear()
         self._skip = None
+        self.retained = None
+
+    @property
+    def retained(self) -> frozenset[str] | None:
+        """The keys ``retain`` does not skip, when they are known (``None``: any key may be read). Set it after
+        ``retain``, which resets it."""
+        return self._retained
+
+    @retained.setter
+    def retained(self, keys: frozenset[str] | None) -> None:
+        self._retained = keys
+        # the window's pattern vouches for the first FAST_PROBE_BYTES of a line, where the line-by-line path looks
+        usable = self.probe_bytes >= _limits.FAST_PROBE_BYTES
+        self._candidates = _window.candidates(keys) if keys is not None and usable else None
 
     # -- decisions ---------------------------------------------------------
 
@@ -203,7 +222,14 @@ class LineScanner:
         if self._line is not None:
             pos = self._continue(buf, pos, end, out)
         if pos < end:
-            rest = self._line_by_line(buf, pos, end, out)
+            first = self.lines
+            cands = self._candidates
+            if cands is not None and self._line_bytes < _window.LINE_BYTES:
+                rest = _window.scan(self, buf, pos, end, cands, out)
+            else:
+                rest = self._line_by_line(buf, pos, end, out)
+            if self.lines > first:
+                self._line_bytes = (rest - pos) / (self.lines - first)
             if rest < end:
                 self._line = Probing().take(self, buf, rest, end, False)
         return out

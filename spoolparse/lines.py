@@ -122,6 +122,7 @@ class LineReader:
             raise UsageError(f"read_size must be positive, not {read_size}")
         self._read_size = min(read_size, max_line)
         self.scanner = LineScanner(retain, max_line=max_line, max_retained=max_retained, loads=loads)
+        self.scanner.retained = wanted
 
     @property
     def lines(self) -> int:
