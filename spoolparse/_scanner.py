@@ -174,10 +174,9 @@ class LineScanner:
 
     @retained.setter
     def retained(self, keys: frozenset[str] | None) -> None:
-        self._retained = keys
         # the window's pattern vouches for the first FAST_PROBE_BYTES of a line, where the line-by-line path looks
-        usable = self.probe_bytes >= _limits.FAST_PROBE_BYTES
-        self._candidates = _window.candidates(keys) if keys is not None and usable else None
+        self._retained = keys if self.probe_bytes >= _limits.FAST_PROBE_BYTES else None
+        self._candidates = None  # compiled when a window first needs it
 
     # -- decisions ---------------------------------------------------------
 
@@ -223,8 +222,9 @@ class LineScanner:
             pos = self._continue(buf, pos, end, out)
         if pos < end:
             first = self.lines
-            cands = self._candidates
-            if cands is not None and self._line_bytes < _window.LINE_BYTES:
+            keys = self._retained
+            if keys is not None and self._line_bytes < _window.LINE_BYTES and end - pos >= _window.MIN_WINDOW:
+                cands = self._candidates = self._candidates or _window.candidates(keys)
                 rest = _window.scan(self, buf, pos, end, cands, out)
             else:
                 rest = self._line_by_line(buf, pos, end, out)

@@ -31,13 +31,16 @@ from ._records import Buffer, Record
 if TYPE_CHECKING:
     from ._scanner import LineScanner
 
-__all__ = ["Candidates", "candidates", "scan", "LINE_BYTES"]
+__all__ = ["Candidates", "candidates", "scan", "LINE_BYTES", "MIN_WINDOW"]
 
 #: Lines shorter than this on average (in the last window) are scanned a window at a time, longer ones line by
 #: line: per line, ``find`` and an anchored match cost about what ``count`` and ``finditer`` spend on this many
 #: bytes (their C loops take about a cycle a byte; ``find`` is ``memchr``). Measured on skipped lines of 220
 #: bytes the window path took 12 % less time, of 470 bytes 15 % more, of 2 KiB (Codex tool items) twice as much.
 LINE_BYTES: Final = 320
+#: A shorter window is read line by line (a live child's latest lines, a small file): a window's own calls, and
+#: compiling the pattern once (about 3 ms), are worth it over many lines only.
+MIN_WINDOW: Final = 1 << 16
 #: Longest type, item id or item type the pattern vouches for; a longer one makes the line a candidate. With
 #: the pattern's own bytes (41) it keeps every match within FAST_PROBE_BYTES, where the line-by-line path looks.
 _PART = 64

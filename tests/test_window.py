@@ -14,7 +14,6 @@ import io
 import json
 import re
 from typing import Any
-from unittest import mock
 
 import pytest
 from hypothesis import given
@@ -141,17 +140,17 @@ def test_parse_gives_the_same_summary_whichever_path_reads_the_windows(listening
     stream = data.draw(st.one_of(window_streams(), h.streams(oversize=True)), label="stream")
     name = data.draw(st.sampled_from([*ALL, "auto"]), label="provider")
     got = {}
-    for line_bytes in (0, float("inf")):  # every window line by line; every window (once decided) whole
+    for whole in (False, True):  # every window line by line; every window (once decided) whole
         seen: list[dict[str, Any]] = []
 
         def on_event(ev: Any, seen: list[dict[str, Any]] = seen) -> None:
             seen.append({**ev.as_dict(), "time": 0})
 
-        with mock.patch.object(_window, "LINE_BYTES", line_bytes):
+        with h.whole_windows(whole):
             r = spoolparse.parse(io.BytesIO(stream), provider=name, max_line=h.MAX_LINE, max_retained=h.MAX_RETAINED,
                                  on_event=on_event if listening else None)
-        got[line_bytes] = ({**r.summary(), "duration_s": 0}, seen)
-    assert repr(got[0]) == repr(got[float("inf")])
+        got[whole] = ({**r.summary(), "duration_s": 0}, seen)
+    assert repr(got[False]) == repr(got[True])
 
 
 # -- the pattern --------------------------------------------------------------------------------------------
@@ -225,9 +224,35 @@ def test_only_the_candidates_are_read_line_by_line(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(LineScanner, "complete", spy)
     monkeypatch.setattr(_window, "LINE_BYTES", float("inf"))
+    monkeypatch.setattr(_window, "MIN_WINDOW", 0)
     sp = spoolparse.StreamParser("codex", live=False)
     sp.feed(data)
     r = sp.finish(args=None)
     assert r.ok and r.text == "the answer" and r.lines == 10_004
     # and the lines the two windows (the stream's first bytes, and the rest) cut
     assert {1, 2, 10_003, 10_004} <= set(looked) and len(looked) <= 5, looked
+
+
+@pytest.mark.parametrize(("pad", "whole"), [(0, True), (2000, False)])
+def test_each_window_goes_the_cheaper_way_for_the_length_of_the_last_ones_lines(monkeypatch: pytest.MonkeyPatch,
+                                                                                pad: int, whole: bool) -> None:
+    """Windows of short lines are scanned whole, of long lines (Codex's tool items) line by line; a small window
+    (a live child's last lines) line by line too."""
+    scanned: list[int] = []
+    real = _window.scan
+
+    def spy(sc: Any, buf: Any, pos: int, end: int, *rest: Any) -> int:
+        scanned.append(end - pos)
+        return real(sc, buf, pos, end, *rest)
+
+    monkeypatch.setattr(_window, "scan", spy)
+    skip = b'{"type":"stream_event","event":{"type":"content_block_delta","text":"' + b"w" * pad + b'"}}\n'
+    window = skip * (_window.MIN_WINDOW * 4 // len(skip))
+    sp = spoolparse.StreamParser("claude", live=False)
+    for _ in range(4):
+        sp.feed(window)
+    sp.feed(skip * 3)
+    assert sp.finish(args=None).lines == 4 * window.count(b"\n") + 3
+    # the stream's first bytes (read apart, before its format is known) are scanned whole: no line is known yet;
+    # after them, windows of short lines whole again, of long ones line by line; the last small one line by line
+    assert len(scanned) == (5 if whole else 1), scanned

@@ -10,13 +10,15 @@ runs, so every registered provider is covered without naming it here.
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import io
 import json
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import orjson
 from hypothesis import strategies as st
@@ -494,6 +496,17 @@ def check_parse_file(data: bytes, name: str, *, max_line: int = MAX_LINE, max_re
     assert got == want
 
 
+@contextlib.contextmanager
+def whole_windows(whole: bool) -> Iterator[None]:
+    """Every window scanned whole (once the keys read are known), however short its lines or itself; or (``False``)
+    every window line by line."""
+    from spoolparse import _window
+
+    with mock.patch.object(_window, "LINE_BYTES", float("inf") if whole else 0), \
+            mock.patch.object(_window, "MIN_WINDOW", 0):
+        yield
+
+
 def read_keys(name: str, listening: bool, max_retained: int = MAX_RETAINED) -> tuple[Callable[[str], int],
                                                                                     frozenset[str] | None]:
     """The retain function a :class:`StreamParser` hands its scanner for ``name`` once the provider is known, and the
@@ -515,13 +528,9 @@ def compare_paths(data: bytes, cuts: Sequence[int], retain: Callable[[str], int]
                   max_retained: int = MAX_RETAINED, offset: bool = False) -> None:
     """The window path (``keys``: those ``retain`` does not skip) against the line-by-line path: the same records
     and counters."""
-    from unittest import mock
-
-    from spoolparse import _window
-
     chunks = split(data, cuts)
     want, ref = scan(chunks, retain, max_retained=max_retained, offset=offset)
-    with mock.patch.object(_window, "LINE_BYTES", float("inf")):  # every window scanned whole
+    with whole_windows(True):
         got, win = scan(chunks, retain, max_retained=max_retained, offset=offset, retained=keys)
     assert repr(got) == repr(want)  # repr: a NaN is not equal to itself
     for counter in ("lines", "blank_lines", "invalid_lines", "too_deep", "bytes"):
