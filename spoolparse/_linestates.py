@@ -6,7 +6,8 @@ held until they tell its type (:class:`Probing`). Then, chosen from
 
 * :class:`Kept` — held (in memory up to ``SPILL_BYTES``, then in a spill file:
   :class:`Held`) until its end, then decoded; past ``max_retained`` it is
-  dropped and drained;
+  dropped and drained (it, :class:`Unsure` and :class:`Scanning` are
+  :class:`Holding`);
 * :class:`Noting` — drained, keeping its first and last bytes for the note;
 * :class:`Skipped` — drained, counting its size (and a reason, when a kept line
   was lost on the way);
@@ -37,7 +38,7 @@ from .errors import SpoolFullError
 if TYPE_CHECKING:
     from ._scanner import LineScanner
 
-__all__ = ["Line", "Held", "Probing", "Kept", "Noting", "Skipped", "NotAnObject", "Unsure", "Scanning",
+__all__ = ["Line", "Held", "Probing", "Holding", "Kept", "Noting", "Skipped", "NotAnObject", "Unsure", "Scanning",
            "AFTER_PROBE", "UNSURE", "NOT_AN_OBJECT"]
 
 _NOTE_HEAD = _limits.NOTE_HEAD
@@ -195,8 +196,8 @@ class Probing(Line):
         return len(self.head)
 
 
-class Kept(Line):
-    """A line its type keeps: held until its end, then decoded."""
+class Holding(Line):
+    """A line whose bytes are held (:class:`Held`), and the key it is held as."""
 
     __slots__ = ("held", "key")
 
@@ -209,6 +210,15 @@ class Kept(Line):
     def start(cls, sc: LineScanner, head: bytearray, key: str) -> Line:
         return cls(Held(head, sc.spiller()), len(head), key)
 
+    def held_bytes(self) -> int:
+        return len(self.held.pend)
+
+
+class Kept(Holding):
+    """A line its type keeps: held until its end, then decoded."""
+
+    __slots__ = ()
+
     def take(self, sc: LineScanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
         self.size += stop - pos
         if self.size > sc.max_retained:
@@ -220,9 +230,6 @@ class Kept(Line):
 
     def done(self, sc: LineScanner, out: list[Record]) -> None:
         sc.end_held(self.held, self.key, out)
-
-    def held_bytes(self) -> int:
-        return len(self.held.pend)
 
 
 class Noting(Line):
@@ -286,16 +293,12 @@ class NotAnObject(Line):
         sc.invalid_lines += 1
 
 
-class Unsure(Line):
+class Unsure(Holding):
     """A line with no type in its first bytes (or an item type without its nested one): held whole, to be
-    decoded and classified by its keys at its end, while it is no longer than ``max_line``."""
+    decoded and classified by its keys at its end, while it is no longer than ``max_line``. Its key is the
+    probe's: a loss before the type is known is recorded under it."""
 
-    __slots__ = ("held", "key")
-
-    def __init__(self, held: Held, size: int, key: str) -> None:
-        super().__init__(size)
-        self.held = held
-        self.key = key  # the probe's: a loss before the type is known is recorded under it
+    __slots__ = ()
 
     @classmethod
     def start(cls, sc: LineScanner, head: bytearray, key: str) -> Line:
@@ -324,21 +327,16 @@ class Unsure(Line):
     def done(self, sc: LineScanner, out: list[Record]) -> None:
         sc.end_held(self.held, None, out)
 
-    def held_bytes(self) -> int:
-        return len(self.held.pend)
 
-
-class Scanning(Line):
+class Scanning(Holding):
     """A line past ``max_line`` whose type is not known yet: its top-level keys are scanned as it comes, and it is
     held up to ``max_retained`` in case the type turns out kept. ``reason``: why it no longer is held."""
 
-    __slots__ = ("held", "key", "keys", "reason")
+    __slots__ = ("keys", "reason")
 
     def __init__(self, keys: TopKeys, held: Held, size: int, key: str) -> None:
-        super().__init__(size)
+        super().__init__(held, size, key)
         self.keys = keys
-        self.held = held
-        self.key = key
         self.reason = ""
 
     def take(self, sc: LineScanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
@@ -381,9 +379,6 @@ class Scanning(Line):
         self.held.drop()
         out.append(Dropped(sc.lines, self.size, key, (self.reason or "over_ceiling") if decision == KEEP
                            else "oversize"))
-
-    def held_bytes(self) -> int:
-        return len(self.held.pend)
 
 
 #: The state a line goes on in once its first bytes are classified: by the retain function's decision, or by

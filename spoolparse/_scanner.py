@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from . import _limits, _longline, _window
 from ._linestates import Held, Line, Probing, ends
@@ -111,8 +111,12 @@ class LineScanner:
     The ``retain`` function may change between feeds (assign ``retain``);
     ``retained``, the keys it does not skip when they are known, lets whole
     windows be scanned at once. ``open_spill`` makes the file a kept line past
-    ``SPILL_BYTES`` is held in (``None``: it stays in memory).
+    ``SPILL_BYTES`` is held in (default: the class's :attr:`spill`).
     """
+
+    #: What makes the spill files of a scanner made without ``open_spill`` (``None``: none; a long kept line
+    #: stays in memory, within ``max_retained``).
+    spill: ClassVar[OpenSpill | None] = None
 
     def __init__(
         self,
@@ -145,7 +149,7 @@ class LineScanner:
         self.bytes = 0
         self._line: Line | None = None  # a line the last window cut
         self._line_bytes = 0.0  # how long the last window's lines were, on average (which path reads the next)
-        self._open_spill = open_spill
+        self._open_spill = open_spill if open_spill is not None else type(self).spill
         #: Where a spill file goes (``None``: where spools go by default); a run sets its spool directory.
         self.spill_dir: str | None = None
 

@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import IO
 
 from . import _limits
-from ._longline import OpenSpill, Spill
+from ._longline import Spill
 from ._probe import probe_type
 from ._reading import read_json
 from ._records import KEEP, NOTE, SKIP, Buffer, Dropped, Event, Loads, Noted, Record, RetainFn
@@ -65,23 +65,13 @@ def spill_beside_spools(directory: str | None) -> Spill:
     return Spill(open_spool(directory if directory is not None else resolve_spool_dir()), close_spool)
 
 
+def _spill_beside_spools(directory: str | None) -> Spill:
+    return spill_beside_spools(directory)  # looked up at each call: spill_beside_spools may be replaced
+
+
 class LineScanner(_LineScanner):
     __doc__ = _LineScanner.__doc__
-
-    def __init__(
-        self,
-        retain: RetainFn | None = None,
-        *,
-        max_line: int = _limits.MAX_LINE,
-        max_retained: int = _limits.MAX_RETAINED,
-        probe_bytes: int = _limits.PROBE_BYTES,
-        loads: Loads | None = None,
-        open_spill: OpenSpill | None = None,
-    ) -> None:
-        """``open_spill``: makes the file a kept line past ``SPILL_BYTES`` is held in (default:
-        :func:`spill_beside_spools`)."""
-        super().__init__(retain, max_line=max_line, max_retained=max_retained, probe_bytes=probe_bytes, loads=loads,
-                         open_spill=open_spill if open_spill is not None else spill_beside_spools)
+    spill = _spill_beside_spools  # the public scanner (the parser's, the reader's) spills beside the spools
 
 
 class LineReader:
