@@ -30,11 +30,11 @@ from types import TracebackType
 from typing import IO
 
 from . import _limits
-from ._longline import Spill
-from ._probe import probe_type
-from ._reading import read_json
-from ._records import KEEP, NOTE, SKIP, Buffer, Dropped, Event, Loads, Noted, Record, RetainFn
-from ._scanner import LineScanner as _LineScanner
+from ._decode.longline import Spill
+from ._decode.probe import probe_type
+from ._decode.reading import read_json
+from ._decode.records import KEEP, NOTE, SKIP, Buffer, Dropped, Event, Loads, Noted, Record, RetainFn
+from ._decode.scanner import LineScanner as _LineScanner
 from .errors import UsageError
 
 __all__ = [

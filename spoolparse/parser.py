@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from . import _limits
+from ._decode.document import DOCUMENT, DocumentScanner, sniff
 from .cost import price
-from .document import DOCUMENT, DocumentScanner, sniff
 from .errors import UsageError
 from .lines import NOTE, SKIP, Buffer, Dropped, LineScanner, Loads, Noted, Record, RetainFn
 from .providers import Engine, Provider, make_provider

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from spoolparse import PROVIDERS
-from spoolparse._probe import key_of
+from spoolparse._decode.probe import key_of
 from spoolparse.lines import KEEP
 from spoolparse.providers import grammars
 from spoolparse.providers.engine import _Index

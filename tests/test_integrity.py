@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import spoolparse
 from spoolparse import StreamParser
-from spoolparse._json import dumps
-from spoolparse._topkeys import TopKeys
+from spoolparse._decode.jsonout import dumps
+from spoolparse._decode.topkeys import TopKeys
 from spoolparse.cli import main
 from spoolparse.lines import Dropped, Event, LineScanner
 

@@ -203,7 +203,7 @@ def test_iter_lines_types_filter_and_path(tmp_path) -> None:  # type: ignore[no-
 
 def test_untyped_objects_skip_the_incremental_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """A line with no "type" key anywhere in its head is untyped without running ijson."""
-    import spoolparse._probe as probe_mod
+    import spoolparse._decode.probe as probe_mod
 
     calls: list[bytes] = []
     real = probe_mod._probe_json

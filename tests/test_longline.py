@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import spoolparse.lines
-from spoolparse import _limits, _longline
+from spoolparse import _limits
+from spoolparse._decode import longline as _longline
 from spoolparse.errors import SpoolFullError
 from spoolparse.lines import Dropped, Event, LineScanner, read_json, spill_beside_spools
 from spoolparse.spool import wait_closed
@@ -279,7 +280,7 @@ def test_a_long_answer_is_written_in_pieces_byte_for_byte_as_whole(monkeypatch: 
                                                                    pretty: bool) -> None:
     import io
 
-    from spoolparse import _json
+    from spoolparse._decode import jsonout as _json
 
     monkeypatch.setattr(_json, "_PIECE", 7)
     obj = {"provider": "codex", "ok": True, "text": 'a "b"\\ \u20ac\U0001f600\n\x01' * 9, "usage": {"n": 1 << 70},

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spoolparse import PROVIDERS, Result, StreamParser
-from spoolparse._probe import key_of
+from spoolparse._decode.probe import key_of
 from spoolparse.providers import grammars
 from spoolparse.providers.claude import FAMILY
 from spoolparse.providers.grammar import Grammar, first_fit

@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import spoolparse
-from spoolparse import _window
-from spoolparse._window import _alternatives, candidates
+from spoolparse._decode import window as _window
+from spoolparse._decode.window import _alternatives, candidates
 from spoolparse.lines import KEEP, NOTE, SKIP, LineScanner
 
 from .fuzz import harness as h

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .._records import Event, Noted
+from .._decode.records import Event, Noted
 from . import _peek
 from .base import Answer, LiveEvent, Provider, clip, message_of
 from .claude import FAMILY, normalize_claude_usage

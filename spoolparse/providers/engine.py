@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import orjson
 
 from .. import _limits
-from .._records import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
+from .._decode.records import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from . import _peek
 from .base import Answer, LiveEvent, Notes, Provider, clip, size_text
 from .generic import GenericProvider

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from .._json import dumps
+from .._decode.jsonout import dumps
 
 __all__ = ["calibrations_path", "record", "recorded", "listing", "command_key", "MAX_BYTES", "LAUNCHERS"]
 

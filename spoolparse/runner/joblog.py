@@ -20,7 +20,7 @@ from typing import IO, Literal, TypeAlias, cast
 
 import orjson
 
-from .._json import dumps
+from .._decode.jsonout import dumps
 from ..types import JobLogRecord, Verdict
 from .ids import SeenIds
 from .tasks import Outcome

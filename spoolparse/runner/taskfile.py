@@ -19,7 +19,7 @@ import orjson
 
 from .. import _limits
 from .._cli_common import parse_duration, parse_size
-from .._reading import SURROGATE_ESCAPE, exact_ints
+from .._decode.reading import SURROGATE_ESCAPE, exact_ints
 from ..errors import Error, UsageError
 from .intake import InvalidTask
 from .tasks import Task, id_text

@@ -23,7 +23,7 @@ from unittest import mock
 import orjson
 from hypothesis import strategies as st
 
-from spoolparse._json import dumps
+from spoolparse._decode.jsonout import dumps
 from spoolparse._limits import READ_CHUNK
 from spoolparse.lines import KEEP, Dropped, Event, LineScanner, Noted, Record, iter_lines
 from spoolparse.parser import StreamParser, parse
@@ -500,7 +500,7 @@ def check_parse_file(data: bytes, name: str, *, max_line: int = MAX_LINE, max_re
 def whole_windows(whole: bool) -> Iterator[None]:
     """Every window scanned whole (once the keys read are known), however short its lines or itself; or (``False``)
     every window line by line."""
-    from spoolparse import _window
+    from spoolparse._decode import window as _window
 
     with mock.patch.object(_window, "LINE_BYTES", float("inf") if whole else 0), \
             mock.patch.object(_window, "MIN_WINDOW", 0):

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from . import _limits
+from .. import _limits
 
 __all__ = ["Spill", "OpenSpill", "decode", "LongStringError"]
 

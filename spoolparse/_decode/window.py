@@ -26,10 +26,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from ._records import Buffer, Record
+from .records import Buffer, Record
 
 if TYPE_CHECKING:
-    from ._scanner import LineScanner
+    from .scanner import LineScanner
 
 __all__ = ["Candidates", "candidates", "scan", "LINE_BYTES", "MIN_WINDOW"]
 

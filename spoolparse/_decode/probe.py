@@ -20,9 +20,9 @@ import re
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from . import _ijson
-from ._reading import no_surrogates
-from ._topkeys import TopKeys
+from . import ijson_lazy
+from .reading import no_surrogates
+from .topkeys import TopKeys
 
 __all__ = ["FAST", "COMPACT", "probe_type", "compose", "unsure", "strip", "key_of"]
 
@@ -105,7 +105,7 @@ def probe_type(prefix: bytes) -> str | None:
         # an untyped object, told without the incremental parser's ~10 µs
         return ""
     # bad UTF-8 reads as U+FFFD here as in a kept line's decode, so it cannot hide the type
-    return _probe_json(_ijson.module().parse, data.decode("utf-8", "replace").encode())
+    return _probe_json(ijson_lazy.module().parse, data.decode("utf-8", "replace").encode())
 
 
 def _probe_json(parse: Callable[[IO[bytes]], Iterator[tuple[str, str, Any]]], data: bytes) -> str:
@@ -132,10 +132,10 @@ def _probe_json(parse: Callable[[IO[bytes]], Iterator[tuple[str, str, Any]]], da
             elif path == "msg.type":
                 msg = value
     except UnicodeDecodeError:
-        if parse is not _ijson.python_parse():
+        if parse is not ijson_lazy.python_parse():
             # yajl cannot decode a lone surrogate escape; the pure-Python parser can, and it reads as
             # U+FFFD, as in a kept line's decode
-            key: str = no_surrogates(_probe_json(_ijson.python_parse(), data))
+            key: str = no_surrogates(_probe_json(ijson_lazy.python_parse(), data))
             return key
     except Exception:
         key = compose(top, sub, msg)

@@ -1,6 +1,6 @@
 """The bounded line scanner: bytes in, records out (no I/O, no waiting).
 
-A line is classified by its type key (:mod:`._probe`) before anything is
+A line is classified by its type key (:mod:`.probe`) before anything is
 decoded. When the probe window holds no type (or a Codex ``item.*`` type
 without its nested item type), a line up to ``max_line`` is decoded whole,
 once, and classified by its keys; a longer one is classified by a bounded
@@ -16,8 +16,8 @@ window.
 
 The lines of a window that end in it are read line by line (one ``find`` and
 an anchored match each), or, when the retained keys are known and the lines
-are short, a window at a time (:mod:`._window`); a line the window cuts goes
-on in a small state object (:mod:`._linestates`).
+are short, a window at a time (:mod:`.window`); a line the window cuts goes
+on in a small state object (:mod:`.states`).
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
-from . import _limits, _longline, _window
-from ._linestates import Held, Line, Probing, ends
-from ._longline import OpenSpill, Spill
-from ._probe import COMPACT, FAST, compose, key_of, probe_type, unsure
-from ._reading import TOO_DEEP, default_loads, read, read_json
-from ._records import KEEP, NOTE, SKIP, Buffer, Dropped, Event, Loads, Noted, Record, RetainFn
-from ._topkeys import TopKeys
-from .errors import UsageError
+from .. import _limits
+from ..errors import UsageError
+from . import longline, window
+from .longline import OpenSpill, Spill
+from .probe import COMPACT, FAST, compose, key_of, probe_type, unsure
+from .reading import TOO_DEEP, default_loads, read, read_json
+from .records import KEEP, NOTE, SKIP, Buffer, Dropped, Event, Loads, Noted, Record, RetainFn
+from .states import Held, Line, Probing, ends
+from .topkeys import TopKeys
 
 __all__ = ["LineScanner"]
 
@@ -86,7 +87,7 @@ def _keep_all(key: str) -> int:
 
 def _stripped(data: Bytes) -> tuple[int, int]:
     """Where a line's JSON text starts and ends, without the blanks, record separators and byte-order mark JSON
-    printers put around it (as :func:`._probe.strip`, without a copy)."""
+    printers put around it (as :func:`.probe.strip`, without a copy)."""
     a, b = 0, len(data)
     while a < b and data[a] in _LEAD:
         a += 1
@@ -138,7 +139,7 @@ class LineScanner:
         self._loads: Loads = loads or default_loads
         self._retain: RetainFn = retain or _keep_all
         self._retained: frozenset[str] | None = None
-        self._candidates: _window.Candidates | None = None
+        self._candidates: window.Candidates | None = None
         self._cache: dict[tuple[bytes, bytes | None], tuple[str, int]] = {}
         self._skip: re.Pattern[bytes] | None = None  # the cached SKIP decisions as one match
         self.lines = 0
@@ -227,9 +228,9 @@ class LineScanner:
         if pos < end:
             first = self.lines
             keys = self._retained
-            if keys is not None and self._line_bytes < _window.LINE_BYTES and end - pos >= _window.MIN_WINDOW:
-                cands = self._candidates = self._candidates or _window.candidates(keys)
-                rest = _window.scan(self, buf, pos, end, cands, out)
+            if keys is not None and self._line_bytes < window.LINE_BYTES and end - pos >= window.MIN_WINDOW:
+                cands = self._candidates = self._candidates or window.candidates(keys)
+                rest = window.scan(self, buf, pos, end, cands, out)
             else:
                 rest = self._line_by_line(buf, pos, end, out)
             if self.lines > first:
@@ -407,12 +408,12 @@ class LineScanner:
         key = key_of(obj) if not isinstance(t, str) or t.startswith("item.") else t
         out.append(Event(self.lines, key, obj, size))
 
-    def _emit_long(self, read_at: _longline.Read, size: int, out: list[Record], key: str | None) -> None:
-        """A line too long to decode whole without holding it three times (see :mod:`._longline`): kept as
+    def _emit_long(self, read_at: longline.Read, size: int, out: list[Record], key: str | None) -> None:
+        """A line too long to decode whole without holding it three times (see :mod:`.longline`): kept as
         ``key``, or (``None``: its type was not in its first bytes) classified by its keys once decoded."""
         try:
-            obj = _longline.decode(read_at, size, self._decode, read_json)
-        except (_longline.LongStringError, OSError) as e:
+            obj = longline.decode(read_at, size, self._decode, read_json)
+        except (longline.LongStringError, OSError) as e:
             unreadable = isinstance(e, OSError)  # the spill file could not be read back; else not JSON
             if key is not None:
                 self._lost(key, size, "unreadable" if unreadable else "invalid", out)
@@ -437,8 +438,8 @@ class LineScanner:
         of its top-level keys (a bad escape or a raw control character in a string does not stop it), so that a
         retained line is lost whether its type came before or after the bad bytes."""
         keys = TopKeys()
-        for window in windows:
-            keys.feed(window)
+        for piece in windows:
+            keys.feed(piece)
             if keys.done or keys.ended:
                 break
         key = compose(keys.top, keys.sub, keys.msg)
@@ -465,7 +466,7 @@ def _at(buf: Buffer, a: int, b: int, emit: Callable[[Bytes], None]) -> None:
         emit(line)  # of it is alive
 
 
-def _reader(buf: Buffer, a: int) -> _longline.Read:
+def _reader(buf: Buffer, a: int) -> longline.Read:
     """Reads of a line that starts at ``buf[a]``, a copy of each window only."""
 
     def read_at(at: int, n: int) -> bytes:
@@ -475,7 +476,7 @@ def _reader(buf: Buffer, a: int) -> _longline.Read:
     return read_at
 
 
-def _windows(read_at: _longline.Read, size: int) -> Iterator[bytes]:
+def _windows(read_at: longline.Read, size: int) -> Iterator[bytes]:
     """A held line, a read window at a time (an unreadable spill file ends it early)."""
     for at in range(0, size, _limits.READ_CHUNK):
         try:

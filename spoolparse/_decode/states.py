@@ -28,15 +28,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
-from . import _limits
-from ._longline import Spill
-from ._probe import compose, unsure
-from ._records import KEEP, NOTE, SKIP, Buffer, Dropped, Noted, Record
-from ._topkeys import TopKeys
-from .errors import SpoolFullError
+from .. import _limits
+from ..errors import SpoolFullError
+from .longline import Spill
+from .probe import compose, unsure
+from .records import KEEP, NOTE, SKIP, Buffer, Dropped, Noted, Record
+from .topkeys import TopKeys
 
 if TYPE_CHECKING:
-    from ._scanner import LineScanner
+    from .scanner import LineScanner
 
 __all__ = ["Line", "Held", "Probing", "Holding", "Kept", "Noting", "Skipped", "NotAnObject", "Unsure", "Scanning",
            "AFTER_PROBE", "UNSURE", "NOT_AN_OBJECT"]

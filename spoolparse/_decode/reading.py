@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import orjson
 
-from ._records import Loads
+from .records import Loads
 
 __all__ = ["TOO_DEEP", "default_loads", "read", "read_json", "exact_ints", "lenient_loads", "no_surrogates",
            "SURROGATE_ESCAPE"]
