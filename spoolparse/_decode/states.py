@@ -26,26 +26,40 @@ state holds only its own fields. h11's ``_readers.py`` reads HTTP the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from .. import _limits
 from ..errors import SpoolFullError
 from .longline import Spill
 from .probe import compose, unsure
-from .records import KEEP, NOTE, SKIP, Buffer, Dropped, Noted, Record
+from .records import KEEP, NOTE, SKIP, Buffer, Dropped, Noted, Record, RetainFn
 from .topkeys import TopKeys
 
-if TYPE_CHECKING:
-    from .scanner import LineScanner
-
-__all__ = ["Line", "Held", "Probing", "Holding", "Kept", "Noting", "Skipped", "NotAnObject", "Unsure", "Scanning",
-           "AFTER_PROBE", "UNSURE", "NOT_AN_OBJECT"]
+__all__ = ["Scanner", "Line", "Held", "Probing", "Holding", "Kept", "Noting", "Skipped", "NotAnObject", "Unsure",
+           "Scanning", "AFTER_PROBE", "UNSURE", "NOT_AN_OBJECT"]
 
 _NOTE_HEAD = _limits.NOTE_HEAD
 _NOTE_TAIL = _limits.NOTE_TAIL
 #: What a probe says besides the retain function's decisions: its key may be incomplete, or the line is no object.
 UNSURE: Final = -1
 NOT_AN_OBJECT: Final = -2
+
+
+class Scanner(Protocol):
+    """What a line state (and a window's scan) needs of its scanner (:class:`~.scanner.LineScanner`)."""
+
+    max_line: int
+    max_retained: int
+    probe_bytes: int
+    lines: int
+    invalid_lines: int
+
+    @property
+    def retain(self) -> RetainFn: ...
+    def classify(self, head: bytes) -> tuple[str | None, int]: ...
+    def complete(self, head: bytes, buf: Buffer, a: int, b: int, out: list[Record]) -> None: ...
+    def end_held(self, held: Held, key: str | None, out: list[Record]) -> None: ...
+    def spiller(self) -> Callable[[], Spill] | None: ...
 
 
 class Held:
@@ -151,12 +165,12 @@ class Line:
     def __init__(self, size: int) -> None:
         self.size = size
 
-    def take(self, sc: LineScanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
+    def take(self, sc: Scanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
         """More of the line, ``buf[pos:stop]`` (``newline``: its end follows); the state it goes on in."""
         self.size += stop - pos
         return self
 
-    def done(self, sc: LineScanner, out: list[Record]) -> None:
+    def done(self, sc: Scanner, out: list[Record]) -> None:
         """The line's end: its records (``sc.lines`` is its number)."""
 
     def held_bytes(self) -> int:
@@ -173,7 +187,7 @@ class Probing(Line):
         super().__init__(0)
         self.head = bytearray()
 
-    def take(self, sc: LineScanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
+    def take(self, sc: Scanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
         head = self.head
         taken = min(stop, pos + sc.probe_bytes - len(head))
         head += buf[pos:taken]
@@ -188,7 +202,7 @@ class Probing(Line):
         line = AFTER_PROBE[decision](sc, head, key or "")
         return line.take(sc, buf, taken, stop, newline) if taken < stop else line
 
-    def done(self, sc: LineScanner, out: list[Record]) -> None:
+    def done(self, sc: Scanner, out: list[Record]) -> None:
         head = bytes(self.head)
         sc.complete(head, head, 0, len(head), out)
 
@@ -207,7 +221,7 @@ class Holding(Line):
         self.key = key
 
     @classmethod
-    def start(cls, sc: LineScanner, head: bytearray, key: str) -> Line:
+    def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
         return cls(Held(head, sc.spiller()), len(head), key)
 
     def held_bytes(self) -> int:
@@ -219,7 +233,7 @@ class Kept(Holding):
 
     __slots__ = ()
 
-    def take(self, sc: LineScanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
+    def take(self, sc: Scanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
         self.size += stop - pos
         if self.size > sc.max_retained:
             self.held.drop()
@@ -228,7 +242,7 @@ class Kept(Holding):
             return Skipped(self.key, self.size, "unreadable")
         return self
 
-    def done(self, sc: LineScanner, out: list[Record]) -> None:
+    def done(self, sc: Scanner, out: list[Record]) -> None:
         sc.end_held(self.held, self.key, out)
 
 
@@ -244,16 +258,16 @@ class Noting(Line):
         self.tail = tail
 
     @classmethod
-    def start(cls, sc: LineScanner, head: bytearray, key: str) -> Line:
+    def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
         return cls(key, len(head), bytes(head[:_NOTE_HEAD]), bytes(head[-_NOTE_TAIL:]))
 
-    def take(self, sc: LineScanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
+    def take(self, sc: Scanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
         self.size += stop - pos
         if stop > pos:
             self.tail = (self.tail + bytes(buf[max(pos, stop - _NOTE_TAIL) : stop]))[-_NOTE_TAIL:]
         return self
 
-    def done(self, sc: LineScanner, out: list[Record]) -> None:
+    def done(self, sc: Scanner, out: list[Record]) -> None:
         if self.size > sc.max_line:
             out.append(Dropped(sc.lines, self.size, self.key, "oversize"))
         else:
@@ -272,10 +286,10 @@ class Skipped(Line):
         self.reason = reason
 
     @classmethod
-    def start(cls, sc: LineScanner, head: bytearray, key: str) -> Line:
+    def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
         return cls(key, len(head), "oversize")
 
-    def done(self, sc: LineScanner, out: list[Record]) -> None:
+    def done(self, sc: Scanner, out: list[Record]) -> None:
         if self.reason != "oversize" or self.size > sc.max_line:
             out.append(Dropped(sc.lines, self.size, self.key, self.reason))
 
@@ -286,10 +300,10 @@ class NotAnObject(Line):
     __slots__ = ()
 
     @classmethod
-    def start(cls, sc: LineScanner, head: bytearray, key: str) -> Line:
+    def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
         return cls(len(head))
 
-    def done(self, sc: LineScanner, out: list[Record]) -> None:
+    def done(self, sc: Scanner, out: list[Record]) -> None:
         sc.invalid_lines += 1
 
 
@@ -301,17 +315,17 @@ class Unsure(Holding):
     __slots__ = ()
 
     @classmethod
-    def start(cls, sc: LineScanner, head: bytearray, key: str) -> Line:
+    def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
         return cls(Held(head, sc.spiller()), len(head), key)._past_max_line(sc)
 
-    def take(self, sc: LineScanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
+    def take(self, sc: Scanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
         ok = self.held.add_from(buf, pos, stop)
         self.size += stop - pos
         if not ok:
             return Skipped(self.key, self.size, "unreadable")
         return self._past_max_line(sc)
 
-    def _past_max_line(self, sc: LineScanner) -> Line:
+    def _past_max_line(self, sc: Scanner) -> Line:
         """Past ``max_line`` the line is no longer decoded whole: its top-level keys are scanned instead."""
         if self.size <= sc.max_line:
             return self
@@ -324,7 +338,7 @@ class Unsure(Holding):
             line.reason = "unreadable"
         return line.settle(sc)
 
-    def done(self, sc: LineScanner, out: list[Record]) -> None:
+    def done(self, sc: Scanner, out: list[Record]) -> None:
         sc.end_held(self.held, None, out)
 
 
@@ -339,14 +353,14 @@ class Scanning(Holding):
         self.keys = keys
         self.reason = ""
 
-    def take(self, sc: LineScanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
+    def take(self, sc: Scanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
         self.keys.feed(buf, pos, stop)
         self.size += stop - pos
         if not self.reason and self.size <= sc.max_retained and not self.held.add_from(buf, pos, stop):
             return Skipped(self.key, self.size, "unreadable")
         return self.settle(sc)
 
-    def settle(self, sc: LineScanner) -> Line:
+    def settle(self, sc: Scanner) -> Line:
         """Leave scanning once the keys tell the type; drop the held bytes past ``max_retained``."""
         if self.size > sc.max_retained and not self.reason:
             self.held.drop()
@@ -369,7 +383,7 @@ class Scanning(Holding):
         self.held.drop()
         return line
 
-    def done(self, sc: LineScanner, out: list[Record]) -> None:
+    def done(self, sc: Scanner, out: list[Record]) -> None:
         keys = self.keys
         key = compose(keys.top, keys.sub, keys.msg)
         decision = sc.retain(key)
@@ -383,7 +397,7 @@ class Scanning(Holding):
 
 #: The state a line goes on in once its first bytes are classified: by the retain function's decision, or by
 #: what the probe found (no type yet, no object).
-AFTER_PROBE: Final[dict[int, Callable[[LineScanner, bytearray, str], Line]]] = {
+AFTER_PROBE: Final[dict[int, Callable[[Scanner, bytearray, str], Line]]] = {
     KEEP: Kept.start,
     NOTE: Noting.start,
     SKIP: Skipped.start,

@@ -24,12 +24,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from .records import Buffer, Record
-
-if TYPE_CHECKING:
-    from .scanner import LineScanner
+from .states import Scanner
 
 __all__ = ["Candidates", "candidates", "scan", "LINE_BYTES", "MIN_WINDOW"]
 
@@ -99,7 +97,7 @@ def candidates(keys: frozenset[str]) -> Candidates:
     return Candidates(re.compile(rb"\n(?!" + skipped + b")"), re.compile(skipped))
 
 
-def scan(sc: LineScanner, buf: Buffer, pos: int, end: int, cands: Candidates, out: list[Record]) -> int:
+def scan(sc: Scanner, buf: Buffer, pos: int, end: int, cands: Candidates, out: list[Record]) -> int:
     """Read the lines of ``buf[pos:end]`` that end in it; return where the rest (a line cut short) starts."""
     last = buf.rfind(b"\n", pos, end)
     if last < 0:
