@@ -54,6 +54,9 @@ STDERR_TAIL = 8 * KiB
 #: Records kept in ``dropped`` and ``warnings``; past these only counts grow.
 MAX_DROPPED_RECORDS = 1000
 MAX_WARNINGS = 200
+#: Bytes (as JSON) of the raw usage of a stream's earlier runs that ``raw_usage`` keeps, first runs first (and at
+#: most MAX_WARNINGS of them); the last run's is always kept, the rest are counted in a warning.
+EARLIER_USAGE_BYTES = 1 * MiB
 #: Longest warning or error text kept (characters).
 MAX_MESSAGE_CHARS = 64 * KiB
 #: Seconds between SIGTERM and SIGKILL.

@@ -57,16 +57,19 @@ class SpawnError(Error, OSError):
 
 
 class SpoolDirError(Error, OSError):
-    """The spool directory given (``spool_dir=``, ``--spool-dir``) cannot hold spools.
+    """The spool directory given (``spool_dir=``, ``--spool-dir``) cannot hold spools, or, none given, no temp
+    dir can (``filename`` is ``None`` then, and ``strerror`` says why for each).
 
     An :class:`OSError` (``errno``, ``strerror``, ``filename``: the directory),
     since the cause is the file system, not the call's shape.
     """
 
-    def __init__(self, directory: str, err: int, why: str) -> None:
+    def __init__(self, directory: str | None, err: int, why: str) -> None:
         super().__init__(err, why, directory)
 
     def __str__(self) -> str:
+        if self.filename is None:
+            return str(self.strerror)
         return f"spool directory {self.filename!r} {self.strerror}"
 
 

@@ -129,8 +129,10 @@ class StreamParser:
         live = self._sniff(b"", 0, 0, final=True) if self._head is not None else []
         self.closed = True
         live.extend(self._fold(self.scanner.end() if self.document is None else self.document.end()))
-        # every JSON object of the input, read or skipped: a whole-document form is the run only when it is the one
-        ended = self.engine.close(objects=self.scanner.lines - self.scanner.invalid_lines)
+        # every JSON object of the input, read or skipped (a blank line is none): a whole-document form is the run
+        # only when it is the one
+        sc = self.scanner
+        ended = self.engine.close(objects=sc.lines - sc.invalid_lines - sc.blank_lines)
         live.extend(self._stamp(ended) if self.live else [])
         return live
 

@@ -13,6 +13,7 @@ a line, flushed as each happens.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from . import _limits
 from ._decode.jsonout import dumps
+from ._dirfd import open_named
 from ._terminal import printable
 from .providers.base import LiveEvent
 
@@ -288,6 +290,12 @@ class _Each:
             cb(ev)
 
 
+def open_events_file(path: str) -> IO[bytes]:
+    """``--events-file PATH``, made or truncated: a symbolic link on the way is followed only when it is ours or
+    root's (:func:`~spoolparse._dirfd.open_named`; another user's is a :class:`~spoolparse.UsageError`)."""
+    return os.fdopen(open_named(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, what="events file"), "wb")
+
+
 @contextmanager
 def follow(
     *,
@@ -313,7 +321,7 @@ def follow(
             status = StatusLine(Console(file=err))
         writer: EventWriter | None = None
         if events_file is not None:
-            writer = EventWriter(stack.enter_context(open(events_file, "wb")))
+            writer = EventWriter(stack.enter_context(open_events_file(events_file)))
         elif events:
             writer = EventWriter(err.buffer, console=status.console if status is not None else None, text=err)
         if status is not None:

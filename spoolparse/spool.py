@@ -42,46 +42,51 @@ import warnings
 from typing import IO
 
 from . import _limits
-from ._dirfd import NotOurs, make_unique_dir, own_dir
+from ._dirfd import NotOurs, make_unique_dir, open_path, own_dir, refusal
 from ._proc import pid_gone
 from ._signals import helper_thread
 from .errors import SpoolDirError, SpoolDirWarning, SpoolFullError
 
 __all__ = [
     "ENV_VAR", "resolve_spool_dir", "open_spool", "writer_end", "recycle_spool", "empty_pool", "DiskFacts",
-    "spool_problem",
+    "spool_problem", "temp_dir",
     "close_spool", "wait_closed",
 ]
 
 #: The environment variable naming the spool directory.
 ENV_VAR = "PDD_AGENT_SPOOL_DIR"
 
-_warned: set[tuple[str, str]] = set()
+#: The variables naming the temp dir, in :func:`tempfile.gettempdir`'s order.
+TEMP_VARS = ("TMPDIR", "TEMP", "TMP")
+
+#: The temp dirs tried after those the variables name, in :func:`tempfile.gettempdir`'s order (its last resort,
+#: the working directory, is not one: a run is not to leave its spools' placements in a project).
+TEMP_DIRS = ("/tmp", "/var/tmp", "/usr/tmp")
+
+_warned: set[tuple[str, ...]] = set()
 
 
-def _warn_once(path: str, why: str) -> None:
-    key = (path, why)
+def _warn_once(var: str, path: str, why: str, instead: str) -> None:
+    key = (var, path, why)
     if key in _warned:
         return
     _warned.add(key)
-    warnings.warn(
-        f"{ENV_VAR}={path!r} {why}; spooling to {tempfile.gettempdir()!r} instead", SpoolDirWarning, stacklevel=4
-    )
+    warnings.warn(f"{var}={path!r} {why}; spooling to {instead!r} instead", SpoolDirWarning, stacklevel=4)
 
 
 def _unusable(path: str) -> tuple[int, str] | None:
-    """``(errno, why)`` when ``path`` cannot hold spools."""
+    """``(errno, why)`` when ``path`` cannot hold spools: it does not lead to a directory, or does through a
+    link or a directory of another user's, or one others may write to on the way
+    (:func:`~spoolparse._dirfd.open_path`: its owner could swap what follows for a link to anywhere), or is
+    not ours or root's."""
     try:
-        st = os.stat(path)
+        os.close(open_path(path, shared=True))  # a spool directory open to others is the warning's (_check_safety)
+    except NotOurs as e:
+        return e.errno or errno.EPERM, refusal(path, e)
     except FileNotFoundError:
         return errno.ENOENT, "does not exist"
     except OSError as e:
         return e.errno or errno.EIO, f"cannot be read ({e.strerror})"
-    if not stat.S_ISDIR(st.st_mode):
-        return errno.ENOTDIR, "is not a directory"
-    if st.st_uid not in (0, os.geteuid()):
-        # its owner may rename, remove and replace whatever we make in it, whenever she likes
-        return errno.EPERM, f"is owned by another user (uid {st.st_uid})"
     if not os.access(path, os.W_OK | os.X_OK):
         return errno.EACCES, "is not writable"
     if path not in _proven:
@@ -115,11 +120,12 @@ def _check_safety(path: str) -> None:
 
 
 def resolve_spool_dir(spool_dir: str | os.PathLike[str] | None = None) -> str:
-    """The directory spools go to: ``spool_dir``, else ``$PDD_AGENT_SPOOL_DIR``, else the temp dir.
+    """The directory spools go to: ``spool_dir``, else ``$PDD_AGENT_SPOOL_DIR``, else the temp dir
+    (:func:`temp_dir`).
 
     An unusable ``spool_dir`` argument raises :class:`SpoolDirError` (an ``OSError``); an unusable
     environment variable warns once per process (:class:`SpoolDirWarning`)
-    and falls back to the system temp dir.
+    and falls back to the temp dir.
     """
     if spool_dir is not None:
         path = os.fspath(spool_dir)
@@ -134,8 +140,35 @@ def resolve_spool_dir(spool_dir: str | os.PathLike[str] | None = None) -> str:
         if problem is None:
             _check_safety(env)
             return env
-        _warn_once(env, problem[1])
-    return tempfile.gettempdir()
+        instead = temp_dir()
+        _warn_once(ENV_VAR, env, problem[1], instead)
+        return instead
+    return temp_dir()
+
+
+def temp_dir() -> str:
+    """The temp dir spools go to when none is named: the first of :data:`tempfile.tempdir` (a program's own
+    choice), ``$TMPDIR``, ``$TEMP``, ``$TMP`` and :data:`TEMP_DIRS` that can hold them, each checked as a named
+    spool directory is. One named by the program or a variable and refused is a warning once
+    (:class:`SpoolDirWarning`); none usable is :class:`SpoolDirError`, saying why for each."""
+    refused: list[tuple[str | None, str, tuple[int, str]]] = []
+    named = [(var, path) for var in TEMP_VARS if (path := os.environ.get(var, ""))]
+    chosen = os.fsdecode(tempfile.tempdir or "")  # also where tempfile keeps what it took from a variable
+    if chosen and all(chosen != path for _, path in named):
+        named.insert(0, ("tempfile.tempdir", chosen))
+    for var, path in [*named, *((None, path) for path in TEMP_DIRS)]:
+        problem = _unusable(path)
+        if problem is None:
+            for was, bad, (_, why) in refused:
+                if was is not None:
+                    _warn_once(was, bad, why, path)
+            _check_safety(path)
+            return path
+        refused.append((var, path, problem))
+    said = "; ".join(f"{var}={path!r} {why}" if var else f"{path!r} {why}" for var, path, (_, why) in refused)
+    raise SpoolDirError(
+        None, refused[0][2][0], f"no directory can hold spools: {said}: name one with --spool-dir or {ENV_VAR}"
+    )
 
 
 def _raise_if_full(directory: str, e: OSError) -> None:
@@ -237,7 +270,7 @@ class _Top:
         self.directory = directory
         self.name = f"{PLACEMENTS}{os.geteuid()}"
         self.path = os.path.join(directory, self.name)
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        dir_fd = open_path(directory, shared=True)  # reached as the spool directory was checked (NotOurs)
         try:
             # a symlink, a file, someone else's or one open to others there: not ours to use (NotOurs)
             self.fd = own_dir(self.name, dir_fd, private=True)
@@ -261,7 +294,7 @@ class _Top:
         still names the directory opened."""
         if remove:
             with contextlib.suppress(OSError):
-                dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                dir_fd = open_path(self.directory, shared=True)
                 try:
                     st = os.stat(self.name, dir_fd=dir_fd, follow_symlinks=False)
                     mine = os.fstat(self.fd)

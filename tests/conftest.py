@@ -9,9 +9,14 @@ benchmarks, never by a test's wall clock.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # Batches read the estimates `spoolparse calibrate` recorded: the tests use a record of their own (empty until
@@ -32,3 +37,36 @@ settings.register_profile("dev", max_examples=20, **_COMMON)  # type: ignore[arg
 settings.register_profile("default", max_examples=100, **_COMMON)  # type: ignore[arg-type]
 settings.register_profile("ci", max_examples=300, **_COMMON)  # type: ignore[arg-type]
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+# -- another local user, for the tests of what she can make a root spoolparse do ---------------------------------
+
+
+@pytest.fixture
+def other_user() -> Iterator[tuple[int, int]]:
+    """A second user, made for the test and removed after it: (uid, gid)."""
+    import pwd
+
+    if os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("userdel") is None:
+        pytest.skip("needs root and useradd/userdel (passwd) to make a second user")
+    name = f"spx{os.getpid() % 100000}"
+    made = subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/false", name], capture_output=True,
+                          check=False)
+    if made.returncode != 0:
+        pytest.skip(f"needs useradd to make a second user here ({made.stderr.decode().strip()})")
+    try:
+        pw = pwd.getpwnam(name)
+        yield pw.pw_uid, pw.pw_gid
+    finally:
+        subprocess.run(["userdel", name], capture_output=True, check=False)
+
+
+@pytest.fixture
+def shared_base() -> Iterator[Path]:
+    """A directory under the system temp dir that another user can reach (a test's tmp_path is root's alone)."""
+    base = Path(tempfile.mkdtemp(prefix="spoolparse-attack-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -70,6 +70,32 @@ def test_resume_skips_any_final_outcome_and_resume_failed_reruns_those_not_ok(tm
     assert _batch(tasks, "--joblog", str(log), "--resume-failed").stdout == b""  # now every one is ok
 
 
+@pytest.mark.parametrize("cut", ["in its first line", "in the middle", "before its last brace", "before its newline"])
+def test_resume_after_a_job_log_cut_mid_line_runs_each_task_once_more_at_most(tmp_path: Path, cut: str) -> None:
+    """A job log cut in the middle of its last line (a crash while a long line was written): the next
+    ``--resume`` appended its first line onto the fragment, and a third ``--resume`` ran that task again although
+    its outcome was printed and logged."""
+    log, ran = tmp_path / "jobs.ndjson", tmp_path / "ran"
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": i, "cmd": ["sh", "-c", f"echo {i} >> {ran}"]} for i in "ab"])
+    assert _batch(tasks, "--joblog", str(log), "-j", "1").returncode == 0
+    line = {json.loads(raw)["id"]: raw for raw in log.read_bytes().splitlines(keepends=True)}
+    at = {"in its first line": 1, "in the middle": len(line["a"]) // 2, "before its last brace": len(line["a"]) - 2,
+          "before its newline": len(line["a"]) - 1}[cut]
+    log.write_bytes(line["b"] + line["a"][:at])  # b's line whole, a's cut: what a crash mid-write leaves
+    torn = cut != "before its newline"
+    warning = (f"spoolparse: warning: job log {str(log)!r}: line 2 is cut short or not JSON, ignored (its task runs "
+               "again unless another line says it is done)\n")
+    second = _batch(tasks, "--joblog", str(log), "--resume")
+    assert second.returncode == 0 and second.stderr.decode() == (warning if torn else ""), second.stderr
+    assert list(_outcomes(second.stdout)) == (["a"] if torn else [])  # a's outcome is not known: it runs again
+    third = _batch(tasks, "--joblog", str(log), "--resume")
+    assert (third.returncode, third.stdout) == (0, b""), third.stderr  # both done: nothing runs
+    assert ran.read_text().split() == (["a", "b", "a"] if torn else ["a", "b"])
+    lines = log.read_bytes().split(b"\n")
+    assert lines[:2] == [line["b"].rstrip(b"\n"), line["a"][:at].rstrip(b"\n")]  # the fragment on a line of its own
+    assert lines[-1] == b"" and [json.loads(x)["id"] for x in lines[2:-1]] == (["a"] if torn else [])
+
+
 def test_resume_flags_exclude_each_other_and_need_a_joblog(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path / "t.jsonl", [{"id": "a", "cmd": ["true"]}])
     both = _batch(tasks, "--joblog", str(tmp_path / "j"), "--resume", "--resume-failed")
@@ -324,6 +350,74 @@ def test_batch_events_file_leaves_stderr_quiet_and_refuses_a_drawn_progress_on_s
     assert nowhere.returncode == 125 and nowhere.stdout == b""  # a file of ours could not be written
 
 
+# -- files named by the user: a link is followed only when it is ours or root's ----------------------------------
+
+
+@pytest.mark.parametrize("named", ["batch --joblog", "batch --events-file", "run --events-file"])
+def test_a_log_named_through_another_users_symlink_is_refused_and_our_own_link_is_followed(
+    other_user: tuple[int, int], shared_base: Path, named: str
+) -> None:
+    """``--joblog`` and ``--events-file`` followed any symbolic link: as root, a link another user planted where
+    the file is named (her directory, or a shared one such as /tmp) had root append to or truncate a file of
+    root's she chose."""
+    command, flag = named.split()
+    precious = shared_base / "precious"
+    precious.write_text("root's own\n")
+    hers, sticky = shared_base / "hers", shared_base / "sticky"
+    hers.mkdir()
+    os.chown(hers, *other_user)
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    what = "job log" if flag == "--joblog" else "events file"
+
+    def go(path: Path) -> subprocess.CompletedProcess[bytes]:
+        if command == "run":
+            return subprocess.run([*CLI, "run", flag, str(path), "--", "true"], capture_output=True, timeout=120)
+        return _batch("-", flag, str(path), input=b'{"id":"a","cmd":["true"]}\n')
+
+    for link in (hers / "log", sticky / "log"):
+        link.symlink_to(precious)
+        os.lchown(link, *other_user)
+        p = go(link)
+        assert p.returncode == 2 and p.stdout == b"", p.stderr
+        assert p.stderr.decode() == (f"spoolparse: error: {what} {str(link)!r} is a symbolic link owned by another "
+                                     f"user (uid {other_user[0]})\n")
+        assert precious.read_text() == "root's own\n"
+    through = hers / "sub"  # her link on the way to the file
+    through.symlink_to(shared_base)
+    os.lchown(through, *other_user)
+    p = go(through / "precious")
+    assert p.returncode == 2 and f"goes through {str(through)!r}, which is a symbolic link owned".encode() in p.stderr
+    assert precious.read_text() == "root's own\n"
+    mine = shared_base / "mine"  # our own link to our log: followed
+    mine.symlink_to("precious")
+    p = go(mine)
+    assert p.returncode == 0, p.stderr
+    written = precious.read_text()
+    if flag == "--joblog":
+        assert written.startswith("root's own\n") and json.loads(written.splitlines()[1])["id"] == "a"
+    else:
+        assert all(isinstance(json.loads(x), dict) for x in written.splitlines())
+
+
+def test_an_events_file_of_the_kernels_own_links_is_written(tmp_path: Path) -> None:
+    """``/dev/stderr`` leads through ``/proc/self/fd/2`` to a pipe: the kernel's own links, followed as before."""
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": "a", "cmd": [*LIVE_AGENT, "--ticks", "1"]}])
+    p = _batch(tasks, "--events-file", "/dev/stderr")
+    assert p.returncode == 0 and [o["verdict"] for o in _outcomes(p.stdout).values()] == ["ok"], p.stderr
+    assert {e["task"] for e in _ndjson(p.stderr)} == {"a"}, p.stderr
+
+
+@pytest.mark.parametrize("flag", ["--joblog", "--events-file"])
+def test_a_log_named_through_a_file_or_a_missing_directory_is_the_kernels_error(tmp_path: Path, flag: str) -> None:
+    """Not a refusal: the kernel's words, naming the path as given, exit 125 as before the walk."""
+    (tmp_path / "f").write_text("")
+    for path, said in ((tmp_path / "f" / "log", "Not a directory"), (tmp_path / "no" / "log", "No such file")):
+        p = _batch("-", flag, str(path), input=b'{"id":"a","cmd":["true"]}\n')
+        assert (p.returncode, p.stdout) == (125, b""), p.stderr
+        assert p.stderr.decode().startswith(f"spoolparse: error: {said}") and str(path) in p.stderr.decode()
+
+
 # -- exit statuses -----------------------------------------------------------------------------------
 
 
@@ -389,6 +483,28 @@ def test_a_ray_node_runs_its_share_with_the_drivers_options() -> None:
         os.environ.update(saved)
     # on the wire a task is its sequence number; the failing one ran twice (retries=1 reached the node)
     assert sorted((o["id"], o["verdict"], o["attempts"]) for o in outs) == [(0, "ok", 1), (1, "failed", 2)]
+
+
+def test_a_ray_node_makes_its_job_log_only_where_nobody_else_can_rename_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node's job log was ``mkstemp``'d in the temp dir, then opened again by its name (by the batch the
+    node runs, by the node's reader, by the guardian that deletes it): in a temp dir others may write to
+    without the sticky bit, another user could put a file or a link of hers in its place meanwhile."""
+    import tempfile
+
+    from spoolparse.runner.ray_node import NodeRunner
+
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o777)
+    monkeypatch.setenv("TMPDIR", str(open_to_all))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # not the one tempfile took from the environment before
+    with pytest.warns(spoolparse.SpoolDirWarning), pytest.raises(OSError) as e:
+        NodeRunner(BatchOptions(max_concurrent=1))
+    assert e.value.strerror == (f"cannot make the node's job log in {str(open_to_all)!r}: it is writable by others "
+                                "(mode 0777)")
+    assert [n for n in os.listdir(open_to_all) if "node" in n] == []  # (spools may have been tried in it)
 
 
 # -- progress ----------------------------------------------------------------------------------------

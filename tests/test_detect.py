@@ -203,9 +203,14 @@ def test_generic_after_the_detection_window() -> None:
     sp = StreamParser()
     sp.feed(jl(*many))
     assert sp.provider_name == "generic"  # settled after the first events, before the end
-    late = {"type": "system", "subtype": "init", "session_id": "s"}
-    sp.feed(jl(late))
-    assert sp.provider_name == "generic"  # a late marker does not switch providers
+    sp.feed(jl({"kind": "tick", "n": 41}))
+    assert sp.provider_name == "generic"  # more of the same changes nothing
+    # a late event a grammar claims is detected as at the start: the lines before it were no CLI's
+    sp.feed(jl({"type": "init", "session_id": "g", "model": "m"}))
+    assert sp.provider_name == "gemini"
+    r = sp.finish(args=None)
+    assert (r.provider, r.ok, r.detected_by) == ("gemini", False, "line 42: init"), r.summary()
+    assert any("line 42: the lines before it hold no event of a known format" in w for w in r.warnings), r.warnings
 
 
 def test_empty_stream_is_generic() -> None:

@@ -231,3 +231,22 @@ def test_provider_retain_decisions_are_stable() -> None:
         p = make_provider(name)
         for key in h.type_keys():
             assert p.retain(key) in (0, 1, 2)
+
+
+@given(pieces=st.lists(st.text(max_size=3000), max_size=60), limit=st.integers(0, 20_000),
+       reads=st.sets(st.integers(0, 60)))
+def test_bounded_text_is_its_pieces_joined_up_to_its_limit(pieces: list[str], limit: int, reads: set[int]) -> None:
+    """However its pieces come (joined in runs as they do) and whenever it is read, the text is the pieces
+    joined, cut at the limit, and ``cut`` counts what was left out."""
+    from spoolparse.providers._text import BoundedText
+
+    b = BoundedText(limit)
+    for i, piece in enumerate(pieces):
+        if i in reads:
+            assert b.text() == "".join(pieces[:i])[:limit]
+        b.add(piece)
+    whole = "".join(pieces)
+    assert (b.text(), len(b), bool(b), b.cut) == (whole[:limit], min(len(whole), limit), bool(whole[:limit]),
+                                                  max(0, len(whole) - limit))
+    b.clear()
+    assert (b.text(), len(b), bool(b), b.cut) == ("", 0, False, 0)

@@ -12,10 +12,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .helpers import FAKE_CODEX
+from .helpers import FAKE_CODEX, jl
 
 MiB = 1 << 20
 LIMIT = 32 * MiB
@@ -236,3 +237,117 @@ def test_an_undecided_stream_holds_at_most_max_retained_while_detecting(tmp_path
     print(f"\nundecided 128 MiB, max_retained 8 MiB: peak RSS growth {growth / MiB:.1f} MiB")
     assert large["provider"] == "generic" and large["lines"] > 100_000
     assert growth < LIMIT
+
+
+# -- what a provider and the engine keep of a stream: flat whatever it holds ----------------------------------------
+
+STREAM_MEASURE = """
+import json, sys
+import spoolparse
+path, provider, max_line = sys.argv[1], sys.argv[2], int(sys.argv[3])
+r = spoolparse.parse(path, provider=provider, max_line=max_line)
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+print(json.dumps({"maxrss": int(hwm.split()[1]) * 1024, "ok": r.ok, "text_chars": len(r.text or ""),
+                  "error": r.error, "raw_usage_runs": len(r.raw_usage) if isinstance(r.raw_usage, list) else 1}))
+"""
+
+
+def _stream_peak(path: Path, provider: str = "auto", max_line: int = 1 << 20) -> dict:  # type: ignore[type-arg]
+    p = subprocess.run([sys.executable, "-c", STREAM_MEASURE, str(path), provider, str(max_line)],
+                       capture_output=True, check=True, timeout=600)
+    return json.loads(p.stdout)  # type: ignore[no-any-return]
+
+
+def _write(path: Path, head: bytes, line: Any, n: int, tail: bytes = b"") -> Path:
+    """``head``, ``n`` lines made by ``line(i)`` (bytes), ``tail``: written in blocks."""
+    with open(path, "wb") as f:
+        f.write(head)
+        for at in range(0, n, 10_000):
+            f.write(b"".join(line(i) for i in range(at, min(n, at + 10_000))))
+        f.write(tail)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cli", ["kimi", "antigravity"])
+def test_many_dropped_lines_of_other_types_take_no_more_memory_than_a_few(tmp_path: Path, cli: str) -> None:
+    """Lines too long to keep, each of a type of its own that the CLI does not print, in an untyped CLI's stream:
+    kimi and antigravity remembered the last dropped line of every type (a million took 193 MiB more)."""
+    head = jl({"role": "assistant", "content": "hi"}) if cli == "kimi" else jl(
+        {"event": "init", "conversation_id": "c", "init": {}})
+    tail = b"" if cli == "kimi" else jl({"event": "result", "result": {"status": "SUCCESS", "response": "hi"}})
+    pad = b"x" * 200
+
+    def line(i: int) -> bytes:
+        return b'{"type":"t%d","p":"%s"}\n' % (i, pad)
+
+    few = _stream_peak(_write(tmp_path / "few", head, line, 10_000, tail), cli, max_line=128)
+    many = _stream_peak(_write(tmp_path / "many", head, line, 400_000, tail), cli, max_line=128)
+    growth = many["maxrss"] - few["maxrss"]
+    print(f"\n{cli}, 400,000 dropped lines of their own types: peak RSS growth {growth / MiB:.1f} MiB")
+    assert few["ok"] and many["ok"], (few, many)
+    assert growth < LIMIT
+
+
+@pytest.mark.slow
+def test_the_usage_of_many_earlier_runs_is_kept_within_a_bound(tmp_path: Path) -> None:
+    """200 Gemini runs, each result with a 1 MiB stats object: the usage of every earlier run was kept whole in
+    raw_usage (208 MiB more); now within EARLIER_USAGE_BYTES, the rest counted in a warning."""
+    from spoolparse import _limits
+
+    init = jl({"type": "init", "session_id": "g", "model": "m"})
+
+    def run(i: int, pad: int) -> bytes:
+        return init + jl({"type": "message", "role": "assistant", "content": f"A{i}", "delta": True},
+                         {"type": "result", "status": "success", "stats": {"total_tokens": 3, "note": "x" * pad}})
+
+    few = _stream_peak(_write(tmp_path / "few", b"", lambda i: run(i, 10), 200), max_line=2 * MiB)
+    many = _stream_peak(_write(tmp_path / "many", b"", lambda i: run(i, MiB), 200), max_line=2 * MiB)
+    growth = many["maxrss"] - few["maxrss"]
+    print(f"\n200 runs with 1 MiB of usage each: peak RSS growth {growth / MiB:.1f} MiB")
+    assert few["ok"] and many["ok"] and few["raw_usage_runs"] == 200
+    assert many["raw_usage_runs"] <= 1 + _limits.EARLIER_USAGE_BYTES // MiB
+    assert growth < LIMIT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cli", ["gemini", "antigravity"])
+def test_an_answer_in_tiny_deltas_costs_about_its_text(cli: str) -> None:
+    """An answer in deltas of 2 characters: every delta was kept as a string of its own until the end (about 30
+    times the text); pieces are joined as they come. Measured as the peak of Python's allocations while the
+    stream is fed in small pieces (what a feed decodes at once would hide it in a peak RSS)."""
+    import tracemalloc
+
+    from spoolparse import StreamParser
+
+    n = 60_000
+    if cli == "gemini":
+        head, tail = jl({"type": "init", "session_id": "g"}), jl({"type": "result", "status": "success"})
+
+        def line(i: int) -> bytes:
+            return b'{"type":"message","role":"assistant","content":"%02d","delta":true}\n' % (i % 100)
+    else:
+        head = jl({"event": "init", "conversation_id": "c", "init": {}})
+        tail = jl({"event": "result", "result": {"status": "SUCCESS", "response": ""}})
+
+        def line(i: int) -> bytes:
+            return (b'{"event":"step_update","step_update":{"step_index":1,"state":"ACTIVE",'
+                    b'"step_type":"agent_response","text_delta":"%02d"}}\n' % (i % 100))
+
+    data = head + b"".join(line(i) for i in range(n)) + tail
+    tracemalloc.start()
+    try:
+        sp = StreamParser(live=False)
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        for at in range(0, len(data), 64 * 1024):
+            sp.feed(data[at : at + 64 * 1024])
+        r = sp.finish(args=None)
+        grown = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    text = 2 * n
+    print(f"\n{cli}, {text} characters of answer in 2-character deltas: allocations peaked {grown / MiB:.1f} MiB "
+          f"above the start")
+    assert r.ok and r.text is not None and len(r.text) == text, r.summary()
+    assert grown < 2 * MiB  # (the pieces as strings of their own peaked near 4 MiB)

@@ -289,6 +289,43 @@ def test_joblog_reader_skips_a_torn_last_line(tmp_path: Path) -> None:
     assert finished_ok(tmp_path / "missing") == set()
 
 
+def test_a_job_log_cut_anywhere_in_its_last_line_is_ended_before_the_next_line_and_read_as_torn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job log ending mid-line (a crash while a long line was written): the next run's first line was appended
+    onto the fragment, the merged line did not parse, and a later ``--resume`` ran that task again although its
+    outcome was printed and logged. Every cut of the last line: the readers count the fragment as torn (one
+    warning naming it) and never merge, and a new :class:`JobLog` ends it before it writes."""
+    import logging
+
+    from spoolparse.runner.joblog import DoneIds, JobLog
+
+    log = tmp_path / "jobs.ndjson"
+    first = b'{"id":"x","attempt":1,"final":true,"verdict":"ok"}\n'
+    last = b'{"id":"y","attempt":1,"final":true,"verdict":"failed","cmd":["sh","-c","exit 3"]}\n'
+    for cut in range(len(first), len(first) + len(last) + 1):
+        log.write_bytes((first + last)[:cut])
+        whole = cut >= len(first) + len(last) - 1  # at most its newline lost: the line is all there
+        torn = not whole and cut > len(first)
+        done = {"x", "y"} if whole else {"x"}
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, "spoolparse.runner"):
+            assert done_ids(log, True) == done, cut
+            resumed = DoneIds(log, True)
+            assert {i for i in ("x", "y", "z") if i in resumed} == done, cut
+            resumed.close()
+        said = [r.getMessage() for r in caplog.records]
+        assert said == ([f"job log {str(log)!r}: line 2 is cut short or not JSON, ignored (its task runs again "
+                         "unless another line says it is done)"] * 2 if torn else []), (cut, said)
+        j = JobLog(log)
+        j.write(spoolparse.Outcome(id="z", verdict="ok"), argv=["true"], final=True, started=0.0)
+        j.close()
+        lines = log.read_bytes().split(b"\n")
+        assert lines[-1] == b"" and orjson.loads(lines[-2])["id"] == "z", cut  # whole, on a line of its own
+        assert lines[:-2] == (first + last)[:cut].rstrip(b"\n").split(b"\n"), cut  # nothing else changed
+        assert done_ids(log, True) == done | {"z"}, cut
+
+
 def test_resume_skips_every_final_outcome_but_cancelled_resume_failed_only_the_ok_ones(tmp_path: Path) -> None:
     log = tmp_path / "jobs.ndjson"
     log.write_bytes(
@@ -740,20 +777,20 @@ def test_keeping_a_transcript_holds_up_no_timeout_and_its_outcome_comes_once_it_
     happens off the supervising thread. Here the keep of the first task to fail waits until the other task's
     timeout has killed it — on the loop's thread it would wait out its 20 s, and the timeout with it. Its
     outcome reaches the reader only once its transcript is in place."""
-    from spoolparse.runner import slot
+    from spoolparse.runner.results import ResultsDir
 
     from .runner_support import marked_pids, marker
 
     token, env = marker()
     released: list[bool] = []
-    real_keep = slot.keep
+    real_keep = ResultsDir.keep
 
-    def slow_keep(results: str, task_id: str, spools: Any) -> str:
+    def slow_keep(self: ResultsDir, task_id: str, spools: Any) -> str | None:
         if task_id == "failing":
             released.append(wait_gone(token, timeout=20.0) == [])
-        return real_keep(results, task_id, spools)
+        return real_keep(self, task_id, spools)
 
-    monkeypatch.setattr(slot, "keep", slow_keep)
+    monkeypatch.setattr(ResultsDir, "keep", slow_keep)
     tasks = [Task(["sh", "-c", "echo kept-text; exit 3"], id="failing"),
              Task(["sleep", "30"], id="slow", timeout=0.5, env=env)]
     got = []
@@ -773,7 +810,7 @@ def test_keeping_a_transcript_holds_up_no_timeout_and_its_outcome_comes_once_it_
 def test_a_large_backlog_left_at_exit_is_parsed_in_slices_and_holds_up_no_timeout() -> None:
     """A child that writes tens of MB of small events and exits at once leaves all of it unparsed: parsing it
     takes seconds, and it is done a slice per turn of the loop, so another task's timeout fires on time
-    meanwhile. Its outcome is whole: every line counted, the last message its answer."""
+    meanwhile. Its outcome is whole: every line counted, the last message what it said last (no turn ended)."""
     line = b'{"type":"item.completed","item":{"type":"agent_message","text":"hello world"}}\n'
     count = 40 * MiB // len(line)
     writer = [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({line!r} * {count})"]
@@ -786,7 +823,7 @@ def test_a_large_backlog_left_at_exit_is_parsed_in_slices_and_holds_up_no_timeou
     flood = got["flood"].summary
     assert flood is not None
     assert flood["stdout_bytes"] == count * len(line) and flood["lines"] == count
-    assert flood["text"] == "hello world"
+    assert flood["partial_text"] == "hello world" and not flood["ok"]
 
 
 @pytest.mark.slow

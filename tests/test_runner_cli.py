@@ -381,6 +381,118 @@ def test_a_hostile_calibrations_file_is_a_warning_and_no_calibration(tmp_path: P
             record(report, str(path))
 
 
+# -- where calibrations are read and recorded: nobody else can change the way there ------------------------------
+
+#: A directory on the way to the calibrations file, and why it is refused (``None``: read and recorded through):
+#: every link and directory on the way must be ours or root's, and a directory not writable by others (or
+#: sticky, as /tmp is: then what is ours in it stays ours).
+WAY: dict[str, str | None] = {
+    "our directory": None,
+    "our symlink": None,
+    "sticky, writable by all": None,
+    "writable by all": "is writable by others (mode 0777)",
+    "writable by its group": "is writable by others (mode 0775)",
+    "another user's directory": "is owned by another user (uid 65534)",
+    "another user's symlink": "is a symbolic link owned by another user (uid 65534)",
+}
+
+
+def _way(base: Path, kind: str) -> Path:
+    """``base/way``, of that kind (a symlink leads to ``base/elsewhere``, a directory of ours)."""
+    if kind.startswith("another") and os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user (chown)")
+    way = base / "way"
+    if kind.endswith("symlink"):
+        (base / "elsewhere").mkdir()
+        way.symlink_to(base / "elsewhere")
+        if kind.startswith("another"):
+            os.lchown(way, 65534, 65534)
+        return way
+    way.mkdir()
+    way.chmod({"sticky, writable by all": 0o1777, "writable by all": 0o777, "writable by its group": 0o775}.get(
+        kind, 0o755))
+    if kind.startswith("another"):
+        os.chown(way, 65534, 65534)
+    return way
+
+
+@pytest.mark.parametrize("depth", ["parent", "grandparent"])
+@pytest.mark.parametrize("kind", sorted(WAY))
+def test_calibrations_are_read_and_recorded_only_where_nobody_else_can_change_the_way(
+    tmp_path: Path, kind: str, depth: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``SPOOLPARSE_CALIBRATIONS=<her dir>/spoolparse/calibrations.json``, ``spoolparse`` her symlink to a
+    directory of root's: the file was opened ``O_NOFOLLOW``, but every directory above it was followed (and made,
+    and written in by path), so ``calibrate`` as root replaced the calibrations.json of root's there."""
+    import logging
+
+    from spoolparse.runner.calibrations import listing, record
+
+    way = _way(tmp_path, kind)
+    path = way / "calibrations.json" if depth == "parent" else way / "spoolparse" / "calibrations.json"
+    real = Path(os.path.realpath(path))  # where the file is when the way is followed
+    real.parent.mkdir(exist_ok=True)
+    real.write_text(json.dumps({"old": {"memory_per_task": 1 << 20}}))
+    before = (real.stat().st_ino, real.read_bytes())
+    why = WAY[kind]
+    report = {"memory_per_task": 2 << 20, "per_task_peak": 1 << 20, "peak_source": "cgroup", "command": ["x"]}
+    with caplog.at_level(logging.WARNING, "spoolparse.runner"):
+        listed = listing(str(path))
+    if why is None:
+        assert list(listed) == ["old"] and not caplog.records
+        assert record(report, str(path)) == str(path)
+        assert sorted(json.loads(real.read_text())) == ["old", "x"]
+    else:
+        said = f"goes through {str(way)!r}, which {why}"
+        assert listed == {}
+        assert [r.getMessage() for r in caplog.records] == [
+            f"calibrations file {str(path)!r} {said}: no calibration is used"]
+        with pytest.raises(OSError) as e:
+            record(report, str(path))
+        assert e.value.strerror == f"{path} {said}"
+        assert (real.stat().st_ino, real.read_bytes()) == before
+    assert sorted(os.listdir(real.parent)) == ["calibrations.json"]  # no temp file left either
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("planted", ["her link in her directory", "her link in a sticky directory", "nothing yet"])
+def test_calibrate_as_root_never_writes_where_another_user_points_it(
+    other_user: tuple[int, int], shared_base: Path, planted: str
+) -> None:
+    """A directory of hers (or a shared cache) named by ``SPOOLPARSE_CALIBRATIONS``: with ``spoolparse`` in it
+    her symlink to a directory of root's, ``calibrate`` created and replaced calibrations.json there; with
+    nothing there yet, root made the directory in hers, for her to swap later."""
+    target, cache = shared_base / "target", shared_base / "cache"
+    target.mkdir()
+    (target / "calibrations.json").write_text('{"precious": true}')
+    before = (target / "calibrations.json").stat().st_ino
+    cache.mkdir()
+    if planted == "her link in a sticky directory":
+        cache.chmod(0o1777)  # /tmp's mode: anyone may add a name, nobody may take another's
+    else:
+        os.chown(cache, *other_user)
+    if planted != "nothing yet":
+        (cache / "spoolparse").symlink_to(target)
+        os.lchown(cache / "spoolparse", *other_user)
+    path = cache / "spoolparse" / "calibrations.json"
+    env = {**os.environ, "SPOOLPARSE_CALIBRATIONS": str(path)}
+    p = subprocess.run([*CLI, "calibrate", "--max-concurrency", "1", "--", "true"], capture_output=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["recorded"] is None
+    said = (f"goes through {str(cache / 'spoolparse')!r}, which is a symbolic link owned by another user "
+            f"(uid {other_user[0]})" if "sticky" in planted else
+            f"goes through {str(cache)!r}, which is owned by another user (uid {other_user[0]})")
+    assert p.stderr.decode() == f"spoolparse: warning: cannot record the calibration in {path}: {path} {said}\n"
+    assert sorted(os.listdir(target)) == ["calibrations.json"]
+    assert (target / "calibrations.json").stat().st_ino == before
+    assert (target / "calibrations.json").read_text() == '{"precious": true}'
+    assert sorted(os.listdir(cache)) == ([] if planted == "nothing yet" else ["spoolparse"])
+    listed = subprocess.run([*CLI, "calibrate", "--list"], capture_output=True, env=env, timeout=60)
+    assert listed.returncode == 0 and json.loads(listed.stdout)["calibrations"] == {}
+    assert said in listed.stderr.decode()
+
+
 def test_the_progress_header_says_what_bounds_the_concurrency(tmp_path: Path) -> None:
     tasks = tmp_path / "t.jsonl"
     tasks.write_text('{"id": "a", "cmd": ["true"]}\n')

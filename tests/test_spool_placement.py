@@ -8,6 +8,7 @@ on disk is looked at after they exit.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -20,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spoolparse import SpoolFullError
 from spoolparse import spool as spool_mod
@@ -279,38 +282,6 @@ def test_fcntl_flags_constants_match_this_platform() -> None:
 # -- another local user cannot steer where root makes and removes directories ---------------------------------
 
 
-@pytest.fixture
-def other_user() -> Iterator[tuple[int, int]]:
-    """A second user, made for the test and removed after it: (uid, gid)."""
-    import pwd
-
-    if os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("userdel") is None:
-        pytest.skip("needs root and useradd/userdel (passwd) to make a second user")
-    name = f"spx{os.getpid() % 100000}"
-    made = subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/false", name], capture_output=True,
-                          check=False)
-    if made.returncode != 0:
-        pytest.skip(f"needs useradd to make a second user here ({made.stderr.decode().strip()})")
-    try:
-        pw = pwd.getpwnam(name)
-        yield pw.pw_uid, pw.pw_gid
-    finally:
-        subprocess.run(["userdel", name], capture_output=True, check=False)
-
-
-@pytest.fixture
-def shared_base() -> Iterator[Path]:
-    """A directory under the system temp dir that another user can reach (a test's tmp_path is root's alone)."""
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="spoolparse-attack-"))
-    base.chmod(0o755)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
 def test_a_spool_directory_of_another_user_is_refused(other_user: tuple[int, int], shared_base: Path) -> None:
     """``PDD_AGENT_SPOOL_DIR`` naming a directory another user owns was used without a word: she could rename
     what spoolparse made in it at will."""
@@ -410,3 +381,238 @@ def test_a_swap_loop_of_another_user_never_makes_root_touch_her_target(
     assert status == 0 and int(made) > 0  # she did swap, all along
     assert placed > 0  # and placements were made all the same, whenever the name was root's own directory
     assert {p.name: p.stat().st_ino for p in target.iterdir()} == before  # nothing removed, nothing made
+
+
+# -- a spool directory (or the temp dir) reached through anything of another user's is refused -------------------
+
+# Resolve the spool directory as a run does (argv[1]: the one given, "" for none) and make a spool in it: print
+# what was resolved and where the spool's inode is; warnings on stderr.
+RESOLVE = r"""
+import json, os, sys, warnings
+from spoolparse import spool, SpoolDirError
+warnings.simplefilter("always")
+try:
+    d = spool.resolve_spool_dir(sys.argv[1] or None)
+except SpoolDirError as e:
+    print(json.dumps({"error": str(e)}))
+    raise SystemExit(0)
+f = spool.open_spool(d)
+print(json.dumps({"dir": d, "spool": os.path.realpath(os.readlink(f"/proc/self/fd/{f.fileno()}").split(" (")[0])}))
+f.close()
+"""
+
+#: How the spool directory is named: the variable, the temp dir's variable, the option (``spool_dir=``).
+NAMED_BY = ("PDD_AGENT_SPOOL_DIR", "TMPDIR", "--spool-dir")
+
+
+def _resolve(named_by: str, path: Path) -> tuple[dict[str, str], str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PDD_AGENT_SPOOL_DIR", "TMPDIR", "TEMP", "TMP")}
+    arg = ""
+    if named_by == "--spool-dir":
+        arg = str(path)
+    else:
+        env[named_by] = str(path)
+    p = subprocess.run([sys.executable, "-c", RESOLVE, arg], capture_output=True, text=True, cwd=ROOT, env=env,
+                       timeout=60, check=False)
+    assert p.returncode == 0, p.stderr
+    out: dict[str, str] = json.loads(p.stdout)
+    return out, p.stderr
+
+
+def _attack_shapes(base: Path, her: tuple[int, int]) -> dict[str, tuple[Path, str]]:
+    """Each way another user can stand between root and the directory it names: (the path named, why it is
+    refused). ``base/target`` is root's own directory, the one she wants root to write in."""
+    hers, sticky = base / "hers", base / "sticky"
+    for d in (hers, sticky):
+        d.mkdir()
+    os.chown(hers, *her)
+    sticky.chmod(0o1777)  # /tmp's mode
+    (hers / "link").symlink_to(base / "target")
+    (sticky / "link").symlink_to(base / "target")
+    (hers / "roots").mkdir()  # a directory of root's, in hers: she can swap it for a link at will
+    for link in (hers / "link", sticky / "link"):
+        os.lchown(link, *her)
+    uid = her[0]
+    theirs = f"goes through {str(hers)!r}, which is owned by another user (uid {uid})"
+    return {
+        "her symlink in her directory": (hers / "link", theirs),
+        "her symlink in a sticky directory": (sticky / "link", f"is a symbolic link owned by another user (uid {uid})"),
+        "root's directory in hers": (hers / "roots", theirs),
+        "her directory": (hers, f"is owned by another user (uid {uid})"),
+    }
+
+
+@pytest.mark.parametrize("named_by", NAMED_BY)
+def test_a_spool_directory_reached_through_another_users_symlink_or_directory_is_refused(
+    other_user: tuple[int, int], shared_base: Path, named_by: str
+) -> None:
+    """``PDD_AGENT_SPOOL_DIR``, ``--spool-dir`` or ``TMPDIR`` naming her symlink to a directory of root's were
+    accepted without a word (``os.stat`` followed the link and saw root's target; the temp dir had no check at
+    all), and root made its ``spoolparse-0/<pid>-<random>`` directories where she pointed it."""
+    target = shared_base / "target"
+    target.mkdir()
+    (target / "root-file").write_text("root's")
+    for shape, (path, why) in _attack_shapes(shared_base, other_user).items():
+        out, err = _resolve(named_by, path)
+        if named_by == "--spool-dir":  # the directory the caller named: its error, nothing falls back
+            assert out == {"error": f"spool directory {str(path)!r} {why}"}, shape
+        else:
+            fallback = "/tmp"  # neither TMPDIR nor the variable is set but the one named
+            assert f"{named_by}={str(path)!r} {why}; spooling to {fallback!r} instead" in err, (shape, err)
+            assert out["dir"] == fallback and os.path.dirname(out["spool"]).startswith(fallback), (shape, out)
+        assert os.listdir(target) == ["root-file"], shape
+    if named_by == "--spool-dir":
+        link = shared_base / "hers" / "link"
+        p = subprocess.run([sys.executable, "-m", "spoolparse", "run", "--spool-dir", str(link), "--", "true"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+        assert p.returncode == 2 and "which is owned by another user" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("named_by", NAMED_BY)
+def test_links_and_directories_of_root_or_our_own_on_the_way_are_followed(
+    shared_base: Path, named_by: str
+) -> None:
+    """A distribution's ``/tmp`` -> elsewhere (root's link in root's directory), or a link of the user's own,
+    keeps working: the link and what it leads to are ours or root's, and nobody else may change them."""
+    target = shared_base / "target"
+    target.mkdir()
+    sticky = shared_base / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    (sticky / "link").symlink_to(target)
+    (shared_base / "relative").symlink_to("sticky/link")  # a link to a link, relative
+    for path in (sticky / "link", shared_base / "relative", target):
+        out, err = _resolve(named_by, path)
+        assert out["dir"] == str(path) and os.path.dirname(out["spool"]).startswith(str(target)), (path, out, err)
+        assert "Warning" not in err, err
+
+
+def test_where_no_temp_dir_can_hold_spools_the_error_says_why_for_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temp-dir fallback had no check at all: it was ``tempfile.gettempdir()`` whatever that was."""
+    import tempfile
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # a program's own choice comes first
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "nope"))
+    monkeypatch.delenv("TEMP", raising=False)
+    monkeypatch.delenv("TMP", raising=False)
+    monkeypatch.delenv("PDD_AGENT_SPOOL_DIR", raising=False)
+    monkeypatch.setattr(spool_mod, "TEMP_DIRS", (str(afile), str(tmp_path / "missing")))
+    monkeypatch.setattr(spool_mod, "_warned", set())
+    with pytest.raises(spool_mod.SpoolDirError) as e:
+        spool_mod.resolve_spool_dir()
+    assert str(e.value) == (
+        f"no directory can hold spools: tempfile.tempdir={str(tmp_path / 'gone')!r} does not exist; "
+        f"TMPDIR={str(tmp_path / 'nope')!r} does not exist; {str(afile)!r} is not a directory; "
+        f"{str(tmp_path / 'missing')!r} does not exist: name one with --spool-dir or PDD_AGENT_SPOOL_DIR"
+    )
+    monkeypatch.setattr(spool_mod, "TEMP_DIRS", (str(tmp_path),))
+    with pytest.warns(spool_mod.SpoolDirWarning) as said:
+        assert spool_mod.resolve_spool_dir() == str(tmp_path)
+    assert [str(w.message) for w in said] == [
+        f"tempfile.tempdir={str(tmp_path / 'gone')!r} does not exist; spooling to {str(tmp_path)!r} instead",
+        f"TMPDIR={str(tmp_path / 'nope')!r} does not exist; spooling to {str(tmp_path)!r} instead",
+    ]
+
+
+@pytest.mark.parametrize("named_by", ["PDD_AGENT_SPOOL_DIR", "TMPDIR"])
+def test_a_run_killed_with_a_spool_dir_of_her_link_leaves_nothing_in_her_target(
+    other_user: tuple[int, int], shared_base: Path, named_by: str
+) -> None:
+    """A ``kill -9`` left root's ``spoolparse-0/<pid>-<random>`` in her target (an ext4 without a journal,
+    where spools get a placement; elsewhere the warning is what tells)."""
+    target = shared_base / "target"
+    target.mkdir()
+    link = _attack_shapes(shared_base, other_user)["her symlink in her directory"][0]
+    env = {k: v for k, v in os.environ.items() if k not in ("PDD_AGENT_SPOOL_DIR", "TMPDIR", "TEMP", "TMP")}
+    env[named_by] = str(link)
+    mark = f"{30 + os.getpid() % 1000 / 1000:.3f}"  # the agent: sleep for this many seconds
+    p = subprocess.Popen([sys.executable, "-m", "spoolparse", "run", "--", "sleep", mark],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not _running(mark) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _running(mark)
+    finally:
+        p.kill()
+        _, err = p.communicate(timeout=60)
+    said = f"{named_by}={str(link)!r} goes through {str(link.parent)!r}, which is owned by another user"
+    assert said.encode() in err, err
+    assert os.listdir(target) == []
+    deadline = time.monotonic() + 10
+    while _running(mark) and time.monotonic() < deadline:  # the guardian ends the agent
+        time.sleep(0.05)
+
+
+def _running(seconds: str) -> bool:
+    """Whether a ``sleep SECONDS`` runs (the agent, not the spoolparse naming it)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read() == f"sleep\0{seconds}\0".encode():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+# -- the step-by-step walk reaches what the kernel's lookup reaches -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Directories, a file and links of ours of every kind: relative, absolute, up and out, to a link, dangling,
+    a loop."""
+    base = tmp_path_factory.mktemp("walk")
+    (base / "a" / "b").mkdir(parents=True)
+    (base / "c").mkdir()
+    (base / "f").write_text("")
+    links = {"rel": "a/b", "abs": str(base / "c"), "up": "../c", "chain": "rel", "dangling": "nope",
+             "loop": "loop2", "loop2": "loop", "root": "/", "file": "f"}
+    for name, target in links.items():
+        (base / name).symlink_to(target)
+    (base / "a" / "b" / "up").symlink_to("../../c")
+    return base
+
+
+STEPS = ["a", "b", "c", "f", "rel", "abs", "up", "chain", "dangling", "loop", "root", "file", ".", "..", "", "nope"]
+
+
+@settings(max_examples=500)  # a few microseconds each
+@given(steps=st.lists(st.sampled_from(STEPS), max_size=6), relative=st.booleans())
+def test_a_path_is_reached_step_by_step_where_the_kernel_reaches_it(
+    tree: Path, steps: list[str], relative: bool
+) -> None:
+    """:func:`spoolparse._dirfd.open_path` walks a path itself, to check each link and directory on the way:
+    with none refused, it ends where the kernel's lookup does, or fails as it does (``..`` after a link, links
+    to links, absolute and relative ones, loops, a file on the way)."""
+    from spoolparse._dirfd import NotOurs, open_path
+
+    path = "/".join([str(tree), *steps])
+    if relative:
+        path = "/".join([".", *steps])  # from the working directory: the tree
+    cwd = os.getcwd()
+    os.chdir(tree)
+    try:
+        try:
+            st_ = os.stat(path)
+            kernel: object = (st_.st_dev, st_.st_ino) if os.path.isdir(path) else "ENOTDIR"
+        except OSError as e:
+            kernel = errno.errorcode[e.errno or 0]
+        try:
+            fd = open_path(path)
+        except NotOurs as e:
+            ours: object = errno.errorcode[e.errno or 0]
+        except FileNotFoundError:
+            ours = "ENOENT"
+        else:
+            st_ = os.fstat(fd)
+            os.close(fd)
+            ours = (st_.st_dev, st_.st_ino)
+    finally:
+        os.chdir(cwd)
+    assert ours == kernel, path

@@ -22,16 +22,25 @@ def message_text(message: Any) -> str | None:
     return "".join(parts) if parts else None
 
 
+#: Characters of small pieces joined into one string as they come: a string object costs about 50 bytes besides its
+#: text, so an answer streamed a character or two a delta would cost 30 times its text as separate pieces.
+JOIN_CHARS = 4096
+
+
 class BoundedText:
     """Pieces of text joined on demand, never more than ``limit`` characters in all.
 
     Past the limit the rest of the pieces are counted, not kept: ``cut`` is the
-    number of characters left out.
+    number of characters left out. Small pieces are joined in runs of about
+    ``JOIN_CHARS`` characters as they come, so the text costs about its size
+    however finely it was cut.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = max(0, limit)
         self._parts: list[str] = []
+        self._pending: list[str] = []  # the latest small pieces, joined into one part once they add up
+        self._pending_size = 0
         self._size = 0
         self.cut = 0
 
@@ -41,21 +50,33 @@ class BoundedText:
             self.cut += len(piece) - max(room, 0)
             piece = piece[: max(room, 0)]
         if piece:
-            self._parts.append(piece)
+            self._pending.append(piece)
+            self._pending_size += len(piece)
             self._size += len(piece)
+            if self._pending_size >= JOIN_CHARS:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._parts.append("".join(self._pending))
+            self._pending.clear()
+            self._pending_size = 0
 
     def clear(self) -> None:
         self._parts.clear()
+        self._pending.clear()
+        self._pending_size = 0
         self._size = 0
         self.cut = 0
 
     def __bool__(self) -> bool:
-        return bool(self._parts)
+        return self._size > 0
 
     def __len__(self) -> int:
         return self._size
 
     def text(self) -> str:
+        self._flush()
         if len(self._parts) > 1:
             # Join once and keep the joined string: answers are read more than once.
             self._parts = ["".join(self._parts)]

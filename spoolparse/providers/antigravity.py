@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from .._decode.records import Dropped, Event
 from . import _peek, traps
+from ._text import BoundedText
 from .base import Answer, LiveEvent, Provider, as_int, message_of
 from .grammar import Grammar, any_of, is_, kind, lacks, shape
 
@@ -124,9 +125,7 @@ class AntigravityProvider(Provider):
         self.raw_usage: Any = None
         self.step_usage: dict[str, int] = {}  # summed per-step usage, for a result without any
         self._step: Any = None  # the agent_response step being written
-        self._text: list[str] = []
-        self._chars = 0
-        self._cut = False
+        self._text = BoundedText(self.max_text)  # its fragments, up to max_text characters
         # a line dropped since the last tool step: when the result has no response, the answer is taken from
         # the step updates, and that line may have been one of them
         self._dropped_since_tool: Dropped | None = None
@@ -136,15 +135,6 @@ class AntigravityProvider(Provider):
             self.session_id = sid
             return [LiveEvent("session", n, t, {"session_id": sid, "model": self.model})]
         return []
-
-    def _add_text(self, text: str) -> None:
-        """A fragment of the current answer step, kept up to ``max_text`` characters."""
-        room = self.max_text - self._chars
-        if len(text) > room:
-            text, self._cut = text[: max(room, 0)], True
-        if text:
-            self._text.append(text)
-            self._chars += len(text)
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, n, t = ev.data, ev.lineno, ev.type
@@ -202,19 +192,21 @@ class AntigravityProvider(Provider):
         if kind == "agent_response" or (kind is None and index is not None and index == self._step):
             if kind == "agent_response" and index != self._step:
                 self._step = index  # a new answer step: the answer so far was an earlier message
-                self._text, self._chars, self._cut = [], 0, False
+                self._text.clear()
             thinking = s.get("thinking_delta")
             if isinstance(thinking, str) and thinking and self.live:
                 live.append(LiveEvent("thinking", n, t, {"text": thinking, "delta": True}))
             # a DONE update may repeat the whole text (some builds): not added twice
-            if delta and not (state == "DONE" and delta == "".join(self._text)):
-                self._add_text(delta)
+            if delta and not (state == "DONE" and delta == self._text.text()):
+                self._text.limit = self.max_text
+                self._text.add(delta)
                 if self.live:
                     live.append(LiveEvent("text_delta", n, t, {"text": delta}))
         elif kind in ("tool", "user_input"):
             self._dropped_since_tool = None
             # the agent goes on after it: the text of an answer step before it was no answer
-            self._step, self._text, self._chars, self._cut = None, [], 0, False
+            self._step = None
+            self._text.clear()
         if kind == "tool":
             call = None if index is None else f"step-{index}"
             name = s.get("tool_name")
@@ -229,9 +221,9 @@ class AntigravityProvider(Provider):
 
     def dropped(self, rec: Dropped) -> list[LiveEvent]:
         # An untyped line may be a tool step or the result: no warning here; the verdict says the
-        # answer was lost when no decoded event follows it.
-        self._lost[rec.type] = rec
-        self._dropped_since_tool = rec
+        # answer was lost when no decoded event follows it. (A typed line is no line of its.)
+        if self.remember_lost(rec):
+            self._dropped_since_tool = rec
         return [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
 
     def cut(self) -> str | None:
@@ -241,7 +233,7 @@ class AntigravityProvider(Provider):
         if r is not None:
             return (f"the result has no response and a line after the last tool step ({r.bytes} bytes at line "
                     f"{r.line}) was dropped ({r.reason}): the answer taken from the step updates may lack it")
-        if self._cut:
+        if self._text.cut:
             return f"the answer's text fragments passed max_retained ({self.max_text} characters) and were cut"
         return None
 
@@ -249,7 +241,7 @@ class AntigravityProvider(Provider):
         warnings = self.notes.as_list()
         text = self.response
         if text is None and self.failure is None and self._text:
-            text = "".join(self._text)
+            text = self._text.text()
             warnings = [*warnings, "the text is taken from the answer's step updates (the result has no response)"]
         error = self.failure
         if error is None and self.ended_at is None:

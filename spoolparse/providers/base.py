@@ -21,8 +21,9 @@ The fold's API (the engine calls it):
   starts) loses it ("final answer (3.1 MiB) exceeded max_retained (1 MiB) and
   was dropped"), and an earlier message is never shown as the answer;
   :meth:`Provider.cut` says when the provider had to cut the answer's text;
-* :meth:`Provider.restart` forgets the run folded so far when the stream's next
-  run begins.
+* :meth:`Provider.new_turn` forgets the turn's answer when the agent goes on
+  after the run's end, and :meth:`Provider.restart` the run folded so far when
+  the stream's next run begins.
 
 Providers are sans-I/O.
 """
@@ -275,6 +276,10 @@ class Provider:
         assert isinstance(rec, Dropped)
         return self.dropped(rec)
 
+    def new_turn(self, line: int) -> None:
+        """The agent went on after its run's end, at ``line`` (the grammar's turn event): the answer and the failure
+        must be the new turn's, never the one before's. Override to forget what the fold keeps of a turn."""
+
     def restart(self) -> None:
         """Forget the run folded so far (the stream's next run begins); the caller's settings stay."""
         kept = self.max_text, self.live, self.tool_output, self.trap_clis
@@ -332,14 +337,21 @@ class Provider:
         if self.retain(rec.type) == NOTE:
             # a tool result too long even to drain as a noted line still ends its call, by size only
             live.extend(self.noted(Noted(rec.line, rec.type, rec.bytes)))
-        if self.retain(rec.type) == KEEP:
-            self._lost[rec.type] = rec
+        if self.remember_lost(rec):
             text = self.warn(
                 f"retained event {rec.type!r} at line {rec.line} ({rec.bytes} bytes) was dropped "
                 f"({rec.reason}); the answer may be incomplete"
             )
             live.append(LiveEvent("warning", rec.line, rec.type, {"message": text}))
         return live
+
+    def remember_lost(self, rec: Dropped) -> bool:
+        """Remember a dropped line of a type this provider decodes (the last of each: bounded by its grammar,
+        whatever types a stream invents), for :meth:`lost_answer`; whether it was one."""
+        if self.retain(rec.type) != KEEP:
+            return False
+        self._lost[rec.type] = rec
+        return True
 
     def textless(self, ev: Event, field: str, value: Any) -> LiveEvent:
         """An answer line whose text (``field``: ``value``) is missing or not a string: its answer is not in hand.

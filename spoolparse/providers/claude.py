@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from .._decode.records import Event, Noted
+from .._decode.records import Dropped, Event, Noted
 from . import _peek, traps
 from ._text import message_text
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage
@@ -183,6 +183,9 @@ class ClaudeProvider(Provider):
         self.result_error: str | None = None
         self.result_reason: str | None = None
         self.last_text: str | None = None
+        #: Where a message that may stand in for an empty result can begin: after the last main-agent message that
+        #: set or cleared ``last_text`` (a line lost there may have been the one it would be).
+        self.said_from = 0
         self.api_error: str | None = None
         self.usage: dict[str, Any] = {}
         self.raw_usage: Any = None
@@ -194,6 +197,19 @@ class ClaudeProvider(Provider):
         self.message_id: Any = None
         self.message_usage: dict[str, Any] = {}
         self.usage_by_model: dict[str, dict[str, Any]] | None = None
+
+    def new_turn(self, line: int) -> None:
+        self.result_seen = False
+        self.result_text = self.result_error = self.result_reason = self.last_text = self.api_error = None
+        self.said_from = line
+
+    def lost_answer(self) -> Dropped | None:
+        r = super().lost_answer()
+        if r is None and self.result_seen and not self.result_text and self.result_error is None:
+            # the answer is then the last assistant message's: one after it that could not be read may have been it
+            m = self.last_lost("assistant")
+            r = m if m is not None and m.line >= self.said_from else None
+        return r
 
     @staticmethod
     def normalize_usage(raw: Any) -> dict[str, Any]:
@@ -284,12 +300,14 @@ class ClaudeProvider(Provider):
             return
         if calls:
             self.last_text = None  # what was said before a tool call never stands in for an empty result
+            self.said_from = n + 1
         if text is not None:
             if len(text) > self.max_text:
                 text = text[: self.max_text]
                 self.warn(f"assistant text at line {n} cut to {self.max_text} characters")
             if not calls:
                 self.last_text = text
+                self.said_from = n + 1
             live.append(LiveEvent("text", n, t, {"text": text}))
 
     def _result(self, d: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:

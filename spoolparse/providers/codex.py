@@ -133,6 +133,9 @@ class CodexProvider(Provider):
         self.last_error: str | None = None
         self.result_seen = False
 
+    def new_turn(self, line: int) -> None:
+        self.text = self.plan_text = self.failed = self.last_error = None
+
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []

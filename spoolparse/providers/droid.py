@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .._decode.records import Event, Noted
+from .._decode.records import Dropped, Event, Noted
 from . import _peek
 from .base import Answer, LiveEvent, Provider, clip, message_of
 from .claude import FAMILY, normalize_claude_usage
@@ -70,6 +70,7 @@ class DroidProvider(Provider):
         self.session_id: str | None = None
         self.model: str | None = None
         self.last_text: str | None = None
+        self.said_from = 0  # where a message that may stand in for an empty completion can begin
         self.final_text: str | None = None
         self.completed = False
         self.error: str | None = None
@@ -94,9 +95,11 @@ class DroidProvider(Provider):
                     text = text[: self.max_text]
                     self.warn(f"assistant text at line {n} cut to {self.max_text} characters")
                 self.last_text = text
+                self.said_from = n + 1
                 live.append(LiveEvent("text", n, t, {"text": text}))
         elif t == "tool_call":
             self.last_text = None  # the message it belongs to goes on after the tool: its text is no answer
+            self.said_from = n + 1
             name = d.get("toolName")
             live.append(self.tool_start(n, t, d.get("toolId"), name if isinstance(name, str) else None,
                                         _peek.title_of(d.get("parameters"))))
@@ -118,6 +121,14 @@ class DroidProvider(Provider):
                 self.raw_usage = usage
             live.append(LiveEvent("result", n, t, {"ok": True, "turns": d.get("numTurns")}))
         return live
+
+    def lost_answer(self) -> Dropped | None:
+        r = super().lost_answer()
+        if r is None and self.completed and not self.final_text:
+            # the answer is then the last assistant message's: one after it that could not be read may have been it
+            m = self.last_lost("message")
+            r = m if m is not None and m.line >= self.said_from else None
+        return r
 
     def noted(self, rec: Noted) -> list[LiveEvent]:
         if rec.type == "tool_result":

@@ -18,7 +18,8 @@ grammar claims count only while none is claimed) and ``max_retained`` bytes
 (each record counted as at least ``RECORD_BYTES``) — and replayed into the
 chosen provider: nothing is read twice. Past the budget, or at the end,
 candidates of more than one family give ``generic`` with a warning; no
-claimed event at all gives ``generic``. A later event that the chosen grammar
+claimed event at all gives ``generic``, until the first claimed event, where
+detection starts again (the lines before it were no CLI's). A later event that the chosen grammar
 does not know and another grammar claims re-decides, with a warning naming
 both: an event of a type it does not know until its terminal event, a
 look-alike's own mark on one of its types while the records since the
@@ -43,9 +44,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-import orjson
-
 from .. import _limits
+from .._decode import jsonout as _json
 from .._decode.records import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from . import _peek
 from .base import Answer, LiveEvent, Notes, Provider, clip, size_text
@@ -174,23 +174,14 @@ class Engine:
         #: Bumped whenever :meth:`retain` may answer differently (the parser re-reads it then).
         self.retain_version = 0
         self.notes = Notes()  # the engine's own warnings: switches, ambiguity, documents that were none
-        # detection
-        self._buffer: list[Record] | None = [] if self.auto is not None else None
-        self._bytes = 0
-        self._claimed = 0
-        self._unclaimed = 0
-        self._cands: dict[str, Shape] | None = None  # candidate -> the shape that kept it in
-        self._typed_evidence = False
-        self._after = 0  # records held past the decision
-        # the stream's runs
-        self.events = 0
-        self.known = 0  # events the grammar's vocabulary explains (a named provider with none is not ok)
-        self.runs = 1
-        self.run_from = 1
-        self._earlier: list[Any] = []
-        self._earlier_count = 0
+        self._buffer: list[Record] | None = None  # what detection holds (a named provider holds nothing)
+        self._begin_detection()
+        if self.auto is None:
+            self._buffer = None
+        # read as generic for want of any event a grammar claims: the first one after that detects again
+        self._blind = False
         self._doc: Record | None = None  # a document withheld until it is known to be the whole input
-        self._begin_run()
+        self._begin_stream()
         self._closed = False
         self._reset_retain()
 
@@ -206,7 +197,9 @@ class Engine:
 
     @property
     def decided(self) -> bool:
-        return self.fold is not None
+        """Whether the provider is known for good: not while detecting, nor while read as generic for want of
+        evidence (a line that detection noted may then still be the evidence, listened to or not)."""
+        return self.fold is not None and not self._blind
 
     def retain(self, key: str) -> int:
         """How the scanner reads a line of ``key``: the fold's choice, and while detecting the candidates'."""
@@ -236,12 +229,21 @@ class Engine:
     def _reset_retain(self) -> None:
         self._foreign: frozenset[str] = frozenset()
         self._rivals: dict[str, tuple[Shape, ...]] = {}
+        self._their_starts: frozenset[str] = frozenset()  # types other grammars start a run with, and it knows not
         g = self.grammar
         if self.auto is not None and self._index is not None and g is not None:
-            # typed keys another candidate knows; untyped ones only when the chosen grammar is untyped too
+            # keys another candidate decodes: typed ones, and untyped ones when the chosen grammar is untyped too or
+            # another starts its runs with one (it may begin after this one's run ended). (A type every grammar that
+            # knows it only notes is no evidence: detection notes it too, so whether a line of it were decoded
+            # would depend on whether it came in the chunk that decided.)
+            idx = self._index
+            untyped_starts = any(s.key == "" for h in idx.grammars for s in h.starts)
             self._foreign = frozenset(
-                k for k in self._index.by_key if k not in g.types() and (k != "" or not g.typed)
+                k for k in idx.by_key
+                if k in idx.keep and k not in g.types() and (k != "" or not g.typed or untyped_starts)
             )
+            # (an untyped line that cannot be read says no type: nothing of it is evidence in a typed stream)
+            self._their_starts = frozenset(s.key for h in idx.grammars for s in h.starts if s.key) & self._foreign
             # the marks other grammars own in the chosen one's types: only an event of one of them can re-decide
             for key, pairs in self._index.by_key.items():
                 owned = tuple(s for h, s in pairs if s.own and h is not g and s not in g.vocabulary)
@@ -255,7 +257,14 @@ class Engine:
         """Take one record; the live events it gave."""
         if self.fold is None:
             return self._detect(rec)
-        if self.auto is not None:
+        if self._blind:
+            if not isinstance(rec, Dropped) and self._claimed_by_any(rec):
+                return self._detect_again(rec, "the lines before it hold no event of a known format")
+        elif self.auto is not None:
+            if type(rec) is Event and self._another_run(rec):
+                assert self.fold is not None
+                return self._detect_again(rec, f"after {self.fold.name}'s run ended, another CLI's run begins",
+                                          noted_unseen=True)
             switch = self._contradicted(rec)
             if switch is not None:
                 return self._redecide(rec, *switch)
@@ -319,8 +328,14 @@ class Engine:
             return fold.see(rec)
         key, kind = rec.type, type(rec)
         read = g.read(key)  # the provider's retain, which its grammar's read modes make
-        if read == SKIP and kind is not Dropped:
-            return []  # not this CLI's (read while detecting, or to see whether it re-decides)
+        if read == SKIP:
+            # not this CLI's (read while detecting, or to see whether it re-decides); a line of it too long to keep
+            # is reported, but it is no event of the stream's, as a shorter one would not be
+            if kind is not Dropped:
+                return []
+            if self.ended_at is not None and key in self._their_starts:
+                self._new_run(_line(rec))  # another CLI's run may have begun with it, after this one's end: unfinished
+            return fold.see(rec)
         if read == NOTE and kind is Event:
             rec = _synthetic_note(rec)  # type: ignore[arg-type]  # decoded while detecting; this provider notes it
             kind = Noted
@@ -340,13 +355,17 @@ class Engine:
         self.events += 1
         if not self.known and g.explains(key, data) is not None:
             self.known += 1
-        if data is not None and self.ended_at is not None:
+        if self.ended_at is not None and (data is not None or read == KEEP):
+            # a line of a type the grammar decodes that could not be read is judged by its type alone: one that
+            # may have started a run or begun a turn after the end leaves the stream's last run unfinished
             if self._maybe:
-                self.ended_at = fold.ended_at = None  # the unread line that may have ended it did not: more came
+                if data is not None:
+                    self.ended_at = fold.ended_at = None  # the unread line that may have ended it did not: more came
             elif self._final or g.role("starts", key, data) is not None:
                 self._new_run(_line(rec))
             elif g.role("turns", key, data) is not None:
-                self.ended_at = fold.ended_at = None  # the agent went on: this turn must end too
+                self.ended_at = fold.ended_at = None  # the agent went on: this turn must end too, with its answer
+                fold.new_turn(_line(rec))
         live = fold.see(rec)
         end = g.role("terminal", key, data)
         if end is not None:
@@ -356,6 +375,17 @@ class Engine:
             self._final = data is not None and end in g.final
             self._unread = rec if type(rec) is Dropped else None
         return live
+
+    def _begin_stream(self) -> None:
+        """The facts of a stream read from its start (or from a line a switch reads it from)."""
+        self.events = 0
+        self.known = 0  # events the grammar's vocabulary explains (a named provider with none is not ok)
+        self.runs = 1
+        self.run_from = 1
+        self._earlier: list[Any] = []
+        self._earlier_bytes = 0  # their size as JSON: a run's usage object can be as large as its line
+        self._earlier_count = 0
+        self._begin_run()
 
     def _begin_run(self) -> None:
         """The facts of a run that has just begun."""
@@ -369,8 +399,12 @@ class Engine:
         fold = self.fold
         assert fold is not None
         self._earlier_count += 1
-        if len(self._earlier) < _RUNS_KEPT:
-            self._earlier.append(fold.answer().raw_usage)
+        if len(self._earlier) == self._earlier_count - 1 and len(self._earlier) < _RUNS_KEPT:
+            raw = fold.answer().raw_usage
+            size = len(_json.dumps(raw))
+            if self._earlier_bytes + size <= _limits.EARLIER_USAGE_BYTES:  # the first runs' that fit, in order
+                self._earlier.append(raw)
+                self._earlier_bytes += size
         fold.restart()
         self.runs += 1
         self.run_from = line
@@ -407,9 +441,61 @@ class Engine:
 
     # -- detection ----------------------------------------------------------------------------------------------
 
+    def _begin_detection(self) -> None:
+        """Detection's state before its first record."""
+        self._buffer = []
+        self._bytes = 0
+        self._claimed = 0
+        self._unclaimed = 0
+        self._cands: dict[str, Shape] | None = None  # candidate -> the shape that kept it in
+        self._typed_evidence = False
+        self._after = 0  # records held past the decision
+        # detecting again after a provider's run ended: the lines it only noted may have been skipped unread (with
+        # nobody listening) in the chunk that ended it, so a noted line is no evidence until the decision
+        self._noted_unseen = False
+
+    def _claimed_by_any(self, rec: Event | Noted) -> bool:
+        assert self._index is not None
+        return bool(self._index.claims(rec.type, _data(rec))[0])
+
+    def _another_run(self, rec: Event) -> bool:
+        """Whether, after the chosen typed grammar's run ended, this event begins another CLI's run: one that carries
+        another CLI's own mark, or that it does not explain and another grammar starts its runs with (a log of two
+        commands, a wrapper that fell back to a second agent). The stream is then that run's from here, as a second
+        run of one CLI would be."""
+        g, idx = self.grammar, self._index
+        if g is None or idx is None or self.ended_at is None or not g.typed:
+            return False
+        key, data = rec.type, rec.data
+        claims, owned = idx.claims(key, data)
+        if not claims or g.name in claims:
+            return False
+        if owned and key:
+            return True
+        return g.explains(key, data) is None and any(
+            idx.by_name[n].role("starts", key, data) is not None for n in claims)
+
+    def _detect_again(self, rec: Event | Noted, why: str, *, noted_unseen: bool = False) -> list[LiveEvent]:
+        """An event a grammar claims where what came before it is no run of the stream's: lines of no known format
+        (a stream read as generic for want of evidence) or another CLI's finished run. Detection starts again at
+        this line and the stream is read from there — as it would be had it begun there. ``noted_unseen``: the
+        provider was known till now, so lines it noted may have been skipped unread; they are no evidence."""
+        line = _line(rec)
+        self.notes.add(f"auto-detection: line {line}: {why}: the stream is read from line {line} on")
+        self.fold = None
+        self._blind = False
+        self.detected_by = ""
+        self._begin_stream()
+        self._begin_detection()
+        self._noted_unseen = noted_unseen
+        self._reset_retain()
+        return self._detect(rec)
+
     def _detect(self, rec: Record) -> list[LiveEvent]:
         idx = self._index
         assert idx is not None and self._buffer is not None
+        if self._noted_unseen and type(rec) is Noted:
+            return []
         self._buffer.append(rec)
         self._bytes += _held(rec)
         claims: dict[str, Shape] = {}
@@ -461,7 +547,9 @@ class Engine:
             said = ", ".join(names[:-1]) + f" and {names[-1]}"
             self.notes.add(f"auto-detection: the events {where} fit {said} alike: read as generic")
             return self._choose(GenericProvider.name, f"ambiguous: {said}")
-        return self._choose(GenericProvider.name, f"no event of a known format {where}")
+        live = self._choose(GenericProvider.name, f"no event of a known format {where}")
+        self._blind = not at_end
+        return live
 
     def _choose(self, name: str, by: str, *, traps: tuple[str, ...] = ()) -> list[LiveEvent]:
         """Hand the stream to ``name``'s provider: the held records are replayed into it. ``traps``: the CLIs whose
@@ -477,7 +565,7 @@ class Engine:
         for rec in held:
             live += self._feed(rec)
         if fold.grammar is None:
-            self._buffer = None  # generic is the last word: nothing re-decides it
+            self._buffer = None  # nothing switches from generic (only evidence after none at all detects again)
         return live
 
     def _new_fold(self, name: str) -> Provider:
@@ -495,9 +583,12 @@ class Engine:
 
     def _hold(self, rec: Record) -> None:
         """Keep a record for a replay should the choice change: past the decision, as many records as detection
-        looks at, within its byte budget."""
+        looks at, within its byte budget. A noted line is not held: it gives live events only, and with nobody
+        listening it is skipped unread, so counting it would make where a switch reads from depend on a listener."""
         buf = self._buffer
-        if buf is None:
+        if buf is None or type(rec) is Noted or self.retain(rec.type) != KEEP:
+            # (nor one the provider does not decode: the scanner skips or notes it once the provider is known, and
+            # a line classified before the decision in the same chunk must count as one after it does)
             return
         self._bytes += _held(rec)
         self._after += 1
@@ -546,13 +637,13 @@ class Engine:
         assert old is not None
         held = self._buffer
         line = _line(rec)
+        if self._doc is not None:  # a document withheld under the old grammar: other events came, so it is none
+            doc, self._doc = self._doc, None
+            self._refuse(doc)
         said = f"line {line}: {self._describe(s)} is {name}'s, not {old.name}'s"
         self.notes.add(clip(f"auto-detection: {said}: read as {name}"
                                + (" from the start" if held is not None else f" from line {line} on")))
-        self.events = self.known = 0
-        self.runs, self.run_from = 1, 1
-        self._earlier, self._earlier_count = [], 0
-        self._begin_run()
+        self._begin_stream()
         self._cands = {name: s}
         fold = self._new_fold(name)
         self.fold = fold
@@ -567,5 +658,5 @@ class Engine:
 
 def _synthetic_note(ev: Event) -> Noted:
     """A decoded event as the noted line a provider that only notes its type expects (head and tail of its JSON)."""
-    raw = orjson.dumps(ev.data)
+    raw = _json.dumps(ev.data)  # (a decoded line may hold what orjson refuses: an integer past 64 bits)
     return Noted(ev.lineno, ev.type, ev.size, raw[: _limits.NOTE_HEAD], raw[-_limits.NOTE_TAIL :])

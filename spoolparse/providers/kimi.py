@@ -152,7 +152,7 @@ class KimiProvider(Provider):
     def dropped(self, rec: Dropped) -> list[LiveEvent]:
         # An untyped line may be a tool's output or the answer: no warning here; the verdict
         # says the answer was lost when no decoded message follows it.
-        self._lost[rec.type] = rec
+        self.remember_lost(rec)
         return [LiveEvent("dropped", rec.line, rec.type, rec.as_dict())]
 
     def answer(self) -> Answer:

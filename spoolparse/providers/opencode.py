@@ -130,6 +130,11 @@ class OpencodeProvider(Provider):
         self.rejected: str | None = None  # the permissions ``done`` says were rejected
         self.unread_part: int | None = None  # a text part dropped since the last one read, whose message is unknown
 
+    def new_turn(self, line: int) -> None:
+        self.text.clear()
+        self.message_id = self.finish_reason = self.unread_part = None
+        self.truncation_noted = False
+
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []

@@ -11,22 +11,25 @@ that pick the CLI it is, not the whole command line (a prompt changes with
 every task): ``codex exec``, ``claude -p``, ``python fake_codex.py --size``.
 
 The file may sit in a shared cache, or be named by ``$SPOOLPARSE_CALIBRATIONS``
-to anything: it is opened ``O_NOFOLLOW | O_NONBLOCK`` (a symlink is refused, a
-FIFO does not hang the batch), must be a regular file of ours of at most
-:data:`MAX_BYTES`, and is read by orjson (nesting past 1,024 levels is refused,
-not a ``RecursionError``). Anything else is a warning, and no calibration is
-used.
+to anything. Its directory is reached one step at a time
+(:func:`~spoolparse._dirfd.open_path`: every link and directory on the way
+ours or root's, no directory writable by others unless sticky), and made there
+when missing; the file is opened in it ``O_NOFOLLOW | O_NONBLOCK`` (a symlink
+is refused, a FIFO does not hang the batch), must be a regular file of ours of
+at most :data:`MAX_BYTES`, and is read by orjson (nesting past 1,024 levels is
+refused, not a ``RecursionError``). Anything else is a warning, and no
+calibration is used. A new record is written to a temporary file made in that
+directory and renamed over the old one, both through its descriptor: nothing
+is made or replaced anywhere else.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +37,7 @@ from typing import Any
 import orjson
 
 from .._decode.jsonout import dumps
+from .._dirfd import NotOurs, make_unique_file, open_path, refusal, unlink_at
 
 __all__ = ["calibrations_path", "record", "recorded", "listing", "command_key", "MAX_BYTES", "LAUNCHERS"]
 
@@ -91,14 +95,36 @@ def calibrations_path() -> str:
 
 
 class _Refused(OSError):
-    """The calibrations file is not one to read (``strerror`` says why)."""
+    """The calibrations file is not one to read (``strerror`` says why); ``replaceable``: it is a regular file
+    of ours that holds no calibrations, which a new record replaces."""
+
+    def __init__(self, err: int, why: str, *, replaceable: bool = False) -> None:
+        super().__init__(err, why)
+        self.replaceable = replaceable
 
 
-def _load(path: str) -> dict[str, Any]:
-    """The file's object (empty when there is no file); :class:`_Refused` when it is not a regular file of
-    ours of at most :data:`MAX_BYTES`, or not a JSON object."""
+def _open_dir(path: str, *, make: bool) -> int | None:
+    """A descriptor on the directory of ``path`` (``None``: there is none, and ``make`` is false; with ``make``
+    it is made, mode 0700); :class:`_Refused` when the way there is not one nobody else can change."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return open_path(os.path.dirname(path) or ".", make=0o700 if make else None)
+    except NotOurs as e:
+        raise _Refused(e.errno or errno.EPERM, refusal(path, e)) from None
+    except FileNotFoundError:
+        if make:
+            raise
+        return None
+    except OSError as e:
+        raise _Refused(e.errno or errno.EIO, f"cannot be {'made' if make else 'read'} ({e.strerror})") from None
+
+
+def _load(dir_fd: int | None, name: str) -> dict[str, Any]:
+    """The object of file ``name`` in ``dir_fd`` (empty when there is no file); :class:`_Refused` when it is
+    not a regular file of ours of at most :data:`MAX_BYTES`, or not a JSON object."""
+    if dir_fd is None:
+        return {}
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except FileNotFoundError:
         return {}
     except OSError as e:
@@ -111,7 +137,7 @@ def _load(path: str) -> dict[str, Any]:
         if st.st_uid != os.geteuid():
             raise _Refused(errno.EPERM, f"is owned by another user (uid {st.st_uid})")
         if st.st_size > MAX_BYTES:
-            raise _Refused(errno.EFBIG, f"is larger than {MAX_BYTES} bytes")
+            raise _Refused(errno.EFBIG, f"is larger than {MAX_BYTES} bytes", replaceable=True)
         data = b""
         while len(data) <= MAX_BYTES and (chunk := os.read(fd, MAX_BYTES + 1 - len(data))):
             data += chunk  # a file that grew meanwhile is read no further than the bound
@@ -122,13 +148,13 @@ def _load(path: str) -> dict[str, Any]:
     finally:
         os.close(fd)
     if len(data) > MAX_BYTES:
-        raise _Refused(errno.EFBIG, f"is larger than {MAX_BYTES} bytes")
+        raise _Refused(errno.EFBIG, f"is larger than {MAX_BYTES} bytes", replaceable=True)
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise _Refused(errno.EINVAL, f"is not JSON ({e})") from None
+        raise _Refused(errno.EINVAL, f"is not JSON ({e})", replaceable=True) from None
     if not isinstance(obj, dict):
-        raise _Refused(errno.EINVAL, "is not a JSON object")
+        raise _Refused(errno.EINVAL, "is not a JSON object", replaceable=True)
     return obj
 
 
@@ -153,11 +179,16 @@ def listing(path: str | None = None) -> dict[str, dict[str, Any]]:
     """Every recorded calibration by command identity (``calibrate --list``); a file that cannot be used is a
     warning and gives none."""
     path = path or calibrations_path()
+    dir_fd = None
     try:
-        return _entries(_load(path))
+        dir_fd = _open_dir(path, make=False)
+        return _entries(_load(dir_fd, os.path.basename(path)))
     except _Refused as e:
         log.warning("calibrations file %r %s: no calibration is used", path, e.strerror)
         return {}
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
 
 
 def recorded(path: str | None = None) -> dict[str, int]:
@@ -169,32 +200,40 @@ def recorded(path: str | None = None) -> dict[str, int]:
 def record(report: dict[str, Any], path: str | None = None) -> str | None:
     """Record a report's ``memory_per_task`` under its command's identity (replacing an older one); the file's
     path, or ``None`` when there is nothing to record. The file is replaced whole (a reader never sees half of
-    it); one that is not ours to replace (a symlink, another user's, not a regular file) is an ``OSError``."""
+    it), in its directory as :func:`listing` reaches it; one that is not ours to replace (a symlink, another
+    user's, not a regular file), or a way there that is not ours, is an ``OSError`` saying why."""
     if not report.get("memory_per_task") or report.get("failures"):
         return None
     path = path or calibrations_path()
+    name = os.path.basename(path)
     try:
-        data = _load(path)
+        dir_fd = _open_dir(path, make=True)
     except _Refused as e:
-        if e.errno not in (errno.EINVAL, errno.EFBIG) or not os.path.isfile(path) or os.path.islink(path):
-            raise OSError(e.errno, f"{path} {e.strerror}") from None
-        data = {}  # ours, but not a calibrations object: replaced
-    data = _entries(data)
-    data[command_key(report["command"])] = {
-        "memory_per_task": report["memory_per_task"],
-        "per_task_peak": report["per_task_peak"],
-        "peak_source": report["peak_source"],
-        "command": report["command"],
-        "recorded": round(time.time()),
-    }
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".calibrations-")
+        raise OSError(e.errno, f"{path} {e.strerror}") from None
+    assert dir_fd is not None  # made when missing
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(dumps(data, pretty=True))  # a lone surrogate in a command spelled out: orjson reads it back
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        try:
+            data = _load(dir_fd, name)
+        except _Refused as e:
+            if not e.replaceable:
+                raise OSError(e.errno, f"{path} {e.strerror}") from None
+            data = {}  # ours, but not a calibrations object: replaced
+        data = _entries(data)
+        data[command_key(report["command"])] = {
+            "memory_per_task": report["memory_per_task"],
+            "per_task_peak": report["per_task_peak"],
+            "peak_source": report["peak_source"],
+            "command": report["command"],
+            "recorded": round(time.time()),
+        }
+        tmp, fd = make_unique_file(dir_fd, ".calibrations-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(dumps(data, pretty=True))  # a lone surrogate in a command spelled out: orjson reads it back
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            unlink_at(dir_fd, tmp)
+            raise
+    finally:
+        os.close(dir_fd)
     return path

@@ -460,8 +460,11 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         stack.callback(_close_unread, tasks, stream)
         events: _TaskEvents | None = None
-        if args.events_file is not None:  # opened before anything starts: a bad path fails first (exit 125)
-            events = _TaskEvents(stack.enter_context(open(args.events_file, "wb")))
+        # opened before anything starts: a bad path fails first (exit 125; a link of another user's on the way, 2)
+        if args.events_file is not None:
+            from ..progress import open_events_file
+
+            events = _TaskEvents(stack.enter_context(open_events_file(args.events_file)))
         elif args.events:
             events = _TaskEvents(sys.stderr.buffer)
         on_stderr = events is not None and args.events_file is None

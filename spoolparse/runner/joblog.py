@@ -8,11 +8,23 @@ means its outcome reached the reader, so ``--resume`` after a crash (``kill
 was. A line names the task, the attempt, the verdict and whether it was
 final; it holds neither environment values nor input contents (the command
 line is kept: it is how operators find a task again).
+
+A crash in the middle of a long line's write (a prompt of megabytes in the
+command line) leaves the log ending mid-line. A log opened to append to is
+therefore ended first when its last line has no newline, so the next line
+stands on its own; the readers count such a fragment (or any line that is not
+a JSON object) as torn, say so once, and ignore it: its task runs again unless
+another line says it is done.
+
+The log is opened by :func:`~spoolparse._dirfd.open_named`: a symbolic link on
+the way is followed only when it is ours or root's.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +33,7 @@ from typing import IO, Literal, TypeAlias, cast
 import orjson
 
 from .._decode.jsonout import dumps
+from .._dirfd import open_named
 from ..types import JobLogRecord, Verdict
 from .ids import SeenIds
 from .tasks import Outcome
@@ -31,6 +44,8 @@ Resume: TypeAlias = bool | Literal["failed"]
 
 __all__ = ["JobLog", "Resume", "DoneIds", "done_ids", "finished_ok"]
 
+log = logging.getLogger("spoolparse.runner")
+
 
 class JobLog:
     """Appends attempt records to ``path`` (created if missing).
@@ -40,7 +55,13 @@ class JobLog:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        self._f: IO[bytes] | None = open(self.path, "ab")  # noqa: SIM115 - closed by close()
+        fd = open_named(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, what="job log")
+        try:
+            _end_torn_line(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._f: IO[bytes] | None = os.fdopen(fd, "ab")  # closed by close()
         # final lines held until their outcomes are handed out: at most the outcomes not yet handed out
         self._held: dict[str, list[bytes]] = {}
         # the batch's loop writes attempts, its reader marks outcomes handed out: two threads
@@ -98,26 +119,60 @@ class JobLog:
                 self._f = None
 
 
+def _end_torn_line(fd: int) -> None:
+    """End the log's last line when it has no newline (a crash cut it short), before anything is appended: the
+    next line is then a line of its own, not the end of the fragment. A log whose end cannot be read (a file we
+    may only write) gets the newline all the same: an empty line is nothing to a reader."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        return
+    try:
+        tail = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)  # the same file, opened to read
+    except OSError:
+        last = b""
+    else:
+        try:
+            last = os.pread(tail, 1, st.st_size - 1)
+        finally:
+            os.close(tail)
+    if last != b"\n":
+        os.write(fd, b"\n")
+
+
 def finished_ok(path: str | os.PathLike[str]) -> set[str]:
     """Ids whose last *final* record in the log is ``ok`` (a missing log gives none)."""
     return done_ids(path, "failed")
 
 
 def _final_verdicts(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
-    """(id, verdict) of each final record of the log, in order; none for a missing log. Lines that do not
-    parse, such as one cut short by a crash, are skipped."""
+    """(id, verdict) of each final record of the log, in order; none for a missing log. A line that is not a
+    JSON object (one cut short by a crash, ended by the next run's :class:`JobLog`) is torn: ignored, and said
+    once (a warning naming the first and how many) when the whole log was read."""
     try:
-        f = open(path, "rb")  # noqa: SIM115
+        f = open(open_named(os.fspath(path), os.O_RDONLY, what="job log"), "rb")  # noqa: SIM115
     except FileNotFoundError:
         return
+    torn, first = 0, 0
     with f:
-        for line in f:
+        for number, line in enumerate(f, 1):
+            if line.isspace():
+                continue  # the newline that ended a torn line is one of these (no copy of a long line made)
             try:
                 rec = orjson.loads(line)
             except orjson.JSONDecodeError:
+                rec = None
+            if not isinstance(rec, dict):
+                torn += 1
+                first = first or number
                 continue
-            if isinstance(rec, dict) and rec.get("final") and isinstance(rec.get("id"), str):
+            if rec.get("final") and isinstance(rec.get("id"), str):
                 yield rec["id"], str(rec.get("verdict"))
+    if torn == 1:
+        log.warning("job log %r: line %d is cut short or not JSON, ignored (its task runs again unless another "
+                    "line says it is done)", os.fspath(path), first)
+    elif torn:
+        log.warning("job log %r: %d lines are cut short or not JSON (the first: line %d), ignored (their tasks run "
+                    "again unless other lines say they are done)", os.fspath(path), torn, first)
 
 
 def _skipped(verdict: str, resume: Resume) -> bool:
@@ -130,8 +185,8 @@ def done_ids(path: str | os.PathLike[str], resume: Resume) -> set[str]:
     """The ids a resumed batch skips: see :data:`Resume`. A missing log gives none.
 
     A ``cancelled`` outcome (the batch was interrupted) is never final for a
-    resume: that task runs again either way. Lines that do not parse, such as
-    one cut short by a crash, are skipped. Memory is O(distinct ids in the log): :class:`DoneIds` is the same
+    resume: that task runs again either way. A torn line, such as one cut short
+    by a crash, is ignored with a warning. Memory is O(distinct ids in the log): :class:`DoneIds` is the same
     in bounded memory.
     """
     if not resume:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import tempfile
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
@@ -35,7 +34,9 @@ from typing import Any
 
 import orjson
 
+from .._dirfd import NotOurs, make_unique_file, open_path, refusal
 from .._guardian import MARK_VAR, SWEEP_FOR, guardian, marked
+from ..spool import temp_dir
 from .admission import Admission, auto_concurrency, default_reserve
 from .arun import arun_many
 from .cgroup import Placement, uncontained_note, wants_cgroup
@@ -48,6 +49,24 @@ __all__ = ["NodeRunner"]
 
 #: Seconds an exchange that found outcomes waits for more, so that a burst travels in one reply.
 LINGER = 0.01
+
+
+def _node_log() -> str:
+    """A new, empty job log for the node, in the temp dir (made through its descriptor, mode 0600). The batch the
+    node runs, the node's reader and the guardian that deletes it open it again by its name: so the temp dir must
+    be one where nobody else can rename what is ours (ours or root's, and not writable by others unless sticky, as
+    ``/tmp`` is), or the node does not start."""
+    where = temp_dir()
+    try:
+        dir_fd = open_path(where)
+    except NotOurs as e:
+        raise OSError(e.errno, f"cannot make the node's job log in {where!r}: it {refusal(where, e)}") from None
+    try:
+        name, fd = make_unique_file(dir_fd, "spoolparse-node-", ".ndjson")
+    finally:
+        os.close(dir_fd)
+    os.close(fd)
+    return os.path.join(where, name)
 
 
 class NodeRunner:
@@ -65,8 +84,7 @@ class NodeRunner:
         self.capacity: int = capacity
         self.memory_per_task: int = options.default_estimate
         # attempts that end in a local requeue (memory pressure) are read back from a node-local job log
-        fd, self.log_path = tempfile.mkstemp(prefix="spoolparse-node-", suffix=".ndjson")
-        os.close(fd)
+        self.log_path = _node_log()
         self._log_offset = 0
         self._log_tail = b""
         # the driver keeps the job log, resume, order and halt; a node runs what it is sent
