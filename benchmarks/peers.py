@@ -133,6 +133,7 @@ def main() -> int:
     text, usage = fn(path)
     seconds = time.perf_counter() - t
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tail = text[-200:] if isinstance(text, str) else None
     if isinstance(text, str) and len(text) > 1 << 20:
         # a long answer is reported by its digest, hashed in pieces: printing it would raise the peak GNU time
         # reports (hashlib only here: it loads OpenSSL, megabytes of RSS in every row otherwise)
@@ -142,7 +143,8 @@ def main() -> int:
         for at in range(0, len(text), 1 << 20):
             h.update(text[at : at + (1 << 20)].encode())
         text = f"{len(text)} characters, sha256 {h.hexdigest()}"
-    print(json.dumps({"approach": name, "seconds": seconds, "rss_kib": rss_kib, "text": text, "usage": usage}))
+    print(json.dumps({"approach": name, "seconds": seconds, "rss_kib": rss_kib, "text": text, "tail": tail,
+                      "usage": usage}))
     return 0
 
 

@@ -189,7 +189,7 @@ def events_on_stderr(on: bool) -> None:
 
 def emit_json(obj: Any, *, pretty: bool = False, out: IO[bytes] | None = None) -> None:
     """One JSON value on one line (indented with ``pretty``), flushed, on ``out`` (default: stdout)."""
-    from ._json import write  # orjson: not needed by --version, --help or a usage error
+    from ._decode.jsonout import write  # orjson: not needed by --version, --help or a usage error
 
     stream = out if out is not None else sys.stdout.buffer
     write(stream, obj, pretty=pretty)  # integers of any size, exactly; a long answer in pieces

@@ -8,7 +8,7 @@ spells every such character out (``\\x1b``, ``\\n``, ``\\u009b``), so what the
 agent wrote stays visible and nothing of it is obeyed. It is the one filter:
 the status lines of ``run`` and ``batch``, the messages on stderr and any
 terminal table go through it. JSON output is not shown this way: it is
-escaped by the JSON writer instead (:mod:`spoolparse._json`).
+escaped by the JSON writer instead (:mod:`spoolparse._decode.jsonout`).
 """
 
 from __future__ import annotations

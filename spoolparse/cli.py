@@ -322,7 +322,7 @@ def _main(argv: list[str]) -> int:
     with deferred():
         # orjson loads with Ctrl-C held back: its module init crashes (SIGSEGV) when a KeyboardInterrupt is
         # raised inside it. A signal that came meanwhile is raised right after. (ijson loads on first use,
-        # the same way: spoolparse._ijson.)
+        # the same way: spoolparse._decode.ijson_lazy.)
         import orjson  # noqa: F401
     parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from . import _limits
+from ._decode.document import DOCUMENT, DocumentScanner, sniff
 from .cost import price
-from .document import DOCUMENT, DocumentScanner, sniff
 from .errors import UsageError
 from .lines import NOTE, SKIP, Buffer, Dropped, LineScanner, Loads, Noted, Record, RetainFn
 from .options import ChildOptions
@@ -101,7 +101,11 @@ class StreamParser:
         self._retain_version = engine.retain_version
         self._settled = engine.decided
         # with nobody listening, once the provider is known the lines it only notes are skipped unread
-        self.scanner.retain = engine.retain if self.live or not self._settled else _without_notes(engine.retain)
+        retain = engine.retain if self.live or not self._settled else _without_notes(engine.retain)
+        keys = engine.retained()
+        self.scanner.retain = retain
+        # the keys read, when the grammar knows them: the scanner passes over the rest a window at a time
+        self.scanner.retained = None if keys is None else frozenset(k for k in keys if retain(k) != SKIP)
 
     def feed(self, buf: Buffer, start: int = 0, end: int | None = None) -> list[LiveEvent]:
         if self._head is not None:

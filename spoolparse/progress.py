@@ -21,8 +21,8 @@ from contextlib import ExitStack, contextmanager
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from . import _limits
+from ._decode.jsonout import dumps
 from ._dirfd import open_named
-from ._json import dumps
 from ._terminal import printable
 from .providers.base import LiveEvent
 

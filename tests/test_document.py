@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spoolparse import Dropped, Event, LineScanner, StreamParser, parse
-from spoolparse.document import DOCUMENT, LINES, DocumentScanner, sniff
+from spoolparse._decode.document import DOCUMENT, LINES, DocumentScanner, sniff
 from spoolparse.lines import Record
 
 from .helpers import FIXTURES

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from spoolparse import PROVIDERS
-from spoolparse.lines import KEEP, LineScanner
+from spoolparse._decode.probe import key_of
+from spoolparse.lines import KEEP
 from spoolparse.providers import grammars
 from spoolparse.providers.engine import _Index
 from spoolparse.providers.grammar import Grammar, empty, has, is_, kind, lacks, prefix, shape
@@ -34,7 +35,7 @@ def test_every_provider_declares_a_grammar_and_its_types_come_from_it() -> None:
 @pytest.mark.parametrize(("g", "s"), _examples(), ids=lambda x: getattr(x, "name", ""))
 def test_each_example_is_its_grammars_event_and_the_sharing_declared_holds(g: Grammar, s: Any) -> None:
     assert s.example is not None
-    key = LineScanner._key_of(dict(s.example))  # its type key, as the scanner gives it
+    key = key_of(dict(s.example))  # its type key, as the scanner gives it
     assert key == s.key, (s.name, key)
     assert s.fits(key, s.example), s.name
     if not g.detected:

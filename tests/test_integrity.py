@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import spoolparse
 from spoolparse import StreamParser
-from spoolparse._json import dumps
-from spoolparse._topkeys import TopKeys
+from spoolparse._decode.jsonout import dumps
+from spoolparse._decode.topkeys import TopKeys
 from spoolparse.cli import main
 from spoolparse.lines import Dropped, Event, LineScanner
 
@@ -799,7 +799,7 @@ def test_scanner_drops_an_unsure_line_over_the_ceiling_by_its_real_type() -> Non
     assert len(recs) == 1 and isinstance(recs[0], Dropped)
     want = ("item.completed/agent_message", "over_ceiling", len(line) - 1)
     assert (recs[0].type, recs[0].reason, recs[0].bytes) == want
-    assert len(sc._pend) == 0
+    assert sc.held == 0
 
 
 # -- the key-order property -------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
@@ -118,7 +119,7 @@ def test_oversize_skipped_line_is_reported_and_not_buffered() -> None:
         peak = 0
         for i in range(0, len(data), step):
             out += sc.feed(data[i : i + step])
-            peak = max(peak, len(sc._pend))
+            peak = max(peak, sc.held)
         out += sc.end()
         assert peak <= 200  # never more than the probe window of a line it skips
         drops = [r for r in out if isinstance(r, Dropped)]
@@ -141,7 +142,7 @@ def test_retained_line_over_ceiling_is_dropped_and_reported() -> None:
         assert isinstance(out[0], Dropped) and out[0].reason == "over_ceiling" and out[0].line == 1
         assert out[0].bytes == len(data.split(b"\n")[0])
         assert isinstance(out[1], Event) and out[1].data["text"] == "small"
-        assert sc._pend == bytearray()
+        assert sc.held == 0
 
 
 def test_noted_lines_carry_type_and_size_only() -> None:
@@ -202,11 +203,11 @@ def test_iter_lines_types_filter_and_path(tmp_path) -> None:  # type: ignore[no-
 
 def test_untyped_objects_skip_the_incremental_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """A line with no "type" key anywhere in its head is untyped without running ijson."""
-    import spoolparse.lines as lines_mod
+    import spoolparse._decode.probe as probe_mod
 
     calls: list[bytes] = []
-    real = lines_mod._probe_json
-    monkeypatch.setattr(lines_mod, "_probe_json", lambda parse, data: calls.append(data) or real(parse, data))
+    real = probe_mod._probe_json
+    monkeypatch.setattr(probe_mod, "_probe_json", lambda parse, data: calls.append(data) or real(parse, data))
     assert probe_type(b'{"a":1,"b":"x"}') == ""
     assert calls == []
     assert probe_type(b'{"id":"0","payload":{"k":1},"type":"late"}') == "late"  # still found by the probe
@@ -279,3 +280,15 @@ def test_an_undecodable_untyped_object_is_a_dropped_record_when_untyped_lines_ar
     assert out == [Dropped(1, len(data.splitlines()[0]), "", "invalid")] and sc.invalid_lines == 2
     sc, out = scan(data, keep("other"))
     assert out == [] and sc.invalid_lines == 1  # untyped lines not retained: the bad one skipped unread
+
+
+@pytest.mark.parametrize("pad", [0, 5000])  # a short line is searched for a long digit run first, a long one walked
+def test_integers_past_64_bits_are_exact_on_short_and_long_lines(pad: int) -> None:
+    big = 2**64 + 7
+    line = b'{"type":"x","n":%d,"f":1.5,"t":"%s","m":[%d]}' % (big, b"p" * pad, -big)
+    (ev,) = LineScanner().feed(line + b"\n")
+    assert isinstance(ev, Event) and ev.data["n"] == big and ev.data["m"] == [-big] and ev.data["f"] == 1.5
+    # a run of 19 digits in a string, and a float: read again, and the same object
+    line = b'{"type":"x","f":0.5,"t":"%s 1234567890123456789"}' % (b"p" * pad)
+    (ev,) = LineScanner().feed(line + b"\n")
+    assert isinstance(ev, Event) and ev.data == json.loads(line)

@@ -14,12 +14,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spoolparse import _limits, _longline
+import spoolparse.lines
+from spoolparse import _limits
+from spoolparse._decode import longline as _longline
 from spoolparse.errors import SpoolFullError
-from spoolparse.lines import Dropped, Event, LineScanner, read_json
+from spoolparse.lines import Dropped, Event, LineScanner, read_json, spill_beside_spools
 from spoolparse.spool import wait_closed
 
 from .helpers import open_fds
+
+
+def _made(made: list[_longline.Spill], directory: str | None) -> _longline.Spill:
+    """A spill file where spools go, noted in ``made``."""
+    spill = spill_beside_spools(directory)
+    made.append(spill)
+    return spill
 
 
 def whole(line: bytes) -> Any:
@@ -127,15 +136,14 @@ def test_the_scanner_spills_a_long_kept_line_and_closes_the_file(chunk: int) -> 
     line, text = _kept_line(_limits.SPILL_BYTES + 3_000_000)
     data = b'{"type":"thread.started"}\n' + line + b"\n" + line  # the last one ends without a newline
     before = open_fds()
-    scanner = LineScanner()
+    made: list[_longline.Spill] = []
+    scanner = LineScanner(open_spill=lambda d: _made(made, d))
     records = []
-    spilled = False
     for i in range(0, len(data), chunk):
         records += scanner.feed(data[i : i + chunk])
-        spilled = spilled or scanner._spill is not None
-        assert len(scanner._pend) <= _limits.SPILL_BYTES + chunk  # the bound on what is held in memory
+        assert scanner.held <= _limits.SPILL_BYTES + chunk  # the bound on what is held in memory
     records += scanner.end()
-    assert spilled
+    assert made
     events = [r for r in records if isinstance(r, Event)]
     kept = "item.completed/agent_message"
     assert [e.type for e in events] == ["thread.started", kept, kept]
@@ -163,10 +171,10 @@ def test_with_no_room_for_a_spill_file_the_line_is_kept_in_memory(monkeypatch: p
                                                                    error: Exception) -> None:
     line, text = _kept_line(_limits.SPILL_BYTES + 2_000_000)
 
-    def no_room(directory: str | None = None) -> _longline.Spill:
+    def no_room(directory: str | None) -> _longline.Spill:
         raise error
 
-    monkeypatch.setattr(_longline, "Spill", no_room)
+    monkeypatch.setattr(spoolparse.lines, "spill_beside_spools", no_room)
     scanner = LineScanner()
     records = []
     for i in range(0, len(line), 1 << 20):
@@ -175,7 +183,11 @@ def test_with_no_room_for_a_spill_file_the_line_is_kept_in_memory(monkeypatch: p
     assert [r.data["item"]["text"] for r in records if isinstance(r, Event)] == [text]
 
 
-def test_a_spill_file_that_stops_taking_writes_goes_back_to_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("taken", [0, 2])  # of the failing write: nothing, or half (1/2)
+def test_a_spill_file_that_stops_taking_writes_goes_back_to_memory(monkeypatch: pytest.MonkeyPatch,
+                                                                   taken: int) -> None:
+    """The rest of the line is held in memory; what the file took is read back from it once, never also kept in
+    memory (the disk took half of a write, then no more: that half was held twice and the line decoded wrong)."""
     line, text = _kept_line(_limits.SPILL_BYTES + 4_000_000)
     writes = 0
     real = _longline.Spill.write
@@ -184,6 +196,8 @@ def test_a_spill_file_that_stops_taking_writes_goes_back_to_memory(monkeypatch: 
         nonlocal writes
         writes += 1
         if writes > 2:
+            if taken:
+                real(self, memoryview(data)[: len(data) // taken])
             raise OSError(28, "No space left on device")
         real(self, data)
 
@@ -237,7 +251,7 @@ def test_the_spill_file_goes_where_spools_go_and_has_no_name(tmp_path: Path, mon
     for env in (None, str(chosen)):
         if env is not None:
             monkeypatch.setenv("PDD_AGENT_SPOOL_DIR", env)
-        spill = _longline.Spill()
+        spill = spill_beside_spools(None)
         try:
             spill.write(b"abc" * 1000)
             assert spill.read(3, 6) == b"abcabc"
@@ -251,12 +265,11 @@ def test_the_spill_file_goes_where_spools_go_and_has_no_name(tmp_path: Path, mon
 
     made: list[str | None] = []
 
-    class Counted(_longline.Spill):
-        def __init__(self, directory: str | None = None) -> None:
-            made.append(directory)
-            super().__init__(directory)
+    def counted(directory: str | None) -> _longline.Spill:
+        made.append(directory)
+        return spill_beside_spools(directory)
 
-    monkeypatch.setattr(_longline, "Spill", Counted)
+    monkeypatch.setattr(spoolparse.lines, "spill_beside_spools", counted)
     with spoolparse.run([*FAKE_CODEX, "--size", "8K", "--prose", "--answer-size", "6M"], spool_dir=run_dir) as r:
         assert r.ok and len(r.text or "") == 6 << 20
     assert made == [str(run_dir)]
@@ -267,7 +280,7 @@ def test_a_long_answer_is_written_in_pieces_byte_for_byte_as_whole(monkeypatch: 
                                                                    pretty: bool) -> None:
     import io
 
-    from spoolparse import _json
+    from spoolparse._decode import jsonout as _json
 
     monkeypatch.setattr(_json, "_PIECE", 7)
     obj = {"provider": "codex", "ok": True, "text": 'a "b"\\ \u20ac\U0001f600\n\x01' * 9, "usage": {"n": 1 << 70},
@@ -291,14 +304,8 @@ def test_a_long_line_with_its_type_last_is_spilled_too(monkeypatch: pytest.Monke
 
     _, text = _kept_line(_limits.SPILL_BYTES + 3_000_000)
     line = _type_last(text)
-    made = []
-
-    class Counted(_longline.Spill):
-        def __init__(self, directory: str | None = None) -> None:
-            super().__init__(directory)
-            made.append(self)
-
-    monkeypatch.setattr(_longline, "Spill", Counted)
+    made: list[_longline.Spill] = []
+    monkeypatch.setattr(spoolparse.lines, "spill_beside_spools", lambda d: _made(made, d))
     retain = {"keep": KEEP, "note": NOTE, "skip": SKIP}[decision]
     before = open_fds()
     scanner = LineScanner(lambda key: retain if key.startswith("item.completed") else KEEP,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import mmap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import spoolparse
-from spoolparse.lines import SKIP, LineScanner
+from spoolparse.lines import SKIP, Event, LineScanner
 from spoolparse.providers.codex import CodexProvider
 
 from .helpers import jl
@@ -121,3 +122,29 @@ def test_compact_skip_lines_match_the_general_scan() -> None:
     assert [k[2] for k in whole].count("item.completed/agent_message") == 3
     assert [k[2] for k in whole].count("item.completed/todo_list_x") == 0  # unknown item kinds are not kept here
     assert json.loads(lines[4])["item"]["text"] == "hi"
+
+
+def test_long_kept_lines_whole_in_a_mapped_window_are_decoded_where_they_lie(tmp_path: Path) -> None:
+    """Past 64 KiB a kept line is decoded from a view of the window, released before the window is unmapped (a
+    map with a view alive cannot close): plain, read again by the lenient reader (a lone surrogate, a big integer),
+    and not JSON at all."""
+    item = {"id": "p", "type": "command_execution", "aggregated_output": "o" * 4000}
+    pad = [{"type": "item.completed", "item": item}] * 300  # past the first 1 MiB window
+    answers = [{"type": "item.completed", "item": {"id": "a", "type": "agent_message", "text": t}}
+               for t in ("A" * 200_000, "B" * 1_500_000)]
+    data = jl(*pad, *answers)
+    data += b'{"type":"item.completed","item":{"id":"s","type":"agent_message","text":"' + b"C" * 100_000
+    data += b'\\ud83d","n":%d}}\n' % (2**64 + 1)
+    data += b'{"type":"item.completed","item":{"id":"x","type":"agent_message","text":"' + b"D" * 100_000 + b'"\n'
+    data += jl({"type": "turn.completed", "usage": {"input_tokens": 1}})
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    mapped = spoolparse.parse(path, provider="codex")
+    assert _summary(mapped) == _summary(spoolparse.parse(io.BytesIO(data), provider="codex"))
+    assert [d["reason"] for d in mapped.dropped] == ["invalid"] and mapped.invalid_lines == 1
+    assert not mapped.ok  # the last answer line is lost: it is not JSON
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        recs = LineScanner(CodexProvider().retain).feed(m)  # and the map closes: no view of it is left
+    kept = [r.data["item"] for r in recs if isinstance(r, Event) and r.type == "item.completed/agent_message"]
+    assert [len(k["text"]) for k in kept] == [200_000, 1_500_000, 100_001] and kept[2]["text"].endswith("C\ufffd")
+    assert kept[2]["n"] == 2**64 + 1

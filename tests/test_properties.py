@@ -53,7 +53,8 @@ def test_a_scanner_that_spills_every_held_line_gives_what_one_holding_them_in_me
     every string is decoded in pieces: the records, the counters and the reference check are unchanged."""
     from unittest import mock
 
-    from spoolparse import _limits, _longline
+    from spoolparse import _limits
+    from spoolparse._decode import longline as _longline
 
     stream = data.draw(h.streams(oversize=True), label="stream")
     cuts = data.draw(h.chunkings(stream), label="cuts")

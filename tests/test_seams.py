@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spoolparse import PROVIDERS, Result, StreamParser
-from spoolparse.lines import LineScanner
+from spoolparse._decode.probe import key_of
 from spoolparse.providers import grammars
 from spoolparse.providers.claude import FAMILY
 from spoolparse.providers.grammar import Grammar, first_fit
@@ -143,7 +143,7 @@ def _run_start(f: Fixture) -> tuple[int, dict[str, Any]] | None:
     g = GRAMMARS[f.cli]
     for i, obj, _ in objects(f.data):
         if obj is not None:
-            return (i, obj) if first_fit(g.starts, LineScanner._key_of(obj), obj) is not None else None
+            return (i, obj) if first_fit(g.starts, key_of(obj), obj) is not None else None
     return None
 
 
@@ -219,7 +219,7 @@ def finished(data: bytes, g: Grammar) -> bool:
     """Whether the stream's last run reached its terminal event, as the grammar declares its runs (a model of
     the engine's reading, from the declarations alone)."""
     ended = final = False
-    objs = [(LineScanner._key_of(o), o) for _, o, _ in objects(data) if o is not None]
+    objs = [(key_of(o), o) for _, o, _ in objects(data) if o is not None]
     objs = [(k, o) for k, o in objs if _explained(g, k, o) and g.read(k) == 2]
     if g.document is not None and len(objs) == 1 and g.document.fits(*objs[0]):
         return True
@@ -266,8 +266,8 @@ def test_each_line_made_undecodable(f: Fixture) -> None:
     not ok; any other line may change the verdict, but never to ok with another answer."""
     g = GRAMMARS[f.cli]
     rows = list(objects(f.data))
-    answers = [i for i, obj, _ in rows if obj is not None and LineScanner._key_of(obj) in g.answer_keys
-               and LineScanner._key_of(obj)]  # an untyped line made undecodable has no type left to lose by
+    answers = [i for i, obj, _ in rows if obj is not None and key_of(obj) in g.answer_keys
+               and key_of(obj)]  # an untyped line made undecodable has no type left to lose by
     last_answer = answers[-1] if answers else -1
     want = read(f.data)
     for i, obj, _ in rows:

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from .. import _limits
-from ..lines import Noted
+from .._decode.records import Noted
 
 __all__ = ["whole", "string", "scalar", "short", "title_of", "TITLE_KEYS"]
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..lines import Dropped, Event
+from .._decode.records import Dropped, Event
 from . import _peek, traps
 from ._text import BoundedText
 from .base import Answer, LiveEvent, Provider, as_int, message_of

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
 from .. import _limits
-from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
+from .._decode.records import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from ..types import EVENT_FIELDS, EVENT_KINDS, EventDict, EventKind
 from ._peek import short
 from .grammar import Grammar

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from ..lines import Dropped, Event, Noted
+from .._decode.records import Dropped, Event, Noted
 from . import _peek, traps
 from ._text import message_text
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from ..lines import Event, Noted
+from .._decode.records import Event, Noted
 from . import _peek
 from .base import MISSING, Answer, LiveEvent, Provider, as_int, message_of
 from .grammar import NOTE, SKIP, Grammar, any_of, has, lacks, shape

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..lines import Event, Noted
+from .._decode.records import Event, Noted
 from . import _peek
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of
 from .grammar import NOTE, SKIP, Grammar, has, kind, shape

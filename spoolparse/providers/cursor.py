@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..lines import Dropped, Event, Noted
+from .._decode.records import Dropped, Event, Noted
 from ._claudelike import ClaudeShaped
 from .base import LiveEvent
 from .claude import FAMILY, LOOKALIKES, look_alike, normalize_claude_usage

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..lines import Dropped, Event, Noted
+from .._decode.records import Dropped, Event, Noted
 from . import _peek
 from .base import Answer, LiveEvent, Provider, clip, message_of
 from .claude import FAMILY, normalize_claude_usage

@@ -44,8 +44,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from .. import _json, _limits
-from ..lines import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
+from .. import _limits
+from .._decode import jsonout as _json
+from .._decode.records import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from . import _peek
 from .base import Answer, LiveEvent, Notes, Provider, clip, size_text
 from .generic import GenericProvider
@@ -215,6 +216,14 @@ class Engine:
             return d
         # another grammar's event could re-decide: it is read (only in the streams that print one)
         return KEEP if key in self._foreign else SKIP
+
+    def retained(self) -> frozenset[str] | None:
+        """The keys :meth:`retain` does not skip, once they are known (``None`` while detecting, or for a provider
+        with no grammar: any key may be read)."""
+        fold = self.fold
+        if fold is None or fold.grammar is None:
+            return None
+        return frozenset(k for k in fold.keep | fold.note | self._foreign if self.retain(k) != SKIP)
 
     def _reset_retain(self) -> None:
         self._foreign: frozenset[str] = frozenset()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from ..lines import KEEP, Dropped, Event
+from .._decode.records import KEEP, Dropped, Event
 from . import _peek
 from .base import Answer, LiveEvent, Provider, as_int, message_of
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..lines import KEEP, NOTE, SKIP
+from .._decode.records import KEEP, NOTE, SKIP
 
 __all__ = [
     "Cond", "Shape", "Grammar", "KEEP", "NOTE", "SKIP", "has", "any_of", "lacks", "is_", "is_not", "kind",

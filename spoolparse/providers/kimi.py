@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ..lines import Dropped, Event
+from .._decode.records import Dropped, Event
 from . import _peek, traps
 from .base import MISSING, Answer, LiveEvent, Provider
 from .grammar import SKIP, Grammar, empty, filled, is_, lacks, shape

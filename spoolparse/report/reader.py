@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import orjson
 
-from .. import _ijson
+from .._decode import ijson_lazy as _ijson
 from ..types import SUMMARY_FIELDS
 
 __all__ = ["Line", "records", "MAX_LINE", "HEAD", "TAIL"]

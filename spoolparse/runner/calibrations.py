@@ -36,8 +36,8 @@ from typing import Any
 
 import orjson
 
+from .._decode.jsonout import dumps
 from .._dirfd import NotOurs, make_unique_file, open_path, refusal, unlink_at
-from .._json import dumps
 
 __all__ = ["calibrations_path", "record", "recorded", "listing", "command_key", "MAX_BYTES", "LAUNCHERS"]
 

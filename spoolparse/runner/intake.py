@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _limits
-from .._json import text as json_text
+from .._decode.jsonout import text as json_text
 from ..errors import Error
 from .ids import SeenIds, duplicate_error
 from .tasks import Outcome, Task, TaskLike, as_task

@@ -32,8 +32,8 @@ from typing import IO, Literal, TypeAlias, cast
 
 import orjson
 
+from .._decode.jsonout import dumps
 from .._dirfd import open_named
-from .._json import dumps
 from ..types import JobLogRecord, Verdict
 from .ids import SeenIds
 from .tasks import Outcome

@@ -13,8 +13,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from .. import _json
-from ..lines import TOO_DEEP, read_json
+from .._decode import jsonout as _json
+from .._decode.reading import TOO_DEEP, read_json
 from .tasks import Outcome, Task
 
 __all__ = ["encode_task", "decode_task", "encode_outcome", "decode_outcome", "dumps", "loads"]

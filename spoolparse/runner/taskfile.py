@@ -19,8 +19,8 @@ import orjson
 
 from .. import _limits
 from .._cli_common import parse_duration, parse_size
+from .._decode.reading import SURROGATE_ESCAPE, exact_ints
 from ..errors import Error, UsageError
-from ..lines import _SURROGATE_ESCAPE, exact_ints
 from .intake import InvalidTask
 from .tasks import SIZE_KEYS, Task, id_text
 
@@ -62,7 +62,7 @@ def read_line(line: bytes) -> Any:
     try:
         return exact_ints(orjson.loads(line), line)  # an integer past 64 bits (an id) exact: orjson makes a float
     except orjson.JSONDecodeError as e:
-        if _SURROGATE_ESCAPE.search(line) is None:
+        if SURROGATE_ESCAPE.search(line) is None:
             raise
         refused = e
     try:

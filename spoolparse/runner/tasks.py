@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Union, cast
 
-from .. import _json
+from .._decode import jsonout as _json
 from ..errors import UsageError
 from ..options import ChildOptions
 from ..providers.base import clip

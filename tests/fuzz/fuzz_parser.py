@@ -48,7 +48,7 @@ def run_atheris(seconds: int, extra: list[str]) -> int:
     import atheris  # type: ignore[import-not-found]
 
     with atheris.instrument_imports(include=["spoolparse"]):
-        import spoolparse.document
+        import spoolparse._decode.document
         import spoolparse.lines
         import spoolparse.parser
         import spoolparse.providers  # noqa: F401

@@ -10,18 +10,20 @@ runs, so every registered provider is covered without naming it here.
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import io
 import json
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import orjson
 from hypothesis import strategies as st
 
-from spoolparse._json import dumps
+from spoolparse._decode.jsonout import dumps
 from spoolparse._limits import READ_CHUNK
 from spoolparse.lines import KEEP, Dropped, Event, LineScanner, Noted, Record, iter_lines
 from spoolparse.parser import StreamParser, parse
@@ -348,7 +350,7 @@ class RecordingFile:
 
 def check_scanner_state(scanner: LineScanner) -> None:
     """Between feeds the scanner holds at most a probe window or one retained line under the ceiling."""
-    pend = len(scanner._pend)
+    pend = scanner.held
     assert pend <= max(scanner.max_retained, scanner.probe_bytes), (pend, scanner.max_retained)
 
 
@@ -387,8 +389,10 @@ def check_records(recs: Sequence[Record], ref: Sequence[RefLine], retain: Callab
 
 
 def scan(chunks: Sequence[bytes], retain: Callable[[str], int] | None, *, max_line: int = MAX_LINE,
-         max_retained: int = MAX_RETAINED, offset: bool = False) -> tuple[list[Record], LineScanner]:
+         max_retained: int = MAX_RETAINED, offset: bool = False,
+         retained: frozenset[str] | None = None) -> tuple[list[Record], LineScanner]:
     scanner = LineScanner(retain, max_line=max_line, max_retained=max_retained)
+    scanner.retained = retained
     recs: list[Record] = []
     for chunk in chunks:
         if offset:  # the window API: feed(buf, start, end) must not look outside it
@@ -492,6 +496,47 @@ def check_parse_file(data: bytes, name: str, *, max_line: int = MAX_LINE, max_re
     assert got == want
 
 
+@contextlib.contextmanager
+def whole_windows(whole: bool) -> Iterator[None]:
+    """Every window scanned whole (once the keys read are known), however short its lines or itself; or (``False``)
+    every window line by line."""
+    from spoolparse._decode import window as _window
+
+    with mock.patch.object(_window, "LINE_BYTES", float("inf") if whole else 0), \
+            mock.patch.object(_window, "MIN_WINDOW", 0):
+        yield
+
+
+def read_keys(name: str, listening: bool, max_retained: int = MAX_RETAINED) -> tuple[Callable[[str], int],
+                                                                                    frozenset[str] | None]:
+    """The retain function a :class:`StreamParser` hands its scanner for ``name`` once the provider is known, and the
+    keys it does not skip (``None`` when they are not known: detection, the generic provider)."""
+    sp = StreamParser(name, live=listening, max_line=MAX_LINE, max_retained=max_retained)
+    return sp.scanner.retain, sp.scanner.retained
+
+
+def check_window(data: bytes, cuts: Sequence[int], name: str, *, listening: bool = True,
+                 max_retained: int = MAX_RETAINED, offset: bool = False) -> None:
+    """Whole-window scanning gives exactly what the line-by-line path gives, for the keys ``name``'s grammar reads:
+    the same records (line numbers, keys, objects, sizes, noted ends, drop reasons) and the same counters."""
+    retain, keys = read_keys(name, listening, max_retained)
+    if keys is not None:
+        compare_paths(data, cuts, retain, keys, max_retained=max_retained, offset=offset)
+
+
+def compare_paths(data: bytes, cuts: Sequence[int], retain: Callable[[str], int], keys: frozenset[str], *,
+                  max_retained: int = MAX_RETAINED, offset: bool = False) -> None:
+    """The window path (``keys``: those ``retain`` does not skip) against the line-by-line path: the same records
+    and counters."""
+    chunks = split(data, cuts)
+    want, ref = scan(chunks, retain, max_retained=max_retained, offset=offset)
+    with whole_windows(True):
+        got, win = scan(chunks, retain, max_retained=max_retained, offset=offset, retained=keys)
+    assert repr(got) == repr(want)  # repr: a NaN is not equal to itself
+    for counter in ("lines", "blank_lines", "invalid_lines", "too_deep", "bytes"):
+        assert getattr(win, counter) == getattr(ref, counter), counter
+
+
 # -- the fuzz target ---------------------------------------------------------------
 
 
@@ -511,4 +556,6 @@ def fuzz_one(blob: bytes) -> None:
     if name != "auto":
         check_scanner(data, cuts, name, max_retained=max_retained, offset=bool(blob[1] & 2))
         check_reader(data, 1 + blob[1] * 3, name, max_retained=max_retained)
+        check_window(data, cuts, name, listening=bool(blob[1] & 4), max_retained=max_retained,
+                     offset=bool(blob[1] & 2))
     check_parser(data, cuts, name, max_retained=max_retained)

@@ -32,21 +32,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final
 
-from . import _ijson, _limits
-from .lines import (
-    KEEP,
-    NOTE,
-    TOO_DEEP,
-    Buffer,
-    Dropped,
-    Event,
-    LineScanner,
-    Loads,
-    Noted,
-    Record,
-    _lenient_loads,
-    probe_type,
-)
+from .. import _limits
+from . import ijson_lazy
+from .probe import key_of, probe_type
+from .reading import TOO_DEEP, lenient_loads
+from .records import KEEP, NOTE, Buffer, Dropped, Event, Loads, Noted, Record
+from .scanner import LineScanner
 
 __all__ = ["sniff", "DocumentScanner", "LINES", "DOCUMENT"]
 
@@ -113,7 +104,7 @@ class _ArrayStream:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        ijson = _ijson.module()
+        ijson = ijson_lazy.module()
         self.sink = ijson.sendable_list()
         self.coro = ijson.items_coro(self.sink, "item", use_float=True)
         self.offset = 0  # stream offset of the next byte
@@ -315,7 +306,7 @@ class DocumentScanner:
         assert self._array is not None
         try:
             self._array.feed(data)
-        except (_ijson.module().JSONError, UnicodeDecodeError):  # yajl cannot decode a lone surrogate escape
+        except (ijson_lazy.module().JSONError, UnicodeDecodeError):  # yajl cannot decode a lone surrogate escape
             # The items before the bad bytes still count; the rest of the document is not read.
             self._broken = True
             self._count_invalid()
@@ -372,7 +363,7 @@ class DocumentScanner:
         elif self._array is not None:
             try:
                 self._array.close()
-            except (_ijson.module().JSONError, UnicodeDecodeError):
+            except (ijson_lazy.module().JSONError, UnicodeDecodeError):
                 self._count_invalid()
             self._settle(out)
         else:
@@ -389,7 +380,7 @@ class DocumentScanner:
         except Exception:  # a bad document is counted, never raised
             # valid JSON orjson refuses (a lone surrogate escape, invalid UTF-8 in a string) is
             # read as a kept line would be, rather than losing the whole document
-            doc = _lenient_loads(bytes(view)) if self._loads is None else None
+            doc = lenient_loads(bytes(view)) if self._loads is None else None
             if doc is None or doc is TOO_DEEP:
                 if doc is TOO_DEEP:
                     self.scanner.too_deep += 1
@@ -412,7 +403,7 @@ class DocumentScanner:
         if not isinstance(value, dict):
             sc.invalid_lines += 1
             return
-        key = LineScanner._key_of(value)
+        key = key_of(value)
         decision = sc.retain(key)
         if cut:
             out.append(Dropped(sc.lines, size, key, "over_ceiling" if decision == KEEP else "oversize"))
@@ -432,6 +423,6 @@ def _orjson_loads(data: bytes | memoryview) -> Any:
 
 def _size_of(value: Any) -> int:
     """An item's size as compact JSON (the document itself may be pretty-printed)."""
-    from ._json import dumps
+    from .jsonout import dumps
 
     return len(dumps(value, non_str_keys=False))

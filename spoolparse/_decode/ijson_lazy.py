@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ._signals import deferred
+from .._signals import deferred
 
 __all__ = ["module", "python_parse"]
 

@@ -28,15 +28,17 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import IO, Any
 
-from . import _limits
+from .. import _limits
 
-__all__ = ["Spill", "decode", "LongStringError"]
+__all__ = ["Spill", "OpenSpill", "decode", "LongStringError"]
 
 #: Read window while splitting a line and size of a long string's pieces (13 bytes at least: a cut
-#: steps back over a UTF-8 sequence or an escape pair, 12 bytes, and must still leave a piece).
-_WINDOW = 1 << 20
+#: steps back over a UTF-8 sequence or an escape pair, 12 bytes, and must still leave a piece). A piece
+#: is held about four times while it is decoded (read, quoted, orjson's unescape buffer, its text): at
+#: 256 KiB that is 1 MiB beside the string being filled (at 1 MiB pieces a 17 MiB answer peaked at 1.63x).
+_WINDOW = 1 << 18
 #: Bytes read past a piece's end to see whether an escape continues there.
 _LOOKAHEAD = 16
 _QUOTE, _BACKSLASH = 0x22, 0x5C
@@ -49,15 +51,16 @@ class LongStringError(ValueError):
 
 
 class Spill:
-    """A nameless file a long line is appended to, read back with ``pread``: a spool of its own, in
-    ``directory`` (default: where spools go without a ``spool_dir``), so that it takes disk, never memory,
-    wherever the spools do. Raises ``OSError`` or :class:`~spoolparse.errors.SpoolFullError` when it cannot."""
+    """A nameless file a long line is appended to, read back with ``pread``.
 
-    def __init__(self, directory: str | None = None) -> None:
-        from .spool import open_spool, resolve_spool_dir  # here: parse loads this module and seldom spills
+    Whoever hands it in makes the file (where spools go: it takes disk, never memory, wherever they do) and
+    says how to close it (a large file's close frees its blocks, which a supervising thread must not wait for).
+    """
 
-        self._file = open_spool(directory if directory is not None else resolve_spool_dir())
-        self._fd = self._file.fileno()
+    def __init__(self, file: IO[bytes], close: Callable[[IO[bytes]], None]) -> None:
+        self._file = file
+        self._close = close
+        self._fd = file.fileno()
         self.size = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -77,10 +80,12 @@ class Spill:
         return out
 
     def close(self) -> None:
-        from .spool import close_spool
+        self._close(self._file)
 
-        # a large file's close frees its blocks: off the caller's thread, as a spool's (it may be supervising)
-        close_spool(self._file)
+
+#: Makes a spill file in a directory (``None``: where spools go by default); raises ``OSError`` or
+#: :class:`~spoolparse.errors.SpoolFullError` when there is no room for one.
+OpenSpill = Callable[[str | None], Spill]
 
 
 # -- 1. skeleton and spans ----------------------------------------------------
