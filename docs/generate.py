@@ -391,7 +391,7 @@ def price_lists() -> str:
 
 # -- every block -------------------------------------------------------------------------------
 
-COMMANDS = ("run", "parse", "batch", "calibrate")
+COMMANDS = ("run", "parse", "batch", "calibrate", "report")
 
 BLOCKS: dict[str, Callable[[], str]] = {
     "readme-clis": readme_clis,
