@@ -437,11 +437,11 @@ def test_a_deadline_whose_first_look_fails_is_looked_at_again(tmp_path: Path, mo
     real = Child.advance
     failed: list[bool] = []
 
-    def advance(self: Child, now: float) -> Any:
+    def advance(self: Child, now: float, **kw: Any) -> Any:
         if not failed and now >= self.started + 1.0:
             failed.append(True)
             raise OSError(5, "once")
-        return real(self, now)
+        return real(self, now, **kw)
 
     monkeypatch.setattr(Child, "advance", advance)
     argv = [sys.executable, str(FIXTURES / "live_agent.py"), "--wait-for", str(tmp_path / "never")]

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import spoolparse
+from spoolparse import _limits
 from spoolparse._os.wait import Inotify, open_inotify
 from spoolparse.child import Child
 from spoolparse.runner import Task, looks, run_many
@@ -66,10 +67,10 @@ def test_a_quiet_child_is_looked_at_every_sample_until_watched_then_once_a_secon
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _inotify_here()
-    looks = _count_looks(monkeypatch)
+    seen = _count_looks(monkeypatch)
     outs = list(run_many(_quiet(6, 3.5), max_concurrent=6, memory_probe=FixedProbe(BIG)))
     assert sorted(o.summary["text"] for o in outs if o.ok and o.summary) == [f"q{i}" for i in range(6)]
-    for ts in looks.values():
+    for ts in seen.values():
         start = ts[0]
         young = [t for t in ts if t - start < looks.WATCH_AFTER - 0.2]
         watched = [t for t in ts if looks.WATCH_AFTER + 0.5 < t - start < 3.3]
@@ -94,11 +95,11 @@ def _refused(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_without_watches_every_spool_is_looked_at_every_sample(how: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     if how is not _no_inotify:
         _inotify_here()
-    looks = _count_looks(monkeypatch)
+    seen = _count_looks(monkeypatch)
     how(monkeypatch)
     outs = list(run_many(_quiet(3, 2.5), max_concurrent=3, memory_probe=FixedProbe(BIG)))
     assert all(o.ok for o in outs)
-    for ts in looks.values():
+    for ts in seen.values():
         start = ts[0]
         assert len([t for t in ts if looks.WATCH_AFTER + 0.3 < t - start < 2.3]) >= 6
 
@@ -112,10 +113,11 @@ def test_a_lost_inotify_event_queue_takes_every_running_child_as_written() -> No
         spools = batch._looks
         if spools.watched and not seen:
             spools.ino.overflowed = True  # as the kernel says when its queue (fs.inotify.max_queued_events) is full
-            taken = spools.changed(True)  # a sample that reads: every running child is looked at
+            taken = spools.changed(True, time.monotonic())  # a sample that reads: every running child is looked at
             spools.ino.overflowed = True
             spools.behind.clear()
-            spools.changed(False)  # one between reads: every running child is noted as holding unread bytes
+            # one between reads: every running child is noted as holding unread bytes
+            spools.changed(False, time.monotonic())
             seen.append((len({id(s) for s in taken}), len(spools.behind), len(batch._running)))
 
     batch = run_many(_quiet(4, 2.5), max_concurrent=4, memory_probe=FixedProbe(BIG))
@@ -176,25 +178,26 @@ print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 1, "output
 @pytest.mark.slow
 def test_a_watched_spool_found_far_behind_is_read_at_every_sample_until_caught_up() -> None:
     _inotify_here()
-    marks: dict[str, float] = {}
+    seen: list[tuple[int, int]] = []  # (the reader's offset, the spool's size) at each turn after the burst
 
     def on_tick(batch: Any) -> None:
         for s in batch._running.values():
             size = os.fstat(s.child.stdout.fileno()).st_size
-            if size > 10_000_000:
-                marks.setdefault("written", time.monotonic())
-                assert s.wds, "watched by then"
-                if s.child.offset >= size:
-                    marks.setdefault("caught up", time.monotonic())
+            if size > 10_000_000 and s.wds:  # watched after WATCH_AFTER, long before the burst unless starved
+                seen.append((s.child.offset, size))
 
     batch = run_many([Task(argv=[sys.executable, "-c", BURST], id="burst")], max_concurrent=1,
                      memory_probe=FixedProbe(BIG))
     batch.on_tick = on_tick
     (o,) = list(batch)
     assert o.ok and o.summary is not None and o.summary["text"] == "done"
-    # noticed when the spool is next read (within UNWATCHED_READ_INTERVAL), then read at every sample (0.6 s);
-    # read only every UNWATCHED_READ_INTERVAL it would take 2.5 s more
-    assert marks["caught up"] - marks["written"] < 1.5, marks
+    # once noticed (the first read after the burst), every turn of the loop reads on while the spool is
+    # UNWATCHED_BACKLOG behind; read only every UNWATCHED_READ_INTERVAL, turns in between would not move it
+    first = next(i for i, (off, _) in enumerate(seen) if off > seen[0][0])
+    turns = zip(seen[first:], seen[first + 1:], strict=False)
+    far = [(a, b) for a, b in turns if a[1] - a[0] >= _limits.UNWATCHED_BACKLOG]
+    assert len(far) >= 3, seen
+    assert all(b[0] > a[0] for a, b in far), [off for off, _ in seen]
 
 
 @pytest.mark.slow

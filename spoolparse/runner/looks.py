@@ -65,9 +65,11 @@ class SpoolLooks:
         self._watch(slots, now)
         return slots
 
-    def changed(self, read_all: bool) -> list[Slot]:
+    def changed(self, read_all: bool, now: float) -> list[Slot]:
         """The slots a sample between two looks at all looks at: those whose spools were written since the
-        last sample, are not watched, hold bytes not parsed yet, or whose memory limit is checked.
+        last sample, are not watched, hold bytes not parsed yet, or whose memory limit is checked. An unwatched
+        one that has run :data:`WATCH_AFTER` is watched after this look, not at the next look at all (a child
+        started just after one would be looked at every sample for a second more).
 
         Between two reads (not ``read_all``) a written spool is only noted as holding unread bytes, here, for
         the next read: the sample then visits only the slots that need it now (unwatched, far behind, under a
@@ -89,6 +91,8 @@ class SpoolLooks:
             picked = {**self.far, **{k: s for k, s in picked.items() if s.child.max_spool_bytes is not None}}
         picked.update(self.looked)
         picked.update(self.watchdogs)
+        if self.looked:
+            self._watch(list(self.looked.values()), now)
         return list(picked.values())
 
     def due(self, s: Slot, *, every: bool, read_all: bool) -> bool | None:

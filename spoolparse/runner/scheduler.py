@@ -461,7 +461,7 @@ class Batch(HandsOut):
             clock.next_read = now + _limits.UNWATCHED_READ_INTERVAL
         # once a second every child is looked at; in between only those whose spools were written (inotify),
         # whose spools are not watched (young, or refused a watch), and whose memory limit is checked
-        slots = self._looks.everyone(now) if every else self._looks.changed(read_all)
+        slots = self._looks.everyone(now) if every else self._looks.changed(read_all, now)
         measure(slots, every=every, young=now - self.options.sample_interval / 2)
         # the once-a-second spool checks of every child share what they ask the kernel beyond the sizes
         facts = DiskFacts() if every else None
