@@ -31,6 +31,7 @@ __all__ = [
     "EXIT_SIGNAL_BASE",
     "EXIT_INTERRUPTED",
     "EXIT_STATUSES",
+    "COMMANDS",
     "exit_status",
     "parse_duration",
     "parse_size",
@@ -41,6 +42,19 @@ __all__ = [
     "warn",
     "events_on_stderr",
 ]
+
+# -- the subcommands -------------------------------------------------------------------------------
+
+#: Every subcommand and its line in ``spoolparse --help``, which is printed from here without importing the
+#: module that defines the subcommand (``spoolparse.cli`` registers each).
+COMMANDS: dict[str, str] = {
+    "run": "run CMD with stdout/stderr spooled to disk and print its answer",
+    "parse": "parse a transcript already on disk (or stdin) and print its answer",
+    "batch": "run many tasks (NDJSON lines) with bounded concurrency and memory; NDJSON outcomes on stdout",
+    "calibrate": "measure a command's peak memory at rising concurrency and recommend -j and --memory-per-task",
+    "report": "sum up a batch's outcomes: verdicts, failure causes, tokens and cost, durations, memory",
+}
+
 
 # -- exit statuses: the one table (the docs' is generated from EXIT_STATUSES) ----------
 
