@@ -15,6 +15,7 @@ import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from . import _limits
+from ._regex import regex
 from ._terminal import printable
 
 if TYPE_CHECKING:
@@ -104,9 +105,9 @@ def exit_status(result: Result) -> int:
 # -- option values with units ------------------------------------------------------------------
 
 _NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
-_DURATION = re.compile(rf"^\s*(-?{_NUMBER})\s*(ms|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION = regex(rf"^\s*(-?{_NUMBER})\s*(ms|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
 _DURATION_SCALE = {"": 1.0, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-_SIZE = re.compile(rf"^\s*{_NUMBER}\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_SIZE = regex(rf"^\s*{_NUMBER}\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _SIZE_SCALE = {"": 1, "k": _limits.KiB, "m": _limits.MiB, "g": _limits.GiB, "t": _limits.GiB << 10}
 
 

@@ -23,7 +23,7 @@ from .helpers import ROOT
 VERSION_LOADS = {"spoolparse", "spoolparse.__main__"}
 #: What ``spoolparse --help`` (and a missing or unknown command) may load: the command line's own modules.
 HELP_LOADS = VERSION_LOADS | {"spoolparse.cli", "spoolparse._cli_common", "spoolparse._terminal",
-                              "spoolparse._signals", "spoolparse._limits"}
+                              "spoolparse._signals", "spoolparse._limits", "spoolparse._regex"}
 #: What ``run --help`` and ``parse --help`` may load besides: the provider names for ``--provider``.
 SUBCOMMAND_HELP_LOADS = HELP_LOADS | {"spoolparse.providers", "spoolparse.providers.evidence"}
 #: Never loaded by a help or the version: the JSON decoders and the host's process table.
@@ -122,3 +122,38 @@ def test_the_registry_imports_a_provider_when_it_is_looked_up() -> None:
     loaded = _loaded("from spoolparse.providers import PROVIDERS, names\nassert 'kimi' in PROVIDERS\nnames()\n"
                      "list(PROVIDERS)\nPROVIDERS['kimi']")
     assert loaded & set(PROVIDER_MODULES.values()) == {"spoolparse.providers.kimi"}
+
+
+#: Imports every module of the package with ``re``'s compiler counted: each call made from the package's code.
+_COUNT_COMPILES = """
+import os, pkgutil, re, sys, importlib
+package_dir = os.path.join(os.getcwd(), "spoolparse") + os.sep
+re_dir = os.path.dirname(re.__file__) + os.sep
+compiles = []
+real = re._compile
+def counted(pattern, flags):
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(re_dir):
+        f = f.f_back
+    if f is not None and f.f_code.co_filename.startswith(package_dir):
+        compiles.append(f"{f.f_code.co_filename[len(package_dir):]}:{f.f_lineno}")
+    return real(pattern, flags)
+re._compile = counted
+import spoolparse
+names = ["spoolparse"] + [m.name for m in pkgutil.walk_packages(spoolparse.__path__, "spoolparse.")]
+skipped = []
+for name in names:
+    try:
+        importlib.import_module(name)
+    except ImportError as e:  # an extra that is not installed (ray)
+        skipped.append(f"{name}: {e}")
+print(__import__("json").dumps({"modules": len(names), "compiles": compiles, "skipped": skipped}))
+"""
+
+
+def test_importing_every_module_compiles_no_pattern() -> None:
+    p = subprocess.run([sys.executable, "-c", _COUNT_COMPILES], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120, check=True)
+    found = json.loads(p.stdout.splitlines()[-1])
+    assert found["modules"] - len(found["skipped"]) > 50, found["skipped"]
+    assert found["compiles"] == [], f"patterns compiled at import (compile on first use): {found['compiles']}"

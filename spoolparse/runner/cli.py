@@ -16,7 +16,6 @@ import contextlib
 import inspect
 import logging
 import os
-import re
 import shutil
 import signal
 import sys
@@ -40,6 +39,7 @@ from .._cli_common import (
     positive_size,
     warn,
 )
+from .._regex import regex
 from .._signals import Interrupted, as_interrupted, helper_thread, interrupts
 from .._terminal import printable
 from ..errors import UsageError
@@ -363,7 +363,7 @@ class _Progress:
 
 
 #: The end of a line with something on it (a blank line gets no outcome, so it does not count).
-_LINE_END = re.compile(rb"[^\n]\n")
+_LINE_END = regex(rb"[^\n]\n")
 
 
 def _count_lines(path: str) -> int | None:
