@@ -157,3 +157,16 @@ def test_importing_every_module_compiles_no_pattern() -> None:
     found = json.loads(p.stdout.splitlines()[-1])
     assert found["modules"] - len(found["skipped"]) > 50, found["skipped"]
     assert found["compiles"] == [], f"patterns compiled at import (compile on first use): {found['compiles']}"
+
+
+def test_a_pattern_compiled_on_first_use_is_the_pattern() -> None:
+    from spoolparse._regex import regex
+
+    words, raw = regex(r"(?P<w>\w+)", 0), regex(rb"a+", 2)  # 2: re.IGNORECASE
+    assert "regex('(?P<w>\\\\w+)', 0)" == repr(words)  # not compiled yet: no attribute but the source
+    assert words.findall("a bc") == ["a", "bc"] and words.sub("x", "a bc") == "x x"
+    m = words.match("hello there")
+    assert m is not None and m.group("w") == "hello"
+    assert (words.pattern, words.groups, dict(words.groupindex)) == (r"(?P<w>\w+)", 1, {"w": 1})
+    assert [x.span() for x in raw.finditer(b"xAax")] == [(1, 3)] and raw.flags & 2
+    assert words.search is words.search  # the compiled pattern's bound method, kept as the stand-in's own
