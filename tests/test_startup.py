@@ -163,7 +163,7 @@ def test_a_pattern_compiled_on_first_use_is_the_pattern() -> None:
     from spoolparse._regex import regex
 
     words, raw = regex(r"(?P<w>\w+)", 0), regex(rb"a+", 2)  # 2: re.IGNORECASE
-    assert "regex('(?P<w>\\\\w+)', 0)" == repr(words)  # not compiled yet: no attribute but the source
+    assert repr(words) == "regex('(?P<w>\\\\w+)', 0)"  # not compiled yet: no attribute but the source
     assert words.findall("a bc") == ["a", "bc"] and words.sub("x", "a bc") == "x x"
     m = words.match("hello there")
     assert m is not None and m.group("w") == "hello"
