@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main", "build_parser", "parse_size", "parse_duration", "emit_json", "fail", "EXIT_USAGE"]
 
+
 def _seconds(text: str) -> float:
     return parse_duration(text)
 
