@@ -91,7 +91,8 @@ class AutoProvider(Provider):
         if self._given is None:
             return Index([e for e in TABLE if e.detected], lambda e: load(e.at))
         given = {c.name: c for c in self._given}
-        return Index([_evidence_of(c, f"{c.__module__}:{c.__qualname__}") for c in self._given], lambda e: given[e.name])
+        rows = [_evidence_of(c, f"{c.__module__}:{c.__qualname__}") for c in self._given]
+        return Index(rows, lambda e: given[e.name])
 
     @property
     def provider_name(self) -> str:
