@@ -97,6 +97,7 @@ def test_a_named_provider_loads_no_other(name: str, tmp_path: Path) -> None:
 def test_parse_provider_codex_loads_codex_alone() -> None:
     loaded = _command("parse", "--provider", "codex", str(ROOT / "fixtures/codex/realcli_A.jsonl"))
     assert loaded & set(PROVIDER_MODULES.values()) == {"spoolparse.providers.codex"}
+    assert "spoolparse._os.cgroup" not in loaded and "spoolparse.runner" not in loaded  # nothing is contained
 
 
 @pytest.mark.parametrize("fixture", ["codex/realcli_A.jsonl", "claude/api_error.jsonl", "gemini/realcli_A.jsonl"])
