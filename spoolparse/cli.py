@@ -266,11 +266,12 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
-    """The subcommand named in ``argv`` (the top level's own options take no values)."""
+    """The subcommand named in ``argv`` (the top level's own options take no values); ``None`` when the top
+    level's ``--help`` comes first (it is what is printed then, every subcommand's line in it)."""
     for arg in argv:
         if not arg.startswith("-"):
             return arg
-        if arg == "--":
+        if arg in ("--", "-h", "--help"):
             return None
     return None
 

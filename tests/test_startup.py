@@ -171,3 +171,15 @@ def test_a_pattern_compiled_on_first_use_is_the_pattern() -> None:
     assert (words.pattern, words.groups, dict(words.groupindex)) == (r"(?P<w>\w+)", 1, {"w": 1})
     assert [x.span() for x in raw.finditer(b"xAax")] == [(1, 3)] and raw.flags & 2
     assert words.search is words.search  # the compiled pattern's bound method, kept as the stand-in's own
+
+
+@pytest.mark.parametrize("argv", [["-h", "batch"], ["--help", "run"]])
+def test_the_top_level_help_before_a_command_lists_every_command(argv: list[str]) -> None:
+    from spoolparse._cli_common import COMMANDS
+
+    p = subprocess.run([sys.executable, "-m", "spoolparse", *argv], capture_output=True, text=True, cwd=ROOT,
+                       timeout=60, check=False)
+    assert p.returncode == 0 and p.stdout.startswith("usage: spoolparse [-h] [--version] COMMAND")
+    assert all(f"    {name}" in p.stdout for name in COMMANDS), p.stdout
+    loaded = _command(*argv)
+    assert _ours(loaded) <= HELP_LOADS, sorted(_ours(loaded) - HELP_LOADS)
