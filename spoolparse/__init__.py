@@ -8,54 +8,23 @@
         print(r.ok, r.text, r.usage)
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
-from . import _limits as limits
-from .errors import (
-    CalledProcessError,
-    Error,
-    SpawnError,
-    SpoolDirError,
-    SpoolDirWarning,
-    SpoolFullError,
-    SpoolWarning,
-    TimeoutExpired,
-    UsageError,
-)
-from .types import (
-    EVENT_FIELDS,
-    EVENT_KINDS,
-    CostSource,
-    DroppedEvent,
-    DroppedLine,
-    ErrorEvent,
-    EventDict,
-    EventKind,
-    JobLogRecord,
-    OutcomeDict,
-    ReportDict,
-    ResultEvent,
-    RetryEvent,
-    SessionEvent,
-    Summary,
-    TextDeltaEvent,
-    TextEvent,
-    ThinkingEvent,
-    ToolEndEvent,
-    ToolStartEvent,
-    TurnEndEvent,
-    TurnStartEvent,
-    Usage,
-    UsageEvent,
-    Verdict,
-    WarningEvent,
-)
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the command loads this module on every call
 if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name loads on first use
+    from typing import Any
+
+    from . import _limits as limits
     from .aio import AsyncRun, arun, open_run
+    from .errors import (
+        CalledProcessError,
+        Error,
+        SpawnError,
+        SpoolDirError,
+        SpoolDirWarning,
+        SpoolFullError,
+        SpoolWarning,
+        TimeoutExpired,
+        UsageError,
+    )
     from .lines import Dropped, Event, LineReader, LineScanner, Noted, iter_lines, probe_type
     from .options import ChildOptions
     from .parser import StreamParser, parse
@@ -64,11 +33,46 @@ if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name 
     from .providers.base import Answer, LiveEvent, Provider
     from .result import SUMMARY_FIELDS, Result
     from .runner import BatchOptions, Outcome, Task, arun_many, run_many
+    from .types import (
+        EVENT_FIELDS,
+        EVENT_KINDS,
+        CostSource,
+        DroppedEvent,
+        DroppedLine,
+        ErrorEvent,
+        EventDict,
+        EventKind,
+        JobLogRecord,
+        OutcomeDict,
+        ReportDict,
+        ResultEvent,
+        RetryEvent,
+        SessionEvent,
+        Summary,
+        TextDeltaEvent,
+        TextEvent,
+        ThinkingEvent,
+        ToolEndEvent,
+        ToolStartEvent,
+        TurnEndEvent,
+        TurnStartEvent,
+        Usage,
+        UsageEvent,
+        Verdict,
+        WarningEvent,
+    )
 
-#: Where each lazily loaded public name lives. ``import spoolparse`` stays cheap
-#: (no asyncio, no runner): the command line starts on every call, and a library
-#: user who only parses should not pay for the scheduler.
+#: Where each public name lives; it loads on first use. ``import spoolparse`` stays cheap (not even typing,
+#: subprocess or the errors): the command line starts on every call, and a library user who only parses should not
+#: pay for the scheduler.
+_ERRORS = ("CalledProcessError", "Error", "SpawnError", "SpoolDirError", "SpoolDirWarning", "SpoolFullError",
+           "SpoolWarning", "TimeoutExpired", "UsageError")
+_TYPES = ("EVENT_FIELDS", "EVENT_KINDS", "CostSource", "DroppedEvent", "DroppedLine", "ErrorEvent", "EventDict",
+          "EventKind", "JobLogRecord", "OutcomeDict", "ReportDict", "ResultEvent", "RetryEvent", "SessionEvent",
+          "Summary", "TextDeltaEvent", "TextEvent", "ThinkingEvent", "ToolEndEvent", "ToolStartEvent",
+          "TurnEndEvent", "TurnStartEvent", "Usage", "UsageEvent", "Verdict", "WarningEvent")
 _LAZY = {
+    **dict.fromkeys(_ERRORS, ".errors"), **dict.fromkeys(_TYPES, ".types"),
     "AsyncRun": ".aio", "arun": ".aio", "open_run": ".aio",
     "Dropped": ".lines", "Event": ".lines", "LineReader": ".lines", "LineScanner": ".lines", "Noted": ".lines",
     "iter_lines": ".lines", "probe_type": ".lines",
@@ -82,17 +86,26 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+def _load(module: str) -> "Any":
+    """One of the package's modules by its relative name (``.errors``); ``__import__`` itself, so the
+    importlib package (and the warnings it loads) is not loaded for it."""
+    return __import__(module[1:], globals(), None, ["__name__"], 1)
+
+
+def __getattr__(name: str) -> "Any":
+    if name == "limits":  # the bounds module itself, under its public name
+        value: Any = _load("._limits")
+    else:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(_load(module), name)
     globals()[name] = value  # once loaded, a plain module attribute
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"limits"})
 
 
 __version__ = "0.1.0"

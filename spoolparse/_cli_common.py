@@ -15,6 +15,7 @@ import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from . import _limits
+from ._regex import regex
 from ._terminal import printable
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ __all__ = [
     "EXIT_SIGNAL_BASE",
     "EXIT_INTERRUPTED",
     "EXIT_STATUSES",
+    "COMMANDS",
     "exit_status",
     "parse_duration",
     "parse_size",
@@ -41,6 +43,19 @@ __all__ = [
     "warn",
     "events_on_stderr",
 ]
+
+# -- the subcommands -------------------------------------------------------------------------------
+
+#: Every subcommand and its line in ``spoolparse --help``, which is printed from here without importing the
+#: module that defines the subcommand (``spoolparse.cli`` registers each).
+COMMANDS: dict[str, str] = {
+    "run": "run CMD with stdout/stderr spooled to disk and print its answer",
+    "parse": "parse a transcript already on disk (or stdin) and print its answer",
+    "batch": "run many tasks (NDJSON lines) with bounded concurrency and memory; NDJSON outcomes on stdout",
+    "calibrate": "measure a command's peak memory at rising concurrency and recommend -j and --memory-per-task",
+    "report": "sum up a batch's outcomes: verdicts, failure causes, tokens and cost, durations, memory",
+}
+
 
 # -- exit statuses: the one table (the docs' is generated from EXIT_STATUSES) ----------
 
@@ -90,9 +105,9 @@ def exit_status(result: Result) -> int:
 # -- option values with units ------------------------------------------------------------------
 
 _NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
-_DURATION = re.compile(rf"^\s*(-?{_NUMBER})\s*(ms|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION = regex(rf"^\s*(-?{_NUMBER})\s*(ms|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
 _DURATION_SCALE = {"": 1.0, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-_SIZE = re.compile(rf"^\s*{_NUMBER}\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_SIZE = regex(rf"^\s*{_NUMBER}\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _SIZE_SCALE = {"": 1, "k": _limits.KiB, "m": _limits.MiB, "g": _limits.GiB, "t": _limits.GiB << 10}
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__, _limits
 from ._cli_common import (
+    COMMANDS,
     EXIT_CANNOT_EXECUTE,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -36,18 +37,15 @@ from ._cli_common import (
     warn,
 )
 from ._signals import Interrupted, deferred, interrupt_was_handled, interrupts
-from .errors import Error, SpawnError, SpoolDirError, SpoolFullError, TimeoutExpired, UsageError
 
 if TYPE_CHECKING:
     from .result import Result
 
-# Start-up time is paid on every call: the runner, asyncio, rich and the process
-# machinery are imported by the subcommands that use them, not here.
+# Start-up time is paid on every call: the runner, asyncio, rich, the process machinery and even the errors
+# (subprocess) are imported by the subcommands that use them, not here: ``--help`` loads only argparse and the
+# command line's own modules.
 
 __all__ = ["main", "build_parser", "parse_size", "parse_duration", "emit_json", "fail", "EXIT_USAGE"]
-
-#: The subcommands defined in this module; any other is registered by ``EXTRA_COMMANDS``.
-OWN_COMMANDS = ("run", "parse")
 
 
 def _seconds(text: str) -> float:
@@ -87,9 +85,11 @@ def _add_bounds(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pretty", action="store_true", help="indent the JSON summary")
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The ``spoolparse`` parser; with ``command`` one of :data:`OWN_COMMANDS`, only that subcommand
-    (the others' modules are then not imported)."""
+def build_parser(command: str | None = None, *, lines_only: bool = False) -> argparse.ArgumentParser:
+    """The ``spoolparse`` parser, every subcommand in it; with ``command`` one of
+    :data:`~spoolparse._cli_common.COMMANDS`, only the module that defines it is imported. ``lines_only``: each
+    subcommand is only its line of ``spoolparse --help`` and none of their modules is imported (the top level's
+    help, a missing or unknown command)."""
     parser = _Parser(
         prog="spoolparse",
         description="Run JSON-lines agent CLIs, or parse their transcripts, with bounded memory; "
@@ -98,13 +98,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"spoolparse {__version__}")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
 
-    only = command if command in OWN_COMMANDS else None
-    if only in (None, "run"):
-        _add_run(sub)
-    if only in (None, "parse"):
-        _add_parse(sub)
-    if only is None:
-        for register in EXTRA_COMMANDS:
+    if lines_only:
+        for name, line in COMMANDS.items():
+            sub.add_parser(name, help=line)
+    else:
+        wanted = [command] if command in COMMANDS else list(COMMANDS)
+        for register in dict.fromkeys(_REGISTER[name] for name in wanted):  # batch and calibrate: one module
             register(sub)
     parser.set_defaults(commands=sorted(sub.choices))
     return parser
@@ -113,7 +112,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def _add_run(sub: Any) -> None:
     r = sub.add_parser(
         "run",
-        help="run CMD with stdout/stderr spooled to disk and print its answer",
+        help=COMMANDS["run"],
         description="Run CMD with its stdout and stderr spooled to nameless files, parse stdout as it is "
         "written, and print one JSON summary on stdout.",
         epilog=RUN_EXAMPLES,
@@ -151,7 +150,7 @@ def _add_run(sub: Any) -> None:
 def _add_parse(sub: Any) -> None:
     p = sub.add_parser(
         "parse",
-        help="parse a transcript already on disk (or stdin) and print its answer",
+        help=COMMANDS["parse"],
         description="Parse a JSON-lines transcript (a file, or - for stdin) and print one JSON summary.",
         epilog=PARSE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -161,29 +160,29 @@ def _add_parse(sub: Any) -> None:
     p.set_defaults(func=_cmd_parse)
 
 
-#: Other modules add subcommands here (``register(subparsers)``), each setting ``func``.
-EXTRA_COMMANDS: list[Callable[[Any], None]] = []
-
-
 def _register_runner(sub: Any) -> None:
-    from .runner.cli import register  # only when a runner command (or the whole --help) is wanted
+    from .runner.cli import register  # only when a runner command (or every subcommand) is wanted
 
     register(sub)
-
-
-EXTRA_COMMANDS.append(_register_runner)
 
 
 def _register_report(sub: Any) -> None:
-    from .report.cli import register  # only when report (or the whole --help) is wanted
+    from .report.cli import register  # only when report (or every subcommand) is wanted
 
     register(sub)
 
 
-EXTRA_COMMANDS.append(_register_report)
+#: What adds each subcommand of :data:`~spoolparse._cli_common.COMMANDS` to the parser (``register(subparsers)``,
+#: setting ``func``).
+_REGISTER: dict[str, Callable[[Any], None]] = {
+    "run": _add_run, "parse": _add_parse, "batch": _register_runner, "calibrate": _register_runner,
+    "report": _register_report,
+}
 
 
 def _print_result(res: Result, args: argparse.Namespace) -> int:
+    from .errors import TimeoutExpired
+
     emit_json(res.summary(), pretty=args.pretty)
     if res.timed_out:  # exit 124 is ours, not the child's: say why, as for every other failure of ours
         fail(str(TimeoutExpired(res, res.timeout)))
@@ -198,6 +197,8 @@ def _status_line_wanted(progress: bool | None) -> bool:
     """
     if progress is False or (progress is None and not sys.stderr.isatty()):
         return False
+    from .errors import UsageError
+
     try:
         import rich  # noqa: F401  - the drawing itself is imported by spoolparse.progress
     except ImportError:
@@ -210,6 +211,8 @@ def _status_line_wanted(progress: bool | None) -> bool:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .errors import UsageError
+
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -243,6 +246,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
+    from .errors import UsageError
     from .parser import parse
 
     # anything readable: a file, a pipe or FIFO, /dev/stdin, <(…); a directory is not
@@ -262,11 +266,12 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
-    """The subcommand named in ``argv`` (the top level's own options take no values)."""
+    """The subcommand named in ``argv`` (the top level's own options take no values); ``None`` when the top
+    level's ``--help`` comes first (it is what is printed then, every subcommand's line in it)."""
     for arg in argv:
         if not arg.startswith("-"):
             return arg
-        if arg == "--":
+        if arg in ("--", "-h", "--help"):
             return None
     return None
 
@@ -319,16 +324,19 @@ def _main(argv: list[str]) -> int:
     if sys.stdout is None:  # started with stdout closed (>&-): no outcome could be printed, so start nothing
         fail("standard output is closed: there is nowhere to print the result")
         return EXIT_USAGE
+    command = _command_of(argv)
+    parser = build_parser(command, lines_only=command not in COMMANDS)
+    args = parser.parse_args(argv)  # --help ends here: it needs neither orjson nor the errors
+    if getattr(args, "func", None) is None:
+        fail(f"a command is needed: {', '.join(args.commands)} (see 'spoolparse --help')")
+        return EXIT_USAGE
     with deferred():
         # orjson loads with Ctrl-C held back: its module init crashes (SIGSEGV) when a KeyboardInterrupt is
         # raised inside it. A signal that came meanwhile is raised right after. (ijson loads on first use,
         # the same way: spoolparse._decode.ijson_lazy.)
         import orjson  # noqa: F401
-    parser = build_parser(_command_of(argv))
-    args = parser.parse_args(argv)
-    if getattr(args, "func", None) is None:
-        fail(f"a command is needed: {', '.join(args.commands)} (see 'spoolparse --help')")
-        return EXIT_USAGE
+    from .errors import Error, SpawnError, SpoolDirError, SpoolFullError, UsageError
+
     try:
         return int(args.func(args))
     except SpoolFullError as e:

@@ -21,10 +21,9 @@ import os
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import IO, Any, Literal, TypedDict, TypeVar, Union
+from typing import IO, TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Union
 
 from . import _limits
-from ._os.cgroup import Cgroup
 from ._os.lifecycle import Deadlines, check_times
 from .errors import UsageError
 from .lines import Loads
@@ -35,9 +34,11 @@ __all__ = ["ChildOptions", "ChildKeywords", "Input", "Containment"]
 
 #: What a child is given on its stdin: bytes or text (UTF-8), a path, a binary file, or ``None`` (``/dev/null``).
 Input = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes], None]
+if TYPE_CHECKING:  # a cgroup is made by the caller: parsing alone never loads the cgroup machinery
+    from ._os.cgroup import Cgroup
 #: How a child is contained: ``"auto"`` (a cgroup of our own where one can be made, else its process group),
 #: a cgroup made by the caller, or ``None`` (its process group alone).
-Containment = Cgroup | Literal["auto"] | None
+Containment = Union["Cgroup", Literal["auto"], None]
 
 _PROVIDER_NAMES = frozenset(["auto", "generic", *PROVIDERS])
 _O = TypeVar("_O", bound="ChildOptions")

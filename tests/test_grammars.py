@@ -11,11 +11,11 @@ from spoolparse import PROVIDERS
 from spoolparse._decode.probe import key_of
 from spoolparse.lines import KEEP
 from spoolparse.providers import grammars
-from spoolparse.providers.engine import _Index
+from spoolparse.providers.engine import AutoProvider
 from spoolparse.providers.grammar import Grammar, empty, has, is_, kind, lacks, prefix, shape
 
 DETECTED = [g for g in grammars() if g.detected]
-INDEX = _Index(DETECTED)
+INDEX = AutoProvider().index()  # the registered providers' evidence, each grammar loaded as it is asked
 
 
 def _examples() -> list[tuple[Grammar, Any]]:
@@ -54,7 +54,7 @@ def test_a_look_alike_is_told_only_by_its_own_marks() -> None:
     heads = {g.name: g.family for g in DETECTED if g.family}
     assert heads == {"qwen": "claude", "amp": "claude", "cursor": "claude"}
     for name in heads:
-        g = INDEX.by_name[name]
+        g = INDEX.grammar(name)
         own = [s for s in g.vocabulary if s.own]
         assert own, name  # without a mark of its own it could never be chosen
         shared = [s for s in g.vocabulary if not s.own]

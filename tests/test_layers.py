@@ -20,9 +20,10 @@ PACKAGE = ROOT / "spoolparse"
 
 #: The layers, lowest first: each may import its own and those below it, never those above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    # what everything may use: bounds, errors, the public data model, terminal text, our own signals, dir fds
+    # what everything may use: bounds, errors, the public data model, terminal text, our own signals, dir fds,
+    # patterns compiled on first use
     ("base", ("spoolparse._limits", "spoolparse.errors", "spoolparse.types", "spoolparse._terminal",
-              "spoolparse._signals", "spoolparse._dirfd")),
+              "spoolparse._signals", "spoolparse._dirfd", "spoolparse._regex")),
     # the operating system's side of a child: starting, containing, waiting, ending it
     ("os", ("spoolparse._os",)),
     # the files a child's output goes to: where spools live, how they are made and closed, when one is full

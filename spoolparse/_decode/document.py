@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .. import _limits
+from .._regex import regex
 from . import ijson_lazy
 from .probe import key_of, probe_type
 from .reading import TOO_DEEP, lenient_loads
@@ -47,7 +48,7 @@ DOCUMENT: Final = "document"
 _BLANK = b" \t\r\n\x1e"
 _BOM = b"\xef\xbb\xbf"
 # A whole string (skipped in one match), one of { } [ ] , or the quote of a string the window cuts.
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],]|"', re.S)
+_TOKEN = regex(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],]|"', re.S)
 _CLOSE = {ord("{"): b"}", ord("["): b"]"}
 
 

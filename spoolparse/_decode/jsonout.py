@@ -25,16 +25,17 @@ from typing import IO, Any
 
 import orjson
 
+from .._regex import regex
+
 __all__ = ["dumps", "write", "text", "encodable", "escape_breaks", "MAX_DEPTH"]
 
 #: Deepest nesting written; deeper values become a short note (orjson's own limit is 254).
 MAX_DEPTH = 250
 _I64 = (-(1 << 63), (1 << 64) - 1)  # what orjson writes itself (i64 and u64)
 
-
 #: UTF-8 of the characters escaped beyond JSON's rule (see above). In valid UTF-8 each of these byte sequences
 #: can only be that character, and in JSON text a character other than ASCII can only be inside a string.
-_BREAKS = re.compile(rb"\xe2\x80[\xa8\xa9]|\xc2[\x80-\x9f]|\x7f")
+_BREAKS = regex(rb"\xe2\x80[\xa8\xa9]|\xc2[\x80-\x9f]|\x7f")
 
 
 def _escaped(m: re.Match[bytes]) -> bytes:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from .. import _limits
+from .._regex import regex
 
 __all__ = ["Spill", "OpenSpill", "decode", "LongStringError"]
 
@@ -98,10 +99,10 @@ _TOKEN_JSON = b'"\\u0000' + _TOKEN[1:].encode()
 # A string's body up to its closing quote: runs of plain bytes and whole escapes, in C. It stops at the
 # closing quote, at the window's end, or at a backslash that is the window's last byte (its escape goes on).
 # Possessive repeats (Python 3.11+) never keep backtracking points: five times faster on escape-dense text.
-try:
-    _BODY = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
-except re.error:  # Python 3.10
-    _BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+if sys.version_info >= (3, 11):
+    _BODY = regex(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
+else:  # Python 3.10
+    _BODY = regex(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
 
 
 def split(read: Read, size: int, long_string: int) -> tuple[bytes, list[tuple[int, int]]]:
@@ -211,8 +212,8 @@ def _piece_text(raw: bytes, read_json: Callable[[bytes], Any]) -> str:
     return value
 
 
-_ABOVE_1 = re.compile("[^\x00-\xff]")
-_ABOVE_2 = re.compile("[^\x00-\uffff]")
+_ABOVE_1 = regex("[^\x00-\xff]")
+_ABOVE_2 = regex("[^\x00-\uffff]")
 _ENCODING = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}
 
 

@@ -16,10 +16,10 @@ escape is found by a scan of the top-level keys.
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from .._regex import regex
 from . import ijson_lazy
 from .reading import no_surrogates
 from .topkeys import TopKeys
@@ -28,7 +28,7 @@ __all__ = ["FAST", "COMPACT", "probe_type", "compose", "unsure", "strip", "key_o
 
 # Anchored on a line's first bytes. Every real agent CLI writes compact JSON
 # with "type" first, so nearly every line is classified by this one match.
-FAST = re.compile(
+FAST = regex(
     rb'[ \t\x1e]*(?:\xef\xbb\xbf)?[ \t]*\{[ \t]*"type"[ \t]*:[ \t]*"([^"\\]*)"'
     rb'(?:[ \t]*,[ \t]*"item"[ \t]*:[ \t]*\{[ \t]*"id"[ \t]*:[ \t]*"[^"\\]*"'
     rb'[ \t]*,[ \t]*"(?:item_)?type"[ \t]*:[ \t]*"([^"\\]*)")?'
@@ -36,9 +36,9 @@ FAST = re.compile(
 # FAST without the optional blanks, for the feed loop: on compact lines it
 # yields the same groups, and since no class admits "\n" it cannot run past
 # the line's end, so the loop needs no per-line bound on the match window.
-COMPACT = re.compile(rb'\{"type":"([^"\\\n]*)"(?:,"item":\{"id":"[^"\\\n]*","(?:item_)?type":"([^"\\\n]*)")?')
+COMPACT = regex(rb'\{"type":"([^"\\\n]*)"(?:,"item":\{"id":"[^"\\\n]*","(?:item_)?type":"([^"\\\n]*)")?')
 # The pre-2025-10 Codex envelope: {"id":"0","msg":{"type":"agent_message",...}}
-_ENVELOPE = re.compile(
+_ENVELOPE = regex(
     rb'[ \t\x1e]*(?:\xef\xbb\xbf)?[ \t]*\{[ \t]*"id"[ \t]*:[ \t]*"[^"\\]*"[ \t]*,'
     rb'[ \t]*"msg"[ \t]*:[ \t]*\{[ \t]*"type"[ \t]*:[ \t]*"([^"\\]*)"'
 )

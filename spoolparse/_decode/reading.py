@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import decimal
 import json
-import re
 from typing import Any, Final
 
 import orjson
 
+from .._regex import regex
 from .records import Loads
 
 __all__ = ["TOO_DEEP", "default_loads", "read", "read_json", "exact_ints", "lenient_loads", "no_surrogates",
@@ -24,7 +24,7 @@ Bytes = bytes | bytearray | memoryview
 
 #: What :func:`lenient_loads` returns for a value nested deeper than the decoders allow.
 TOO_DEEP: Final = object()
-SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89abcdefABCDEF]")
+SURROGATE_ESCAPE = regex(rb"\\[uU][dD][89abcdefABCDEF]")
 #: Deepest nesting read: orjson's own limit. The standard library reads deeper on Python 3.12+
 #: (and raises RecursionError on 3.10/3.11), so the lenient path checks it too: one answer everywhere.
 _READ_DEPTH = 1024

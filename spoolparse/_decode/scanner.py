@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 from .. import _limits
+from .._regex import regex
 from ..errors import UsageError
 from . import longline, window
 from .longline import OpenSpill, Spill
@@ -48,7 +49,7 @@ _BOM = b"\xef\xbb\xbf"
 #: a longer one is decoded where it lies, so that it is not in memory twice.
 _VIEW_BYTES = 1 << 16
 #: A blank line (its newline aside): counted apart, not as invalid.
-_BLANK_LINE = re.compile(rb"[ \t\r]*")
+_BLANK_LINE = regex(rb"[ \t\r]*")
 
 Bytes = bytes | bytearray | memoryview
 

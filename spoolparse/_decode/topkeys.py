@@ -13,15 +13,16 @@ C-level search per escape.
 from __future__ import annotations
 
 import json
-import re
 from typing import Final, Protocol
+
+from .._regex import regex
 
 __all__ = ["TopKeys"]
 
 #: Longest key or type value captured; longer ones cannot be the keys looked for.
 _CAP: Final = 256
-_STRUCT = re.compile(rb'["{}\[\]:,]')
-_IN_STRING = re.compile(rb'["\\]')
+_STRUCT = regex(rb'["{}\[\]:,]')
+_IN_STRING = regex(rb'["\\]')
 _KEY, _VALUE = 0, 1
 
 

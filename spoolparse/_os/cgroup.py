@@ -30,13 +30,13 @@ import errno
 import itertools
 import logging
 import os
-import re
 import signal
 import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
 
+from .._regex import regex
 from .cgroupfs import read_int, v2_dir
 from .guardian import guardian
 from .proc import pid_gone
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 _ROOT = "/sys/fs/cgroup"
-_NAME = re.compile(r"^spoolparse-(\d+)-\d+$")
+_NAME = regex(r"^spoolparse-(\d+)-\d+$")
 _seq = itertools.count(1)
 
 #: What capped a task's memory, as outcomes, job logs and summaries name it:

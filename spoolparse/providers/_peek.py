@@ -10,7 +10,6 @@ never text inside the output.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +18,7 @@ import orjson
 
 from .. import _limits
 from .._decode.records import Noted
+from .._regex import regex
 
 __all__ = ["whole", "string", "scalar", "short", "title_of", "TITLE_KEYS"]
 
@@ -51,8 +51,8 @@ def whole(rec: Noted) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-_STRING = re.compile(rb'[ \t]*"([^"\\]*(?:\\.[^"\\]*)*)')
-_SCALAR = re.compile(rb"[ \t]*(-?\d+|true|false|null)[ \t]*[,}]")
+_STRING = regex(rb'[ \t]*"([^"\\]*(?:\\.[^"\\]*)*)')
+_SCALAR = regex(rb"[ \t]*(-?\d+|true|false|null)[ \t]*[,}]")
 _BLANK = b" \t"
 
 

@@ -15,10 +15,10 @@ top-level ``error``; the run then still ends with ``subtype: "success"`` and
 
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar
 
 from .._decode.records import Dropped, Event, Noted
+from .._regex import regex
 from . import _peek, traps
 from ._text import message_text
 from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage
@@ -56,7 +56,7 @@ def normalize_claude_usage(raw: Any, cost: Any = None) -> dict[str, Any]:
     return out
 
 
-_TOOL_USE_ID = re.compile(rb'[{,][ \t]*"tool_use_id"[ \t]*:[ \t]*"([^"\\]*)"')
+_TOOL_USE_ID = regex(rb'[{,][ \t]*"tool_use_id"[ \t]*:[ \t]*"([^"\\]*)"')
 
 
 def _output_text(content: Any) -> str | None:

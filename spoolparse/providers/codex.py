@@ -11,10 +11,10 @@ pre-2025-10 envelope ``{"id", "msg": {"type"}}``, the experimental
 
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar
 
 from .._decode.records import Event, Noted
+from .._regex import regex
 from . import _peek
 from .base import MISSING, Answer, LiveEvent, Provider, as_int, message_of
 from .grammar import NOTE, SKIP, Grammar, any_of, has, lacks, shape
@@ -22,7 +22,7 @@ from .grammar import NOTE, SKIP, Grammar, any_of, has, lacks, shape
 __all__ = ["CodexProvider", "normalize_codex_usage", "GRAMMAR"]
 
 _ITEM_KINDS = ("command_execution", "file_change", "mcp_tool_call", "web_search", "collab_tool_call")
-_RECONNECT = re.compile(r"(\d+)\s*/\s*(\d+)")
+_RECONNECT = regex(r"(\d+)\s*/\s*(\d+)")
 _USAGE_KEYS = (
     "input_tokens",
     "cached_input_tokens",

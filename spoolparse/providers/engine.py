@@ -49,9 +49,10 @@ from .._decode import jsonout as _json
 from .._decode.records import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from . import _peek
 from .base import Answer, LiveEvent, Notes, Provider, clip, size_text
+from .evidence import TABLE, Index, load
+from .evidence import of as _evidence_of
 from .generic import GenericProvider
 from .grammar import Grammar, Shape
-from .registry import PROVIDERS
 
 __all__ = ["AutoProvider", "Engine", "RECORD_BYTES"]
 
@@ -65,17 +66,33 @@ class AutoProvider(Provider):
     """Auto-detection: the stream's provider is chosen from its events by their grammars (:class:`Engine`).
 
     ``candidates`` are the providers it may choose (default: every registered one whose grammar allows
-    detection); ``chosen`` is the provider reading the stream once one is chosen.
+    detection, each imported only once its evidence is seen); ``chosen`` is the provider reading the stream once
+    one is chosen.
     """
 
     name: ClassVar[str] = "auto"
 
     def __init__(self, candidates: Sequence[type[Provider]] | None = None) -> None:
         super().__init__()
-        if candidates is None:
-            candidates = list(PROVIDERS.values())
-        self.candidates = [c for c in candidates if c.grammar is not None and c.grammar.detected]
+        self._given = None if candidates is None else [
+            c for c in candidates if c.grammar is not None and c.grammar.detected]
         self.chosen: Provider | None = None
+
+    @property
+    def candidates(self) -> list[type[Provider]]:
+        """The providers it may choose (asking imports every one)."""
+        if self._given is not None:
+            return list(self._given)
+        return [load(e.at) for e in TABLE if e.detected]
+
+    def index(self) -> Index:
+        """Detection's index of the candidates: the registered ones from their evidence (:mod:`evidence`'s table),
+        imported as it is seen; given ones from their grammars."""
+        if self._given is None:
+            return Index([e for e in TABLE if e.detected], lambda e: load(e.at))
+        given = {c.name: c for c in self._given}
+        rows = [_evidence_of(c, f"{c.__module__}:{c.__qualname__}") for c in self._given]
+        return Index(rows, lambda e: given[e.name])
 
     @property
     def provider_name(self) -> str:
@@ -112,42 +129,6 @@ def _held(rec: Record) -> int:
     return max(size, RECORD_BYTES)
 
 
-class _Index:
-    """The candidates' grammars by key: who knows a key, and who claims an event."""
-
-    def __init__(self, grammars: Sequence[Grammar]) -> None:
-        self.grammars = list(grammars)
-        self.order = {g.name: i for i, g in enumerate(self.grammars)}
-        self.by_name = {g.name: g for g in self.grammars}
-        self.by_key: dict[str, list[tuple[Grammar, Shape]]] = {}
-        for g in self.grammars:
-            for s in g.vocabulary:
-                self.by_key.setdefault(s.key, []).append((g, s))
-            if g.document is not None:
-                self.by_key.setdefault("", []).append((g, g.document))
-        self.keep = frozenset(k for g in self.grammars for k in g.types(KEEP))
-        self.note = frozenset(k for g in self.grammars for k in g.types() if k not in self.keep)
-
-    def claims(self, key: str, data: Mapping[str, Any] | None) -> tuple[dict[str, Shape], bool]:
-        """The grammars that claim an event, each with the shape it fits, and whether one of them owns it.
-
-        An event one grammar owns (an ``own`` shape fits) is claimed by the owners alone. A record that was
-        not read (``data`` ``None``) is claimed by the grammars that know its key, owned by none.
-        """
-        fits: dict[str, Shape] = {}
-        owners: dict[str, Shape] = {}
-        for g, s in self.by_key.get(key, ()):
-            if s.fits(key, data):
-                fits.setdefault(g.name, s)
-                if s.own and data is not None:
-                    owners.setdefault(g.name, s)
-        return (owners, True) if owners else (fits, False)
-
-    def head(self, name: str) -> str:
-        family = self.by_name[name].family
-        return family if family in self.by_name else name
-
-
 class Engine:
     """The reading of one stream: which provider folds it, its runs and turns, and the verdict's facts.
 
@@ -166,8 +147,7 @@ class Engine:
         self.auto = provider if isinstance(provider, AutoProvider) else None
         self.fold: Provider | None = None if self.auto is not None else provider
         self.detect_bytes = detect_bytes
-        self._index = _Index([c.grammar for c in self.auto.candidates if c.grammar is not None]) if self.auto else None
-        self._classes = {c.name: c for c in self.auto.candidates} if self.auto else {}
+        self._index = self.auto.index() if self.auto else None
         #: What decided the provider (``"--provider"`` for a named one).
         self.detected_by = "--provider" if self.auto is None else ""
         #: Bumped whenever :meth:`retain` may answer differently (the parser re-reads it then).
@@ -227,7 +207,6 @@ class Engine:
 
     def _reset_retain(self) -> None:
         self._foreign: frozenset[str] = frozenset()
-        self._rivals: dict[str, tuple[Shape, ...]] = {}
         self._their_starts: frozenset[str] = frozenset()  # types other grammars start a run with, and it knows not
         g = self.grammar
         if self.auto is not None and self._index is not None and g is not None:
@@ -236,18 +215,13 @@ class Engine:
             # knows it only notes is no evidence: detection notes it too, so whether a line of it were decoded
             # would depend on whether it came in the chunk that decided.)
             idx = self._index
-            untyped_starts = any(s.key == "" for h in idx.grammars for s in h.starts)
+            untyped_starts = "" in idx.starts
             self._foreign = frozenset(
-                k for k in idx.by_key
+                k for k in idx.keys
                 if k in idx.keep and k not in g.types() and (k != "" or not g.typed or untyped_starts)
             )
             # (an untyped line that cannot be read says no type: nothing of it is evidence in a typed stream)
-            self._their_starts = frozenset(s.key for h in idx.grammars for s in h.starts if s.key) & self._foreign
-            # the marks other grammars own in the chosen one's types: only an event of one of them can re-decide
-            for key, pairs in self._index.by_key.items():
-                owned = tuple(s for h, s in pairs if s.own and h is not g and s not in g.vocabulary)
-                if owned and key in g.types():
-                    self._rivals[key] = owned
+            self._their_starts = (idx.starts - {""}) & self._foreign
         self.retain_version += 1
 
     # -- records ------------------------------------------------------------------------------------------------
@@ -472,7 +446,7 @@ class Engine:
         if owned and key:
             return True
         return g.explains(key, data) is None and any(
-            idx.by_name[n].role("starts", key, data) is not None for n in claims)
+            idx.grammar(n).role("starts", key, data) is not None for n in claims)
 
     def _detect_again(self, rec: Event | Noted, why: str, *, noted_unseen: bool = False) -> list[LiveEvent]:
         """An event a grammar claims where what came before it is no run of the stream's: lines of no known format
@@ -570,7 +544,9 @@ class Engine:
     def _new_fold(self, name: str) -> Provider:
         auto = self.auto
         assert auto is not None
-        cls = self._classes.get(name, GenericProvider)
+        idx = self._index
+        assert idx is not None
+        cls = idx.cls(name) if name in idx.order else GenericProvider
         fold = cls()
         fold.max_text, fold.live, fold.tool_output = auto.max_text, auto.live, auto.tool_output
         auto.chosen = fold
@@ -618,7 +594,8 @@ class Engine:
                 # held (the first DETECT_EVENTS): a stream shows its marks from its start, and a switch later would
                 # read on from there only; an event of a type it does not know re-decides until its end
                 return None
-            for s in self._rivals.get(key, ()):
+            # the marks other grammars own in the chosen one's types: only an event of one of them can re-decide
+            for s in idx.rivals(g, key):
                 if s.fits(key, rec.data):
                     break
             else:

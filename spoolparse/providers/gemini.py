@@ -20,6 +20,7 @@ import re
 from typing import Any, ClassVar
 
 from .._decode.records import Dropped, Event, Noted
+from .._regex import regex
 from . import _peek, traps
 from ._text import BoundedText
 from .base import MISSING, Answer, LiveEvent, Provider, as_int, clip, message_of, size_text, sum_usage
@@ -29,7 +30,7 @@ __all__ = ["GeminiProvider", "normalize_gemini_stats", "gemini_counts", "GRAMMAR
 
 
 # Gemini reports retries on stderr; an ``error`` event that speaks of one is a retry, not a failure.
-_RETRY = re.compile(r"\bretry|\bretrying|\battempt \d+", re.IGNORECASE)
+_RETRY = regex(r"\bretry|\bretrying|\battempt \d+", re.IGNORECASE)
 
 
 def _put(out: dict[str, Any], key: str, value: Any) -> None:

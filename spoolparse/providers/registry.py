@@ -2,55 +2,57 @@
 
 Apart from the package's face (:mod:`spoolparse.providers`) so that the
 engine's auto-detection can ask it for its candidates without a circle: the
-face imports the engine.
+face imports the engine. The names and where each provider lives are
+:mod:`spoolparse.providers.evidence`'s table: a provider's module is imported
+when its class is first asked for, so a run with a named provider imports that
+one alone.
 """
 
 from __future__ import annotations
 
-from .amp import AmpProvider
-from .antigravity import AntigravityProvider
+from collections.abc import Iterator, Mapping
+
+from . import evidence
 from .base import Provider
-from .claude import ClaudeProvider
-from .codex import CodexProvider
-from .copilot import CopilotProvider
-from .cursor import CursorProvider
-from .droid import DroidProvider
-from .gemini import GeminiProvider
+from .evidence import names
 from .generic import GenericProvider
 from .grammar import Grammar
-from .kilo import KiloProvider
-from .kimi import KimiProvider
-from .opencode import OpencodeProvider
-from .qwen import QwenProvider
 
 __all__ = ["PROVIDERS", "FALLBACK", "names", "grammars"]
 
-#: Specific providers. ``generic`` is the fallback, never detected. Detection asks every grammar
-#: at once; this order only breaks a tie where no evidence can (and orders the docs' tables).
-#: Qwen Code, Amp and Cursor are Claude's look-alikes (their grammars' ``family``): a stream with
-#: none of their own marks reads as Claude's. Kilo prints opencode's stream unchanged: it is
-#: chosen by name only.
-PROVIDERS: dict[str, type[Provider]] = {
-    CodexProvider.name: CodexProvider,
-    QwenProvider.name: QwenProvider,
-    AmpProvider.name: AmpProvider,
-    CursorProvider.name: CursorProvider,
-    DroidProvider.name: DroidProvider,
-    ClaudeProvider.name: ClaudeProvider,
-    GeminiProvider.name: GeminiProvider,
-    OpencodeProvider.name: OpencodeProvider,
-    KiloProvider.name: KiloProvider,
-    CopilotProvider.name: CopilotProvider,
-    KimiProvider.name: KimiProvider,
-    AntigravityProvider.name: AntigravityProvider,
-}
+
+class _Registry(Mapping[str, type[Provider]]):
+    """Specific providers by name, in :data:`~spoolparse.providers.evidence.REGISTERED`'s order; each class is
+    imported when it is first looked up."""
+
+    def __init__(self) -> None:
+        self._at = {e.name: e.at for e in evidence.TABLE}
+        self._loaded: dict[str, type[Provider]] = {}
+
+    def __getitem__(self, name: str) -> type[Provider]:
+        cls = self._loaded.get(name)
+        if cls is None:
+            cls = self._loaded[name] = evidence.load(self._at[name])  # KeyError: no such provider
+        return cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._at  # without importing it
+
+    def __repr__(self) -> str:
+        return f"<providers {', '.join(self._at)}>"
+
+
+#: Specific providers (see :data:`~spoolparse.providers.evidence.REGISTERED` for their order).
+PROVIDERS: Mapping[str, type[Provider]] = _Registry()
 FALLBACK: type[Provider] = GenericProvider
 
 
-def names() -> list[str]:
-    return ["auto", *PROVIDERS, FALLBACK.name]
-
-
 def grammars() -> list[Grammar]:
-    """Every registered provider's grammar, in registry order."""
+    """Every registered provider's grammar, in registry order (this imports every provider)."""
     return [cls.grammar for cls in PROVIDERS.values() if cls.grammar is not None]

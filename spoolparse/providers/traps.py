@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._regex import regex
 from ._text import message_text
 from .base import clip, message_of
 
@@ -66,7 +67,7 @@ def _str(value: Any) -> str | None:
 # -- qwen ---------------------------------------------------------------------
 
 #: The whole result is Qwen Code's rendering of a failed API call: ``[API Error: <the provider's message>]``.
-_QWEN_API_ERROR = re.compile(r"\[API Error: [^\n]*\]", re.DOTALL)
+_QWEN_API_ERROR = regex(r"\[API Error: [^\n]*\]", re.DOTALL)
 
 
 def _qwen_api_error(d: Mapping[str, Any]) -> str | None:
@@ -151,7 +152,7 @@ def _antigravity_denied(d: Mapping[str, Any]) -> str | None:
 # -- kimi ---------------------------------------------------------------------
 
 #: Kimi Code writes a prompt hook's result as an assistant message: "<HookEvent> hook blocked\n\n<its output>".
-_KIMI_HOOK_BLOCKED = re.compile(r"([A-Z][A-Za-z]*) hook blocked\n\n(.*)", re.DOTALL)
+_KIMI_HOOK_BLOCKED = regex(r"([A-Z][A-Za-z]*) hook blocked\n\n(.*)", re.DOTALL)
 
 
 def _kimi_hook_blocked(d: Mapping[str, Any]) -> str | None:

@@ -12,21 +12,24 @@ from __future__ import annotations
 
 import re
 
+from .._regex import regex
+
 __all__ = ["cause", "MAX_CAUSE"]
 
 #: Longest cause kept (characters); longer sentences are cut, so two that differ only past it are one cause.
 MAX_CAUSE = 300
 
-_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_UUID = regex(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 # a long run of hex digits with a digit in it (hashes, request ids), or a word_ or word- prefixed token with digits
-_HEX = re.compile(r"\b(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{12,}\b")
-_TOKEN = re.compile(r"\b[A-Za-z]{1,12}[_-](?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{8,}\b")
+_HEX = regex(r"\b(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{12,}\b")
+_TOKEN = regex(r"\b[A-Za-z]{1,12}[_-](?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{8,}\b")
 # an absolute, home or relative path with at least two parts (a URL's path included)
-_PATH = re.compile(r"(?:(?<=[\s'\"(=:])|^)(?:~|\.{1,2})?/[^\s'\"()<>,;]*[^\s'\"()<>,;.:]")
-_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+")
+_PATH = regex(r"(?:(?<=[\s'\"(=:])|^)(?:~|\.{1,2})?/[^\s'\"()<>,;]*[^\s'\"()<>,;.:]")
+_URL = regex(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+")
 # a number, and the word before it when that word makes the number part of the cause (HTTP 429, status 137)
-_NUMBER = re.compile(r"(\b(?:HTTP|status|code|exit|signal|error)[ :]+)?(?<![\w.])\d+(?:[.,]\d+)*(?!\w)", re.I)
-_SPACE = re.compile(r"\s+")
+_NUMBER = regex(r"(\b(?:HTTP|status|code|exit|signal|error)[ :]+)?(?<![\w.])\d+(?:[.,]\d+)*(?!\w)", re.I)
+_SPACE = regex(r"\s+")
+
 
 
 def _number(m: re.Match[str], text: str) -> str:

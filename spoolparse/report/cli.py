@@ -7,7 +7,7 @@ import os
 import sys
 from typing import IO, Any
 
-from .._cli_common import emit_json, warn
+from .._cli_common import COMMANDS, emit_json, warn
 from ..errors import UsageError
 
 __all__ = ["register"]
@@ -25,7 +25,7 @@ def register(sub: Any) -> None:
     """Add ``report`` to the ``spoolparse`` command."""
     r = sub.add_parser(
         "report",
-        help="sum up a batch's outcomes: verdicts, failure causes, tokens and cost, durations, memory",
+        help=COMMANDS["report"],
         description="Read the NDJSON outcomes of 'spoolparse batch' (a file, or - for stdin) once and print "
         "counts by verdict, failures grouped by cause, tokens and cost by CLI and model, durations, attempts "
         "and peak memory; as tables on stdout, as JSON (--json), and as one HTML page (--html FILE).",

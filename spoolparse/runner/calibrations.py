@@ -28,7 +28,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import re
 import stat
 import time
 from collections.abc import Sequence
@@ -38,6 +37,7 @@ import orjson
 
 from .._decode.jsonout import dumps
 from .._dirfd import NotOurs, make_unique_file, open_path, refusal, unlink_at
+from .._regex import regex
 
 __all__ = ["calibrations_path", "record", "recorded", "listing", "command_key", "MAX_BYTES", "LAUNCHERS"]
 
@@ -54,9 +54,9 @@ LAUNCHERS = frozenset({
 })
 
 #: An argument that picks a CLI's mode: a subcommand word (``exec``, ``run``) or a switch (``-p``, ``--print``).
-_SELECTOR = re.compile(r"[a-z][a-z0-9_-]{0,31}|--?[A-Za-z][A-Za-z0-9-]{0,31}")
-_VERSION = re.compile(r"[0-9.]+$")
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_SELECTOR = regex(r"[a-z][a-z0-9_-]{0,31}|--?[A-Za-z][A-Za-z0-9-]{0,31}")
+_VERSION = regex(r"[0-9.]+$")
+_ASSIGNMENT = regex(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def command_key(argv: Sequence[str]) -> str:

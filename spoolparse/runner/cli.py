@@ -16,7 +16,6 @@ import contextlib
 import inspect
 import logging
 import os
-import re
 import shutil
 import signal
 import sys
@@ -27,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .. import _limits
 from .._cli_common import (
+    COMMANDS,
     EXIT_INTERRUPTED,
     EXIT_NOT_OK,
     EXIT_OK,
@@ -39,6 +39,7 @@ from .._cli_common import (
     positive_size,
     warn,
 )
+from .._regex import regex
 from .._signals import Interrupted, as_interrupted, helper_thread, interrupts
 from .._terminal import printable
 from ..errors import UsageError
@@ -141,7 +142,7 @@ def register(sub: Any) -> None:
     """Add ``batch`` and ``calibrate`` to the ``spoolparse`` command."""
     b = sub.add_parser(
         "batch",
-        help="run many tasks (NDJSON lines) with bounded concurrency and memory; NDJSON outcomes on stdout",
+        help=COMMANDS["batch"],
         description="Run the tasks of TASKS.jsonl (or - for stdin), at most -j at once, starting each only when "
         "memory allows; print one NDJSON outcome per task as it ends. Exit 0 when every task is ok, 1 when one "
         "is not, 2 on a usage error, 125 on a failure of spoolparse itself, 128+N on signal N.",
@@ -225,7 +226,7 @@ def register(sub: Any) -> None:
 
     c = sub.add_parser(
         "calibrate",
-        help="measure a command's peak memory at rising concurrency and recommend -j and --memory-per-task",
+        help=COMMANDS["calibrate"],
         description="Run CMD at concurrency 1, 2, 4, ... sampling each run's process-tree peak memory and wall "
         "time; stop before memory pressure; print the per-task peak and the recommended -j and "
         "--memory-per-task for this host as one JSON object.",
@@ -362,7 +363,7 @@ class _Progress:
 
 
 #: The end of a line with something on it (a blank line gets no outcome, so it does not count).
-_LINE_END = re.compile(rb"[^\n]\n")
+_LINE_END = regex(rb"[^\n]\n")
 
 
 def _count_lines(path: str) -> int | None:

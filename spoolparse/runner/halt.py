@@ -15,15 +15,15 @@ Both the local runner and the Ray driver ask :meth:`Halt.reached`.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from .._regex import regex
 from ..errors import UsageError
 
 __all__ = ["Halt", "Tally", "parse_halt"]
 
-_SPEC = re.compile(r"^(soon|now)(?:,(fail|success)=(\d+(?:\.\d+)?)(%)?)?$")
+_SPEC = regex(r"^(soon|now)(?:,(fail|success)=(\d+(?:\.\d+)?)(%)?)?$")
 
 
 @dataclass(frozen=True)
