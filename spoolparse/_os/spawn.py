@@ -15,7 +15,11 @@ answer. It reaches only the direct child; the guardian
 Three ways to start a child (:func:`start_way` picks one, for
 :class:`spoolparse.child.Child`), each leaving nothing behind if we die at
 any instant, and each running the program with one ``execve`` whose error
-is the start's :class:`~spoolparse.SpawnError`, never a shell's exit status:
+is the start's :class:`~spoolparse.SpawnError`, never a shell's exit status.
+Every way first asks :func:`exec_check` what the kernel will make of the
+program, which also follows a ``#!/usr/bin/env NAME`` line to ``NAME`` on
+the child's ``PATH`` (``env`` would exit 127 after an ``exec`` that
+worked):
 
 - **direct**, when there is no cgroup to join and no ``preexec_fn``: one
   ``exec`` through ``vfork``, no parent-death signal. The child carries our
@@ -274,10 +278,65 @@ def _script_interpreter(head: bytes) -> str | None:
     return os.fsdecode(name) if name else None
 
 
+def _script_argument(head: bytes) -> bytes | None:
+    """The one argument the kernel passes a ``#!`` line's interpreter (what follows its name, the spaces and
+    tabs around it trimmed), as its ``load_script`` cuts it; ``None`` when there is none, or when the line
+    goes on past the bytes the kernel reads (then only the interpreter can tell what it got)."""
+    if b"\n" not in head[:_BINPRM_BUF] and len(head) >= _BINPRM_BUF:
+        return None
+    buf = head[:_BINPRM_BUF].ljust(_BINPRM_BUF, b"\0")
+    end = buf.find(b"\n")
+    line = buf[2:end].rstrip(b" \t").lstrip(b" \t")
+    name_end = min((i for i in (line.find(c) for c in (b" ", b"\t", b"\0")) if i >= 0), default=-1)
+    if name_end < 0 or line[name_end] == 0:
+        return None
+    arg = line[name_end + 1 :].lstrip(b" \t").split(b"\0", 1)[0]
+    return arg or None
+
+
+#: What ``env -S`` would read as more than words (quotes, escapes, variables, a comment): not judged here.
+_ENV_SPECIAL = frozenset(b"'\"\\$#")
+
+
+def _env_program(arg: bytes | None) -> str | None:
+    """The program ``env`` runs when a ``#!`` line gives it ``arg`` (``#!/usr/bin/env node``, ``#!/usr/bin/env
+    -S node --flag``), as GNU env reads its one argument; ``None`` when it runs none, or when telling would
+    take more than this (another option, an assignment, quoting): env alone then decides."""
+    if arg is None:
+        return None
+    if arg.startswith(b"-S"):
+        if _ENV_SPECIAL.intersection(arg):
+            return None
+        words = arg[2:].split()
+        if not words or words[0].startswith(b"-") or b"=" in words[0]:
+            return None
+        return os.fsdecode(words[0])
+    if arg.startswith(b"-") or b"=" in arg:
+        return None
+    return os.fsdecode(arg)  # the whole argument, spaces and all: env looks for that very name
+
+
+def _env_check(interpreter: str, head: bytes, env: Mapping[str, str] | None,
+               cwd: str | os.PathLike[str] | None) -> None:
+    """For a ``#!`` line whose interpreter is ``env``: raise what ``env`` would meet looking its program up on
+    the child's ``PATH`` (exit 127 for one not found, 126 for one it cannot execute), before the fork."""
+    program = _env_program(_script_argument(head))
+    if program is None:
+        return
+    try:
+        _find(program, env, cwd)
+    except OSError as e:
+        why = "was not found" + ("" if os.sep in program else " on the PATH") if e.errno == errno.ENOENT else (
+            "cannot be executed")
+        raise OSError(e.errno, f"its #! line's program (run by {interpreter}) {why}", program) from None
+
+
 def _verdict(
-    path: str, cwd: str | os.PathLike[str] | None, depth: int, *, role: str | None = None, loader: bool = False
+    path: str, cwd: str | os.PathLike[str] | None, depth: int, *, role: str | None = None, loader: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> bool:
-    """:func:`exec_check` for one file the kernel opens: the program (``role`` ``None``) or an interpreter."""
+    """:func:`exec_check` for one file the kernel opens: the program (``role`` ``None``) or an interpreter;
+    ``env``: the child's environment, whose ``PATH`` a ``#!/usr/bin/env NAME`` line's ``NAME`` is looked up on."""
     where = _where(path, cwd)
     if depth > _MAX_DEPTH:
         raise OSError(errno.ELOOP, f"#! interpreters nested more than {_MAX_DEPTH} deep")
@@ -308,7 +367,10 @@ def _verdict(
     interpreter = _script_interpreter(head)
     if interpreter is None:
         return False
-    return _verdict(interpreter, cwd, depth + 1, role="its #! interpreter")
+    runs = _verdict(interpreter, cwd, depth + 1, role="its #! interpreter", env=env)
+    if runs and os.path.basename(interpreter) == "env":
+        _env_check(interpreter, head, env, cwd)
+    return runs
 
 
 def _where(path: str, cwd: str | os.PathLike[str] | None) -> str:
@@ -343,6 +405,12 @@ def exec_check(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathL
             raise OSError(e.errno, e.strerror, os.fspath(cwd)) from None
         if not is_dir:
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), os.fspath(cwd))
+    return _verdict(_find(argv0, env, cwd), cwd, 0, env=env)
+
+
+def _find(argv0: str, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> str:
+    """The file ``execvp`` would run for ``argv0``; raises its ``ENOENT`` (none found) or ``EACCES`` (only
+    files that cannot be executed)."""
     err = errno.ENOENT
     for path in _candidates(argv0, env, cwd):
         where = _where(path, cwd)
@@ -351,7 +419,7 @@ def exec_check(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathL
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode) and os.access(where, os.X_OK):
-            return _verdict(path, cwd, 0)
+            return path
         err = errno.EACCES
     raise OSError(err, os.strerror(err), argv0)
 
@@ -410,10 +478,13 @@ def start_way(
     (its ``setpriv`` would hand a program the kernel refuses to ``/bin/sh``). Raises what
     :func:`exec_check` finds wrong before the fork.
     """
+    # every way: what the kernel refuses is raised before the fork, and so is the one failure the kernel cannot
+    # see (a #!/usr/bin/env line's program missing from the child's PATH: env would exit 127 after the exec)
+    runs = exec_check(program[0], env=env, cwd=cwd)
     if marked and not preexec_fn and not cgroups:
         return "direct"
     if marked and devnull_stdin and not preexec_fn and gated_argv(program, []) is not None:
-        return "gated" if exec_check(program[0], env=env, cwd=cwd) else "preexec"
+        return "gated" if runs else "preexec"
     return "preexec"
 
 
