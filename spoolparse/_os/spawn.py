@@ -12,7 +12,7 @@ The signal is SIGKILL: by the time it fires nobody is left to read the
 answer. It reaches only the direct child; the guardian
 (:mod:`spoolparse._os.guardian`) ends the rest of its group and cgroup.
 
-Three ways to start a child (:func:`start_way` picks one, for
+Four ways to start a child (:func:`start_way` picks one, for
 :class:`spoolparse.child.Child`), each leaving nothing behind if we die at
 any instant, and each running the program with one ``execve`` whose error
 is the start's :class:`~spoolparse.SpawnError`, never a shell's exit status.
@@ -25,23 +25,28 @@ worked):
   ``exec`` through ``vfork``, no parent-death signal. The child carries our
   owner mark in its environment, which covers the instant between the fork
   and the guardian's hold (:mod:`spoolparse._os.guardian` sweeps it a while
-  after we are gone, for a child still in its ``exec``). The cheapest
-  start: one program run instead of three.
+  after we are gone, for a child still in its ``exec``).
+- **joined** (:mod:`.joined`), when its cgroups are v1 ones: the guardian
+  is told of them first, the forking thread steps into them, and the same
+  one ``exec`` through ``vfork`` starts the child inside them. No
+  parent-death signal is needed: the guardian holds the cgroups before the
+  child exists, and kills what is in them when we die, what left our
+  groups and cleared its environment included.
 - **gated** (:func:`gated_argv`, :class:`Gate`), when the child must join
-  cgroups before it runs and its stdin is ``/dev/null``: no Python runs
-  between fork and exec, so :mod:`subprocess` still uses ``vfork`` (a
+  cgroups a thread cannot (v2) and its stdin is ``/dev/null``: no Python
+  runs between fork and exec, so :mod:`subprocess` still uses ``vfork`` (a
   ``fork``'s page-table copy and the parent's write faults that follow grow
   with our memory: 5 ms against 0.5 ms of parent CPU here). The child runs a
   few lines of ``/bin/sh`` that join its cgroups and wait on the gate, a
-  pipe as stdin, until the parent has told the guardian about the group;
-  then ``setpriv --pdeathsig KILL`` execs the agent with stdin
-  ``/dev/null``. If we die before opening the gate, the child reads end of
-  file and exits without running anything. ``setpriv`` execs with
-  ``execvp``, which hands a file the kernel refuses (``ENOEXEC``) to
-  ``/bin/sh`` as a script: so this way is only for a program
-  :func:`exec_check` knows the kernel runs (an ELF executable of this
-  machine, or a ``#!`` script whose interpreters end in one), and whatever
-  it finds wrong is raised before the fork.
+  pipe as stdin, until the parent has told the guardian about the group and
+  cgroups; then the shell execs the agent with stdin ``/dev/null``: two
+  ``exec``s, and no parent-death signal, since the guardian holds all of it
+  before the agent runs. If we die before opening the gate, the child reads
+  end of file and exits without running anything. The shell's ``exec``
+  hands a file the kernel refuses (``ENOEXEC``) to ``/bin/sh`` as a script:
+  so this way is only for a program :func:`exec_check` knows the kernel
+  runs (an ELF executable of this machine, or a ``#!`` script whose
+  interpreters end in one).
 - **preexec** (:func:`deathsig_preexec` and the guardian's ``Registration``)
   otherwise: the same steps in a ``preexec_fn``, which makes
   :mod:`subprocess` ``fork``. Also for a program only ``execve`` can judge
@@ -58,10 +63,8 @@ import errno
 import functools
 import os
 import queue
-import shutil
 import signal
 import stat
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -120,38 +123,18 @@ _SHIM = (
     'IFS= read -r go || exit 126; exec "$@" </dev/null'
 )
 _SH = "/bin/sh"
-_deathsig_exec: list[str] | None = None
-_deathsig_checked = False
-_deathsig_lock = threading.Lock()
 
 
-def _find_deathsig_exec() -> list[str] | None:
-    """``setpriv --pdeathsig KILL --`` where util-linux has it (checked once by running it)."""
-    global _deathsig_exec, _deathsig_checked
-    with _deathsig_lock:
-        if not _deathsig_checked:
-            _deathsig_checked = True
-            setpriv = shutil.which("setpriv", path="/usr/bin:/bin:/usr/sbin:/sbin")
-            if setpriv is not None and _prctl is not None and os.access(_SH, os.X_OK):
-                cmd = [setpriv, "--pdeathsig", "KILL", "--"]
-                with contextlib.suppress(OSError, subprocess.SubprocessError):
-                    probe = subprocess.run(
-                        [*cmd, _SH, "-c", ":"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL, timeout=10,
-                    )
-                    if probe.returncode == 0:
-                        _deathsig_exec = cmd
-        return _deathsig_exec
+@functools.cache
+def _have_sh() -> bool:
+    return os.access(_SH, os.X_OK)
 
 
 def gated_argv(argv: list[str], cgroup_procs: list[str]) -> list[str] | None:
     """The argv that starts ``argv`` behind a :class:`Gate`, or ``None`` where that cannot be done here."""
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or not _have_sh():
         return None
-    deathsig = _deathsig_exec if _deathsig_checked else _find_deathsig_exec()
-    if deathsig is None:
-        return None
-    return [_SH, "-c", _SHIM, "spoolparse-start", str(len(cgroup_procs)), *cgroup_procs, *deathsig, *argv]
+    return [_SH, "-c", _SHIM, "spoolparse-start", str(len(cgroup_procs)), *cgroup_procs, *argv]
 
 
 class Gate:
@@ -467,15 +450,16 @@ def _what_is(argv0: str, env: Mapping[str, str] | None, cwd: str | os.PathLike[s
 
 
 def start_way(
-    program: list[str], *, marked: bool, cgroups: bool, devnull_stdin: bool, preexec_fn: bool,
+    program: list[str], *, marked: bool, cgroups: bool, joinable: bool, devnull_stdin: bool, preexec_fn: bool,
     env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None,
 ) -> str:
     """How :class:`spoolparse.child.Child` starts ``program`` (the module's docstring): ``"direct"``,
-    ``"gated"`` or ``"preexec"``. The one place this is decided.
+    ``"joined"``, ``"gated"`` or ``"preexec"``. The one place this is decided. ``joinable``: the forking
+    thread can step into the cgroups and back (cgroup v1, :func:`.joined.homes`).
 
-    Every way execs the program once with ``execve`` and reports its error: the direct and preexec starts
-    through :mod:`subprocess`, the gated one only for a program :func:`exec_check` knows the kernel runs
-    (its ``setpriv`` would hand a program the kernel refuses to ``/bin/sh``). Raises what
+    Every way execs the program once with ``execve`` and reports its error: the direct, joined and preexec
+    starts through :mod:`subprocess`, the gated one only for a program :func:`exec_check` knows the kernel
+    runs (its shell's ``exec`` would hand a program the kernel refuses to ``/bin/sh``). Raises what
     :func:`exec_check` finds wrong before the fork.
     """
     # every way: what the kernel refuses is raised before the fork, and so is the one failure the kernel cannot
@@ -483,6 +467,8 @@ def start_way(
     runs = exec_check(program[0], env=env, cwd=cwd)
     if marked and not preexec_fn and not cgroups:
         return "direct"
+    if marked and not preexec_fn and joinable:
+        return "joined"
     if marked and devnull_stdin and not preexec_fn and gated_argv(program, []) is not None:
         return "gated" if runs else "preexec"
     return "preexec"
