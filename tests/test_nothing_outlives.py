@@ -87,15 +87,22 @@ def _kill_9_once_the_agent_is_under_way(
     what is left of them after 5 s."""
     token, env = marker()
     p = start(env, agent) if start is not None else _start_run(env, agent=agent)
+    _kill_9_when(p, lambda: len(_sleepers(token)) == 2, lambda: marked_pids(token))
+    return wait_gone(token, timeout=5.0)
+
+
+def _kill_9_when(p: subprocess.Popen[bytes], ready: Callable[[], bool], seen: Callable[[], object],
+                 timeout: float = 30.0) -> None:
+    """``kill -9`` of ``p`` once ``ready()`` (``seen()`` says what was there if it never is); never left
+    running."""
     try:
-        assert wait_for(lambda: len(_sleepers(token)) == 2), marked_pids(token)
+        assert wait_for(ready, timeout=timeout), seen()
         p.kill()
         p.wait(10)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    return wait_gone(token, timeout=5.0)
 
 
 def test_kill_9_of_run_takes_its_agents_with_it() -> None:
@@ -399,14 +406,7 @@ def test_kill_9_before_a_joined_start_is_held_takes_even_an_unmarked_escapee(tmp
     started = tmp_path / "escapee-pid"
     argv = escaping(tag, "exec sleep 300", started)
     p = subprocess.Popen([sys.executable, "-c", _JOINED_NOT_HELD, *argv], stdout=subprocess.DEVNULL)
-    try:
-        assert wait_for(lambda: started.exists() and sleeping(tag) != [], timeout=60)
-        p.kill()
-        p.wait(10)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    _kill_9_when(p, lambda: started.exists() and sleeping(tag) != [], lambda: sleeping(tag), timeout=60)
     assert wait_for(lambda: not sleeping(tag), timeout=10), sleeping(tag)
 
 
