@@ -378,8 +378,8 @@ def exec_check(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathL
     ELF executable of this machine's kind, or a ``#!`` script whose interpreters end in one. ``False`` when
     only ``execve`` can tell (another machine's ELF file, which ``binfmt_misc`` may run; a file of no known
     kind): such a program must be started by a start that reports ``execve``'s error, never through a
-    program that would hand it to ``/bin/sh`` on ``ENOEXEC`` as ``execvp`` does (``setpriv``, the shell's
-    ``exec``).
+    program that would hand it to ``/bin/sh`` on ``ENOEXEC`` as ``execvp`` does (the gated start's
+    shell ``exec``).
     """
     if cwd is not None:  # the child's chdir comes first, and fails first
         try:
