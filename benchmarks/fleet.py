@@ -18,6 +18,7 @@ and keeping the last answer, as the reference. Each measurement runs in a fresh 
     python benchmarks/fleet.py                      # N = 50, 200, 500, 1000; every supervisor
     python benchmarks/fleet.py --agents 200 --only run_many,asyncio --ticks 50
     python benchmarks/fleet.py --spool-dir /mnt/jext4   # spools on another filesystem
+    python benchmarks/fleet.py --agents 500 --threads   # where batch's CPU goes, thread by thread
 
 Where the spools live matters on an ext4 *without a journal* (this machine's root filesystem): there
 each new inode skips every inode of its block group freed in the last seconds to minutes
@@ -157,6 +158,40 @@ async def one(lat):
     return 0
 """ + GATHER
 
+# ``batch`` run in-process, for where its CPU goes: each thread's CPU time (its clock), read every 50 ms while
+# it lives; the spawner threads summed. Outcomes go to /dev/null.
+THREADS = COMMON + r"""
+import tempfile, threading
+from spoolparse.cli import main
+tasks = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+for i in range(n):
+    tasks.write(json.dumps({"id": str(i), "cmd": argv}) + "\n")
+tasks.close()
+cpu = {}
+stop = threading.Event()
+def watch():
+    while not stop.wait(0.05):
+        for t in threading.enumerate():
+            if t is not threading.current_thread():
+                try:
+                    cpu[t.name] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+                except (OSError, TypeError):
+                    pass
+threading.Thread(target=watch, name="watch", daemon=True).start()
+real_out = os.dup(1)
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+t0 = time.monotonic()
+main(["batch", "-j", str(n), "--memory-per-task", str(1 << 20), "--no-progress", tasks.name])
+wall = time.monotonic() - t0
+stop.set()
+os.unlink(tasks.name)
+by = {}
+for name, s in cpu.items():
+    key = "spawner threads" if name.startswith("spoolparse-spawn") else name
+    by[key] = by.get(key, 0.0) + s
+os.write(real_out, (json.dumps({"wall_s": wall, "threads": by}) + "\n").encode())
+"""
+
 SCRIPTS = {"run_many": RUN_MANY, "arun_many": ARUN_MANY, "arun": ARUN, "batch": BATCH, "asyncio": ASYNCIO}
 
 
@@ -178,6 +213,18 @@ def measure(sup: str, n: int, ticks: int, interval: float) -> dict[str, object]:
             "lat_max_ms": 1000 * max(lat, default=float("nan")), "rss_mib": r["hwm_kib"] / 1024}
 
 
+def threads(n: int, ticks: int, interval: float) -> str:
+    """Where ``batch``'s CPU goes with ``n`` agents: seconds of CPU per thread, and their share of a core."""
+    out = subprocess.run([sys.executable, "-c", THREADS, str(n), str(ticks), str(interval), AGENT],
+                         capture_output=True, text=True, cwd=ROOT, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"batch x{n} failed ({out.returncode}): {out.stderr[-2000:]}")
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    wall, by = r["wall_s"], r["threads"]
+    parts = ", ".join(f"{k} {v:.2f} s ({100 * v / wall:.1f} %)" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
+    return f"{sum(by.values()):.2f} s of CPU over {wall:.1f} s: {parts}"
+
+
 def spool_fs(path: str) -> str:
     """``path``'s filesystem type, and whether an ext4 one has a journal (``/proc/fs/jbd2`` lists those)."""
     best, fstype, dev = "", "?", ""
@@ -195,6 +242,30 @@ def spool_fs(path: str) -> str:
     return "ext4 with a journal" if any(j.startswith(name + "-") for j in journals) else "ext4 without a journal"
 
 
+def raise_fd_limit() -> None:
+    """The soft limit on open files up to the hard one: the measured processes inherit it (1,000 agents need
+    fds)."""
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def table(rows: list[dict[str, object]]) -> str:
+    """The rows as Markdown, each spoolparse row with its parent CPU as a ratio to the bare asyncio
+    supervisor's on the same number of agents (the ``asyncio`` row of the same run)."""
+    ref = {r["agents"]: r for r in rows if r["supervisor"] == "asyncio"}
+    out = ["| supervisor | agents | answers | parent CPU (% of a core) | × asyncio | p50 ms | p99 ms | max ms "
+           "| peak RSS MiB | wall s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        base = ref.get(r["agents"])
+        x = f"{float(r['cpu_pct']) / float(base['cpu_pct']):.2f}" if base and r is not base else ""  # type: ignore[arg-type]
+        out.append(f"| {r['supervisor']} | {r['agents']} | {r['answers']} | {float(r['cpu_pct']):.1f} | {x} "  # type: ignore[arg-type]
+                   f"| {float(r['lat_p50_ms']):.0f} | {float(r['lat_p99_ms']):.0f} | {float(r['lat_max_ms']):.0f} "  # type: ignore[arg-type]
+                   f"| {float(r['rss_mib']):.0f} | {float(r['wall_s']):.1f} |")  # type: ignore[arg-type]
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agents", default="50,200,500,1000", help="comma-separated fleet sizes")
@@ -202,14 +273,17 @@ def main() -> int:
     ap.add_argument("--ticks", type=int, default=100, help="lines per agent (default 100: ~10 s at 0.1 s)")
     ap.add_argument("--interval", type=float, default=0.1, help="seconds between an agent's lines")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument("--threads", action="store_true",
+                    help="instead: batch's CPU by thread (the loop, the spawner threads, the reader of outcomes...)")
     ap.add_argument("--spool-dir", metavar="DIR", help="where the agents' spools go (default: the temp dir)")
     args = ap.parse_args()
     if args.spool_dir:
         os.environ["PDD_AGENT_SPOOL_DIR"] = args.spool_dir  # the measured processes inherit it
-    import resource
-
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # children inherit it: 1,000 agents need fds
+    raise_fd_limit()
+    if args.threads:
+        for n in (int(x) for x in args.agents.split(",")):
+            print(f"batch, {n} agents:", threads(n, args.ticks, args.interval), flush=True)
+        return 0
     rows = []
     import tempfile
 

@@ -4,12 +4,14 @@
     python benchmarks/runner_peers.py                # 2,000 `true` at -j 8, median of 3
     python benchmarks/runner_peers.py --tasks 300 --json
 
-Approaches: ``spoolparse.run_many`` (when the runner is installed), a bare
-``ThreadPoolExecutor`` + ``Popen`` loop, ``asyncio`` subprocesses under a
+Approaches: ``spoolparse.run_many`` (when the runner is installed), the
+``spoolparse batch`` command, a bare ``ThreadPoolExecutor`` + ``Popen`` loop, ``asyncio`` subprocesses under a
 ``Semaphore``, ``xargs -P`` and GNU ``parallel -j`` (installed with apt-get
 when missing and possible). Each run is a fresh process; Python approaches
-time themselves after imports, the command-line tools are timed by wall clock
-from here (their start-up is part of them).
+time themselves after imports, the command-line tools (``spoolparse batch``
+among them) are timed by wall clock from here (their start-up is part of them).
+A ``true`` prints no answer: every spoolparse task says ``allow_empty_answer``,
+so that it counts as ok.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ RUN_MANY = r"""
 import json, resource, sys, time
 import spoolparse
 run_many = spoolparse.run_many  # the runner's modules load on first use: an import, before the clock like the others'
+from spoolparse.runner import Task
 n, j = int(sys.argv[1]), int(sys.argv[2])
 t = time.perf_counter()
-ok = sum(o.ok for o in run_many((["true"] for _ in range(n)), max_concurrent=j))
+tasks = (Task(argv=["true"], allow_empty_answer=True) for _ in range(n))
+ok = sum(o.ok for o in run_many(tasks, max_concurrent=j))
 dt = time.perf_counter() - t
 assert ok == n, ok
 print(json.dumps({"seconds": dt, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
@@ -87,6 +91,16 @@ def _tool(argv: list[str], n: int) -> dict[str, float]:
     return {"seconds": m.wall, "rss_kib": m.rss_kib}
 
 
+def _batch_cli(n: int, j: int) -> dict[str, float]:
+    """``spoolparse batch - -j J``, the tasks on its stdin; wall clock and its peak RSS (KiB). Every outcome
+    must be ok (a count of its stdout's lines that say so)."""
+    argv = [sys.executable, "-m", "spoolparse", "batch", "-", "-j", str(j), "--allow-empty-answer", "--no-progress"]
+    m = timed(argv, stdin=b'["true"]\n' * n)
+    ok = sum(b'"verdict":"ok"' in line for line in m.stdout.splitlines())
+    assert ok == n, (ok, m.stdout[-500:])
+    return {"seconds": m.wall, "rss_kib": m.rss_kib}
+
+
 def ensure_parallel() -> str | None:
     """GNU parallel's path, installing it with apt-get when it is missing and that is possible."""
     found = shutil.which("parallel")
@@ -113,6 +127,7 @@ def measure(n: int, j: int, repeat: int) -> list[dict[str, Any]]:
     plans: list[tuple[str, Any]] = []
     if has_run_many():
         plans.append(("spoolparse.run_many", lambda: _python(RUN_MANY, n, j)))
+        plans.append((f"spoolparse batch -j {j}", lambda: _batch_cli(n, j)))
     plans.append(("ThreadPoolExecutor+Popen", lambda: _python(THREADPOOL, n, j)))
     plans.append((f"asyncio+Semaphore({j})", lambda: _python(ASYNCIO, n, j)))
     plans.append((f"xargs -P {j}", lambda: _tool(["xargs", "-P", str(j), "-n", "1", "true"], n)))
@@ -140,17 +155,21 @@ def measure(n: int, j: int, repeat: int) -> list[dict[str, Any]]:
 def table(rows: list[dict[str, Any]]) -> str:
     base = {r["approach"]: r for r in rows if "seconds" in r}
     ref = base.get("ThreadPoolExecutor+Popen")
+    sp = base.get("spoolparse.run_many")  # "spoolparse × it": run_many's tasks/s over the peer's
     out = [
-        "| approach | tasks | s (median) | tasks/s | × ThreadPool+Popen | peak RSS MiB |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| approach | tasks | s (median) | tasks/s | × ThreadPool+Popen | spoolparse × it | peak RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         if "seconds" not in r:
-            out.append(f"| {r['approach']} | skipped: {r['skipped']} | | | | |")
+            out.append(f"| {r['approach']} | skipped: {r['skipped']} | | | | | |")
             continue
         ratio = f"{r['tasks_per_s'] / ref['tasks_per_s']:.2f}" if ref else "–"
+        ours = ""
+        if sp is not None and not r["approach"].startswith("spoolparse"):
+            ours = f"{sp['tasks_per_s'] / r['tasks_per_s']:.2f}"
         out.append(
-            f"| {r['approach']} | {r['tasks']} | {r['seconds']:.2f} | {r['tasks_per_s']:.0f} | {ratio} "
+            f"| {r['approach']} | {r['tasks']} | {r['seconds']:.2f} | {r['tasks_per_s']:.0f} | {ratio} | {ours} "
             f"| {r['rss_mib']:.0f} |"
         )
     return "\n".join(out)

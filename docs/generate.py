@@ -410,6 +410,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "ok-table": ok_table,
     "performance-local": lambda: _results("last.md"),
     "performance-ray": lambda: _results("ray.md"),
+    "performance-fleet": lambda: _results("last-fleet-runner.md"),
     "task-keys": task_keys,
     "traps": known_traps,
     "uncontained-warning": uncontained_warning,

@@ -13,8 +13,8 @@ child ends is the lifecycle's alone.
 
 Nothing outlives us: the child and what it starts carry our owner mark, its
 group and cgroup are held by the guardian (:mod:`spoolparse._os.guardian`) until
-they are empty, and a child that joins a cgroup before it runs also gets
-``PR_SET_PDEATHSIG`` (the three ways to start, :mod:`spoolparse._os.spawn`).
+they are empty, and a child started through a ``preexec_fn`` also gets
+``PR_SET_PDEATHSIG`` (the four ways to start, :mod:`spoolparse._os.spawn`).
 """
 
 from __future__ import annotations

@@ -87,15 +87,22 @@ def _kill_9_once_the_agent_is_under_way(
     what is left of them after 5 s."""
     token, env = marker()
     p = start(env, agent) if start is not None else _start_run(env, agent=agent)
+    _kill_9_when(p, lambda: len(_sleepers(token)) == 2, lambda: marked_pids(token))
+    return wait_gone(token, timeout=5.0)
+
+
+def _kill_9_when(p: subprocess.Popen[bytes], ready: Callable[[], bool], seen: Callable[[], object],
+                 timeout: float = 30.0) -> None:
+    """``kill -9`` of ``p`` once ``ready()`` (``seen()`` says what was there if it never is); never left
+    running."""
     try:
-        assert wait_for(lambda: len(_sleepers(token)) == 2), marked_pids(token)
+        assert wait_for(ready, timeout=timeout), seen()
         p.kill()
         p.wait(10)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    return wait_gone(token, timeout=5.0)
 
 
 def test_kill_9_of_run_takes_its_agents_with_it() -> None:
@@ -285,8 +292,9 @@ _INTROSPECT = [
     "sig = ctypes.c_int(0)\n"
     "ctypes.CDLL(None, use_errno=True).prctl(2, ctypes.byref(sig), 0, 0, 0)\n"  # PR_GET_PDEATHSIG
     "fds = sorted(int(n) for n in os.listdir('/proc/self/fd'))\n"
+    "cgroups = open('/proc/self/cgroup').read().splitlines()\n"
     "print(json.dumps({'type': 'result', 'result': json.dumps({'deathsig': sig.value, 'fds': fds,"
-    " 'stdin': os.readlink('/proc/self/fd/0'), 'owner': os.environ.get('SPOOLPARSE_OWNER')})}))\n",
+    " 'stdin': os.readlink('/proc/self/fd/0'), 'owner': os.environ.get('SPOOLPARSE_OWNER'), 'cgroups': cgroups})}))\n",
 ]
 
 
@@ -299,8 +307,10 @@ def test_every_way_of_starting_marks_the_agent_and_gives_it_nothing_of_ours(
     given: bytes | None, containment: str | None
 ) -> None:
     """No cgroup to join: the direct start (vfork, one exec, no parent-death signal: the owner mark covers
-    the instant before the guardian holds the group). A cgroup with stdin /dev/null: the gated start (a
-    shim joins it, setpriv gives the death signal); with input: the preexec_fn start."""
+    the instant before the guardian holds the group). A cgroup v1: the joined start, the same one exec, the
+    child born in its cgroup (the guardian holds the cgroup before the fork). A cgroup v2 with stdin
+    /dev/null: the gated start (a shell joins it and waits for the guardian to hold it, then execs the
+    agent); with input: the preexec_fn start, the one with a parent-death signal."""
     import spoolparse
     from spoolparse._os.guardian import guardian
 
@@ -319,16 +329,25 @@ def test_every_way_of_starting_marks_the_agent_and_gives_it_nothing_of_ours(
             seen = json.loads(r.text or "")
     finally:
         subprocess.Popen = real  # type: ignore[misc]
-    argv, kw = calls[0]
-    way = "preexec" if kw["preexec_fn"] is not None else "direct" if argv[0] == _INTROSPECT[0] else "gated"
-    if containment is None:
-        assert way == "direct"
-    elif way == "direct":
+    (argv, kw), = calls  # one start of the agent
+    own = any(re.search(r"/spoolparse-\d+-\d+$", c) for c in seen["cgroups"])
+    if containment is not None and not own:
         pytest.skip("needs a writable cgroup (root, a cgroup v1 or v2 hierarchy) for the cgroup starts")
+    v1 = any(c.split(":")[1] == "memory" and "/spoolparse-" in c for c in seen["cgroups"])  # N:memory:PATH
+    if kw["preexec_fn"] is not None:
+        way = "preexec"
+    elif argv == _INTROSPECT:  # the agent is what is exec'd: one exec
+        way = "direct" if not own else "joined"
+    else:
+        way = "gated"
+    if containment is None:
+        assert way == "direct" and not own
+    elif v1:
+        assert way == "joined", (argv, kw)
     else:
         assert way == ("gated" if given is None else "preexec")
     assert seen["owner"] == guardian._owner and len(seen["owner"]) == 16
-    assert seen["deathsig"] == (0 if way == "direct" else signal.SIGKILL)
+    assert seen["deathsig"] == (signal.SIGKILL if way == "preexec" else 0)
     assert seen["fds"][:3] == [0, 1, 2] and len(seen["fds"]) == 4  # the fourth: listdir's own
     assert (seen["stdin"] == "/dev/null") == (given is None)
 
@@ -352,6 +371,45 @@ def test_kill_9_before_a_direct_start_is_held_takes_the_agents_with_it() -> None
     assert _kill_9_once_the_agent_is_under_way(AGENT, start) == []
 
 
+def test_a_joined_start_leaves_the_starting_thread_where_it_was() -> None:
+    """The thread that forks steps into the child's cgroups and back: the child is in its task's cgroup, and
+    after the start the thread is where it was."""
+    import spoolparse
+
+    def mine() -> str:
+        with open("/proc/thread-self/cgroup") as f:
+            return f.read()
+
+    before = mine()
+    with spoolparse.run(["sh", "-c", "cat /proc/self/cgroup >&2"], containment="auto", allow_empty_answer=True) as r:
+        if not any(":memory:" in line and "/spoolparse-" in line for line in r.stderr_tail.splitlines()):
+            pytest.skip("needs a task cgroup v1 (root on a cgroup v1 host)")
+        assert mine() == before
+
+
+_JOINED_NOT_HELD = """
+import sys
+import spoolparse
+from spoolparse._os.guardian import guardian
+guardian.hold = lambda *a: None  # as if we were killed after the fork, before telling the guardian of the group
+spoolparse.run(sys.argv[1:], containment="auto")
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_before_a_joined_start_is_held_takes_even_an_unmarked_escapee(tmp_path: Path) -> None:
+    """A start with no gate is held by the guardian only after the fork returns: what the agent starts at
+    once out of its session with an empty environment (no group, no mark) is caught by its cgroup, which
+    the guardian was told of before the fork."""
+    _need_a_task_cgroup()
+    tag = escapee_tag()
+    started = tmp_path / "escapee-pid"
+    argv = escaping(tag, "exec sleep 300", started)
+    p = subprocess.Popen([sys.executable, "-c", _JOINED_NOT_HELD, *argv], stdout=subprocess.DEVNULL)
+    _kill_9_when(p, lambda: started.exists() and sleeping(tag) != [], lambda: sleeping(tag), timeout=60)
+    assert wait_for(lambda: not sleeping(tag), timeout=10), sleeping(tag)
+
+
 def test_a_gate_never_opened_runs_nothing(tmp_path: Path) -> None:
     """We died between the fork and opening the gate: the child reads end of file and runs nothing."""
     from spoolparse._os.spawn import Gate, gated_argv
@@ -359,7 +417,7 @@ def test_a_gate_never_opened_runs_nothing(tmp_path: Path) -> None:
     marker_file = tmp_path / "ran"
     argv = gated_argv(["touch", str(marker_file)], [])
     if argv is None:
-        pytest.skip("needs setpriv with --pdeathsig (util-linux 2.33+); without it the preexec_fn start is used")
+        pytest.skip("needs /bin/sh; without it the preexec_fn start is used")
     gate = Gate()
     proc = subprocess.Popen(argv, stdin=gate.r, start_new_session=True)
     gate.close()

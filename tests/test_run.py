@@ -6,6 +6,7 @@ import errno
 import io
 import itertools
 import os
+import shutil
 import signal
 import sys
 import time
@@ -282,9 +283,12 @@ def _elf(machine: int, loader: bytes | None = None) -> bytes:
     return header + phdrs + body
 
 
+#: ``env``, as ``#!/usr/bin/env NAME`` lines name it.
+ENV = shutil.which("env", path="/usr/bin:/bin") or "/usr/bin/env"
+
 #: What must go wrong, for each kind of unexecutable program: (errno, what the message must name).
 UNEXECUTABLE = ["foreign-elf", "missing-interpreter", "crlf-interpreter", "missing-loader", "script-of-foreign",
-                "nested-missing", "no-magic", "too-deep"]
+                "nested-missing", "no-magic", "too-deep", "env-missing", "env-split-missing", "env-not-executable"]
 
 
 @pytest.fixture(scope="module")
@@ -299,6 +303,11 @@ def unexecutable(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[st
         p = d / name
         p.write_bytes(data)
         p.chmod(0o755)
+        return str(p)
+
+    def put_plain(name: str, data: bytes) -> str:  # not executable
+        p = d / name
+        p.write_bytes(data)
         return str(p)
 
     elf = put("foreign-elf", _elf(foreign))
@@ -317,6 +326,13 @@ def unexecutable(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[st
         "nested-missing": (put("nested-missing", f"#!{missing}\n".encode()), errno.ENOENT, "(/nonexistent/interp)"),
         "no-magic": (put("no-magic", b"echo '{}'\n"), errno.ENOEXEC, "neither an ELF program nor a #! script"),
         "too-deep": (deep, errno.ELOOP, "#! interpreters nested more than 5 deep"),
+        # how npm installs an agent: #!/usr/bin/env node, with no node on the PATH the agent gets
+        "env-missing": (put("env-missing", f"#!{ENV} spoolparse-no-such-node\n".encode()), errno.ENOENT,
+                        f"its #! line's program (run by {ENV}) was not found on the PATH (spoolparse-no-such-node)"),
+        "env-split-missing": (put("env-split-missing", f"#!{ENV} -S spoolparse-no-such-node --flag\n".encode()),
+                              errno.ENOENT, "(spoolparse-no-such-node)"),
+        "env-not-executable": (put("env-not-executable", f"#!{ENV} {put_plain('plain', b'x')}\n".encode()),
+                               errno.EACCES, f"its #! line's program (run by {ENV}) cannot be executed"),
     }
 
 
@@ -431,6 +447,67 @@ def test_the_check_before_the_fork_agrees_with_the_kernel(tmp_path: Path) -> Non
         assert (kernel == 0) == runs, (line, runs, kernel)
         seen["runs" if runs else "left"] += 1
     assert min(seen.values()) > 0, seen  # each outcome was met
+
+
+def _env_lines(tmp_path: Path) -> list[bytes]:
+    """``#!/usr/bin/env ...`` lines: a program found on the PATH or not, by name or by path, executable or not,
+    after ``-S`` (with and without a space, with arguments), and what is left to env (an option, an
+    assignment, quoting)."""
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"x")
+    missing = b"spoolparse-no-such-node"
+    targets = [b"true", missing, b"/bin/true", b"/nonexistent/node", str(plain).encode(), b"true x", b"sh"]
+    lines = []
+    for target in targets:
+        for form in (b"%s", b"-S %s", b"-S%s", b"-S %s --flag", b"  %s  ", b"%s\r"):
+            lines.append(b"#!" + ENV.encode() + b" " + form % target + b"\n")
+    # (never env alone, nor an assignment alone: env would run the script itself again, for ever)
+    lines += [b"#!" + ENV.encode() + tail + b"\n" for tail in (b" -i true", b" -S A=1 true", b" -S 'true'",
+                                                              b" -S -u X true", b" -S -i true", b" -S  true  x")]
+    return lines
+
+
+def test_the_check_before_the_fork_agrees_with_env(tmp_path: Path) -> None:
+    """A ``#!/usr/bin/env NAME`` script runs env, which looks ``NAME`` up on the child's PATH: whatever
+    :func:`exec_check` refuses, env refuses with the same meaning (127 for ENOENT, 126 for EACCES), and
+    whatever env cannot find is refused before the fork (never a run that exits 127)."""
+    import subprocess
+
+    from spoolparse._os.spawn import exec_check
+
+    seen = {"refused": 0, "passed": 0}
+    for i, line in enumerate(_env_lines(tmp_path)):
+        script = tmp_path / f"e{i}"
+        script.write_bytes(line)
+        script.chmod(0o755)
+        status = subprocess.run([str(script)], stdin=subprocess.DEVNULL, capture_output=True, timeout=30).returncode
+        try:
+            exec_check(str(script), env=None, cwd=None)
+        except OSError as e:
+            assert (e.errno, status) in ((errno.ENOENT, 127), (errno.EACCES, 126)), (line, e, status)
+            seen["refused"] += 1
+            continue
+        assert status not in (126, 127), (line, status)
+        seen["passed"] += 1
+    assert min(seen.values()) > 0, seen
+
+
+def test_env_looks_the_program_up_on_the_childs_path(tmp_path: Path) -> None:
+    """The PATH that counts is the one the child gets, not ours."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    node = bindir / "spoolparse-test-node"
+    node.write_bytes(b"#!/bin/sh\necho '{}'\n")
+    node.chmod(0o755)
+    script = tmp_path / "agent"
+    script.write_bytes(f"#!{ENV} spoolparse-test-node\n".encode())
+    script.chmod(0o755)
+    with pytest.raises(SpawnError) as e:
+        spoolparse.run([str(script)], containment=None)
+    assert e.value.errno == errno.ENOENT and "spoolparse-test-node" in str(e.value)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
+    with spoolparse.run([str(script)], env=env, containment=None, allow_empty_answer=True) as r:
+        assert r.returncode == 0, r.error
 
 
 @pytest.mark.parametrize("containment", [None, "auto"])

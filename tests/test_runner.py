@@ -1152,3 +1152,29 @@ def test_text_that_is_not_unicode_is_written_not_a_crash(tmp_path: Path) -> None
     assert len(lines) == 3 and any("\\udcff" in line["cmd"][-1] for line in lines), lines
     again = list(run_many([Task(list(t.argv), id=t.id) for t in tasks], joblog=str(log), resume=True))
     assert again == [], again
+
+
+@pytest.mark.parametrize("enforce", ["auto", "watchdog"])
+def test_spools_and_cgroups_are_made_off_the_supervising_loop(enforce: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new spool is an inode and a cgroup v1 a millisecond of kernel work: both are made in the spawner
+    threads, never in the thread that supervises the batch, with a cgroup or without."""
+    import spoolparse.child as child_mod
+
+    made: list[tuple[str, str]] = []
+    real_spool, real_create = child_mod.open_spool, Placement.create
+
+    def spool(directory: str) -> Any:
+        made.append(("spool", threading.current_thread().name))
+        return real_spool(directory)
+
+    def create(self: Placement, **kw: Any) -> Any:
+        made.append(("cgroup", threading.current_thread().name))
+        return real_create(self, **kw)
+
+    monkeypatch.setattr(child_mod, "open_spool", spool)
+    monkeypatch.setattr(Placement, "create", create)
+    tasks = [Task(argv=["sh", "-c", f"echo '{{\"type\":\"result\",\"result\":\"{i}\"}}'"], id=str(i)) for i in range(6)]
+    outs = list(run_many(tasks, max_concurrent=3, enforce=enforce, memory_probe=FixedProbe(BIG)))
+    assert sorted(o.verdict for o in outs) == ["ok"] * 6, outs
+    assert len([k for k, _ in made if k == "spool"]) == 12  # stdout and stderr of each
+    assert all(name.startswith("spoolparse-spawn_") for _, name in made), made

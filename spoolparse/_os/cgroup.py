@@ -228,8 +228,9 @@ def _destroy_one(d: str, deadline: float) -> bool:
                 _write(os.path.join(d, "cgroup.kill"), "1")
             except OSError:
                 for pid in _procs(d):
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
+                    if pid != os.getpid():  # never ourselves: a thread of ours may be starting a child there
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
         if time.monotonic() >= deadline:
             return False
         time.sleep(delay)

@@ -165,14 +165,16 @@ class Guardian:
         proc, self._proc = self._proc, None
         return proc
 
-    def _send(self, line: str) -> None:
+    def _send(self, line: str) -> bool:
         with self._lock:
             if not self._start():
-                return
+                return False
             try:
                 os.write(self._fd, line.encode("utf-8", "surrogateescape"))
             except OSError:
                 self._failed = True  # the guardian is gone: PDEATHSIG and our own cleanup remain
+                return False
+            return True
 
     def marked_env(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
         """``env`` (``None``: ours) with our owner mark added; ``None`` when no guardian can run."""
@@ -208,6 +210,11 @@ class Guardian:
     def hold(self, pgid: int, cgroups: list[str]) -> None:
         """Tell the guardian about a process group and its cgroup directories (from our side)."""
         self._send("".join([f"+g {pgid}\n"] + [f"+c {d}\n" for d in cgroups]))
+
+    def hold_cgroups(self, cgroups: list[str]) -> bool:
+        """Tell the guardian about cgroup directories before anything joins them (a start with no gate);
+        ``False`` when it was not told (no guardian runs)."""
+        return self._send("".join(f"+c {d}\n" for d in cgroups))
 
     def release(self, pgid: int | None, cgroups: list[str]) -> None:
         """The group (``None``: none) is empty and the cgroup directories are gone: the guardian forgets them.

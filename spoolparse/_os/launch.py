@@ -1,11 +1,11 @@
 """One child's start: made ready ahead (:meth:`Launch.prepare`), then run (:meth:`Launch.start`).
 
-Which of the three ways a child starts is :func:`.spawn.start_way`'s choice
+Which of the four ways a child starts is :func:`.spawn.start_way`'s choice
 (the module docstring of :mod:`.spawn` says what each guarantees);
 :meth:`Launch.prepare` turns it into what :class:`subprocess.Popen` is given,
 one named method per way behind one guard, as CPython's :mod:`subprocess`
 keeps its ``_posix_spawn`` fast path: :meth:`~Launch.direct`,
-:meth:`~Launch.gated`, :meth:`~Launch.with_preexec`. Made ready in one thread,
+:meth:`~Launch.joined`, :meth:`~Launch.gated`, :meth:`~Launch.with_preexec`. Made ready in one thread,
 a start may run in another (the runner's spawner threads): it is the part
 that waits for the ``exec``.
 """
@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import SpawnError
 from .cgroup import Cgroup
 from .guardian import Registration, guardian
+from .joined import homes, joined
 from .spawn import Gate, deathsig_preexec, explain_exec_error, gated_argv, spawn, start_way
 
 __all__ = ["Launch"]
@@ -46,6 +47,8 @@ class Launch:
     gate: Gate | None = None
     #: The child tells the guardian about its group itself (the preexec start); else we do, once it runs.
     registration: Registration | None = None
+    #: The joined start: the ``tasks`` files the forking thread comes back to (:mod:`.joined`).
+    back: list[str] | None = None
 
     @classmethod
     def prepare(
@@ -58,15 +61,20 @@ class Launch:
         marked = guardian.marked_env(env) if sys.platform.startswith("linux") else None
         cgroups = list(cgroup.dirs) if cgroup is not None else []
         plan = cls(args, program, program, stdin, stdout, stderr, cwd, env, cgroups)
+        back = homes(cgroups) if cgroups and preexec_fn is None else None
         try:
             way = start_way(
-                program, marked=marked is not None, cgroups=bool(cgroups), devnull_stdin=stdin is subprocess.DEVNULL,
-                preexec_fn=preexec_fn is not None, env=env, cwd=cwd,
+                program, marked=marked is not None, cgroups=bool(cgroups), joinable=back is not None,
+                devnull_stdin=stdin is subprocess.DEVNULL, preexec_fn=preexec_fn is not None, env=env, cwd=cwd,
             )
         except (OSError, ValueError) as e:
             raise plan.error(e, exec_failed=False) from None
         if way == "direct":
             return plan.direct(marked)
+        if way == "joined" and back is not None and guardian.hold_cgroups(cgroups):
+            return plan.joined(back, marked)
+        if way == "joined":  # the guardian could not be told: the preexec start, with its parent-death signal
+            return plan.with_preexec(marked, cgroup, preexec_fn)
         shim = gated_argv(program, [os.path.join(d, "cgroup.procs") for d in cgroups]) if way == "gated" else None
         if shim is not None:
             return plan.gated(shim, marked)
@@ -76,6 +84,12 @@ class Launch:
         """No cgroup to join, no ``preexec_fn``: one ``exec`` through ``vfork``; the owner mark covers the instant
         between the fork and our hold."""
         self.env = marked
+        return self
+
+    def joined(self, back: list[str], marked: Mapping[str, str] | None) -> Launch:
+        """cgroup v1 directories to join, no ``preexec_fn``: the forking thread steps into them, so the child is
+        born there; one ``exec`` through ``vfork``, the guardian told of the cgroups before the fork."""
+        self.back, self.env = back, marked
         return self
 
     def gated(self, shim: list[str], marked: Mapping[str, str] | None) -> Launch:
@@ -103,7 +117,9 @@ class Launch:
 
         def popen() -> subprocess.Popen[bytes]:
             try:
-                with self.registration or contextlib.nullcontext():
+                with self.registration or contextlib.nullcontext(), (
+                    joined(self.cgroups, self.back) if self.back is not None else contextlib.nullcontext()
+                ):
                     return subprocess.Popen(  # an argv list; a shell only when asked
                         self.argv, stdin=self.stdin, stdout=self.stdout, stderr=self.stderr, cwd=self.cwd,
                         env=self.env, start_new_session=True, preexec_fn=self.preexec,

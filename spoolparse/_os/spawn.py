@@ -12,32 +12,41 @@ The signal is SIGKILL: by the time it fires nobody is left to read the
 answer. It reaches only the direct child; the guardian
 (:mod:`spoolparse._os.guardian`) ends the rest of its group and cgroup.
 
-Three ways to start a child (:func:`start_way` picks one, for
+Four ways to start a child (:func:`start_way` picks one, for
 :class:`spoolparse.child.Child`), each leaving nothing behind if we die at
 any instant, and each running the program with one ``execve`` whose error
-is the start's :class:`~spoolparse.SpawnError`, never a shell's exit status:
+is the start's :class:`~spoolparse.SpawnError`, never a shell's exit status.
+Every way first asks :func:`exec_check` what the kernel will make of the
+program, which also follows a ``#!/usr/bin/env NAME`` line to ``NAME`` on
+the child's ``PATH`` (``env`` would exit 127 after an ``exec`` that
+worked):
 
 - **direct**, when there is no cgroup to join and no ``preexec_fn``: one
   ``exec`` through ``vfork``, no parent-death signal. The child carries our
   owner mark in its environment, which covers the instant between the fork
   and the guardian's hold (:mod:`spoolparse._os.guardian` sweeps it a while
-  after we are gone, for a child still in its ``exec``). The cheapest
-  start: one program run instead of three.
+  after we are gone, for a child still in its ``exec``).
+- **joined** (:mod:`.joined`), when its cgroups are v1 ones: the guardian
+  is told of them first, the forking thread steps into them, and the same
+  one ``exec`` through ``vfork`` starts the child inside them. No
+  parent-death signal is needed: the guardian holds the cgroups before the
+  child exists, and kills what is in them when we die, what left our
+  groups and cleared its environment included.
 - **gated** (:func:`gated_argv`, :class:`Gate`), when the child must join
-  cgroups before it runs and its stdin is ``/dev/null``: no Python runs
-  between fork and exec, so :mod:`subprocess` still uses ``vfork`` (a
+  cgroups a thread cannot (v2) and its stdin is ``/dev/null``: no Python
+  runs between fork and exec, so :mod:`subprocess` still uses ``vfork`` (a
   ``fork``'s page-table copy and the parent's write faults that follow grow
   with our memory: 5 ms against 0.5 ms of parent CPU here). The child runs a
   few lines of ``/bin/sh`` that join its cgroups and wait on the gate, a
-  pipe as stdin, until the parent has told the guardian about the group;
-  then ``setpriv --pdeathsig KILL`` execs the agent with stdin
-  ``/dev/null``. If we die before opening the gate, the child reads end of
-  file and exits without running anything. ``setpriv`` execs with
-  ``execvp``, which hands a file the kernel refuses (``ENOEXEC``) to
-  ``/bin/sh`` as a script: so this way is only for a program
-  :func:`exec_check` knows the kernel runs (an ELF executable of this
-  machine, or a ``#!`` script whose interpreters end in one), and whatever
-  it finds wrong is raised before the fork.
+  pipe as stdin, until the parent has told the guardian about the group and
+  cgroups; then the shell execs the agent with stdin ``/dev/null``: two
+  ``exec``s, and no parent-death signal, since the guardian holds all of it
+  before the agent runs. If we die before opening the gate, the child reads
+  end of file and exits without running anything. The shell's ``exec``
+  hands a file the kernel refuses (``ENOEXEC``) to ``/bin/sh`` as a script:
+  so this way is only for a program :func:`exec_check` knows the kernel
+  runs (an ELF executable of this machine, or a ``#!`` script whose
+  interpreters end in one).
 - **preexec** (:func:`deathsig_preexec` and the guardian's ``Registration``)
   otherwise: the same steps in a ``preexec_fn``, which makes
   :mod:`subprocess` ``fork``. Also for a program only ``execve`` can judge
@@ -54,10 +63,8 @@ import errno
 import functools
 import os
 import queue
-import shutil
 import signal
 import stat
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -116,38 +123,18 @@ _SHIM = (
     'IFS= read -r go || exit 126; exec "$@" </dev/null'
 )
 _SH = "/bin/sh"
-_deathsig_exec: list[str] | None = None
-_deathsig_checked = False
-_deathsig_lock = threading.Lock()
 
 
-def _find_deathsig_exec() -> list[str] | None:
-    """``setpriv --pdeathsig KILL --`` where util-linux has it (checked once by running it)."""
-    global _deathsig_exec, _deathsig_checked
-    with _deathsig_lock:
-        if not _deathsig_checked:
-            _deathsig_checked = True
-            setpriv = shutil.which("setpriv", path="/usr/bin:/bin:/usr/sbin:/sbin")
-            if setpriv is not None and _prctl is not None and os.access(_SH, os.X_OK):
-                cmd = [setpriv, "--pdeathsig", "KILL", "--"]
-                with contextlib.suppress(OSError, subprocess.SubprocessError):
-                    probe = subprocess.run(
-                        [*cmd, _SH, "-c", ":"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL, timeout=10,
-                    )
-                    if probe.returncode == 0:
-                        _deathsig_exec = cmd
-        return _deathsig_exec
+@functools.cache
+def _have_sh() -> bool:
+    return os.access(_SH, os.X_OK)
 
 
 def gated_argv(argv: list[str], cgroup_procs: list[str]) -> list[str] | None:
     """The argv that starts ``argv`` behind a :class:`Gate`, or ``None`` where that cannot be done here."""
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or not _have_sh():
         return None
-    deathsig = _deathsig_exec if _deathsig_checked else _find_deathsig_exec()
-    if deathsig is None:
-        return None
-    return [_SH, "-c", _SHIM, "spoolparse-start", str(len(cgroup_procs)), *cgroup_procs, *deathsig, *argv]
+    return [_SH, "-c", _SHIM, "spoolparse-start", str(len(cgroup_procs)), *cgroup_procs, *argv]
 
 
 class Gate:
@@ -274,10 +261,65 @@ def _script_interpreter(head: bytes) -> str | None:
     return os.fsdecode(name) if name else None
 
 
+def _script_argument(head: bytes) -> bytes | None:
+    """The one argument the kernel passes a ``#!`` line's interpreter (what follows its name, the spaces and
+    tabs around it trimmed), as its ``load_script`` cuts it; ``None`` when there is none, or when the line
+    goes on past the bytes the kernel reads (then only the interpreter can tell what it got)."""
+    if b"\n" not in head[:_BINPRM_BUF] and len(head) >= _BINPRM_BUF:
+        return None
+    buf = head[:_BINPRM_BUF].ljust(_BINPRM_BUF, b"\0")
+    end = buf.find(b"\n")
+    line = buf[2:end].rstrip(b" \t").lstrip(b" \t")
+    name_end = min((i for i in (line.find(c) for c in (b" ", b"\t", b"\0")) if i >= 0), default=-1)
+    if name_end < 0 or line[name_end] == 0:
+        return None
+    arg = line[name_end + 1 :].lstrip(b" \t").split(b"\0", 1)[0]
+    return arg or None
+
+
+#: What ``env -S`` would read as more than words (quotes, escapes, variables, a comment): not judged here.
+_ENV_SPECIAL = frozenset(b"'\"\\$#")
+
+
+def _env_program(arg: bytes | None) -> str | None:
+    """The program ``env`` runs when a ``#!`` line gives it ``arg`` (``#!/usr/bin/env node``, ``#!/usr/bin/env
+    -S node --flag``), as GNU env reads its one argument; ``None`` when it runs none, or when telling would
+    take more than this (another option, an assignment, quoting): env alone then decides."""
+    if arg is None:
+        return None
+    if arg.startswith(b"-S"):
+        if _ENV_SPECIAL.intersection(arg):
+            return None
+        words = arg[2:].split()
+        if not words or words[0].startswith(b"-") or b"=" in words[0]:
+            return None
+        return os.fsdecode(words[0])
+    if arg.startswith(b"-") or b"=" in arg:
+        return None
+    return os.fsdecode(arg)  # the whole argument, spaces and all: env looks for that very name
+
+
+def _env_check(interpreter: str, head: bytes, env: Mapping[str, str] | None,
+               cwd: str | os.PathLike[str] | None) -> None:
+    """For a ``#!`` line whose interpreter is ``env``: raise what ``env`` would meet looking its program up on
+    the child's ``PATH`` (exit 127 for one not found, 126 for one it cannot execute), before the fork."""
+    program = _env_program(_script_argument(head))
+    if program is None:
+        return
+    try:
+        _find(program, env, cwd)
+    except OSError as e:
+        why = "was not found" + ("" if os.sep in program else " on the PATH") if e.errno == errno.ENOENT else (
+            "cannot be executed")
+        raise OSError(e.errno, f"its #! line's program (run by {interpreter}) {why}", program) from None
+
+
 def _verdict(
-    path: str, cwd: str | os.PathLike[str] | None, depth: int, *, role: str | None = None, loader: bool = False
+    path: str, cwd: str | os.PathLike[str] | None, depth: int, *, role: str | None = None, loader: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> bool:
-    """:func:`exec_check` for one file the kernel opens: the program (``role`` ``None``) or an interpreter."""
+    """:func:`exec_check` for one file the kernel opens: the program (``role`` ``None``) or an interpreter;
+    ``env``: the child's environment, whose ``PATH`` a ``#!/usr/bin/env NAME`` line's ``NAME`` is looked up on."""
     where = _where(path, cwd)
     if depth > _MAX_DEPTH:
         raise OSError(errno.ELOOP, f"#! interpreters nested more than {_MAX_DEPTH} deep")
@@ -308,7 +350,10 @@ def _verdict(
     interpreter = _script_interpreter(head)
     if interpreter is None:
         return False
-    return _verdict(interpreter, cwd, depth + 1, role="its #! interpreter")
+    runs = _verdict(interpreter, cwd, depth + 1, role="its #! interpreter", env=env)
+    if runs and os.path.basename(interpreter) == "env":
+        _env_check(interpreter, head, env, cwd)
+    return runs
 
 
 def _where(path: str, cwd: str | os.PathLike[str] | None) -> str:
@@ -333,8 +378,8 @@ def exec_check(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathL
     ELF executable of this machine's kind, or a ``#!`` script whose interpreters end in one. ``False`` when
     only ``execve`` can tell (another machine's ELF file, which ``binfmt_misc`` may run; a file of no known
     kind): such a program must be started by a start that reports ``execve``'s error, never through a
-    program that would hand it to ``/bin/sh`` on ``ENOEXEC`` as ``execvp`` does (``setpriv``, the shell's
-    ``exec``).
+    program that would hand it to ``/bin/sh`` on ``ENOEXEC`` as ``execvp`` does (the gated start's
+    shell ``exec``).
     """
     if cwd is not None:  # the child's chdir comes first, and fails first
         try:
@@ -343,6 +388,12 @@ def exec_check(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathL
             raise OSError(e.errno, e.strerror, os.fspath(cwd)) from None
         if not is_dir:
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), os.fspath(cwd))
+    return _verdict(_find(argv0, env, cwd), cwd, 0, env=env)
+
+
+def _find(argv0: str, env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None) -> str:
+    """The file ``execvp`` would run for ``argv0``; raises its ``ENOENT`` (none found) or ``EACCES`` (only
+    files that cannot be executed)."""
     err = errno.ENOENT
     for path in _candidates(argv0, env, cwd):
         where = _where(path, cwd)
@@ -351,7 +402,7 @@ def exec_check(argv0: str, *, env: Mapping[str, str] | None, cwd: str | os.PathL
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode) and os.access(where, os.X_OK):
-            return _verdict(path, cwd, 0)
+            return path
         err = errno.EACCES
     raise OSError(err, os.strerror(err), argv0)
 
@@ -399,21 +450,27 @@ def _what_is(argv0: str, env: Mapping[str, str] | None, cwd: str | os.PathLike[s
 
 
 def start_way(
-    program: list[str], *, marked: bool, cgroups: bool, devnull_stdin: bool, preexec_fn: bool,
+    program: list[str], *, marked: bool, cgroups: bool, joinable: bool, devnull_stdin: bool, preexec_fn: bool,
     env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None,
 ) -> str:
     """How :class:`spoolparse.child.Child` starts ``program`` (the module's docstring): ``"direct"``,
-    ``"gated"`` or ``"preexec"``. The one place this is decided.
+    ``"joined"``, ``"gated"`` or ``"preexec"``. The one place this is decided. ``joinable``: the forking
+    thread can step into the cgroups and back (cgroup v1, :func:`.joined.homes`).
 
-    Every way execs the program once with ``execve`` and reports its error: the direct and preexec starts
-    through :mod:`subprocess`, the gated one only for a program :func:`exec_check` knows the kernel runs
-    (its ``setpriv`` would hand a program the kernel refuses to ``/bin/sh``). Raises what
+    Every way execs the program once with ``execve`` and reports its error: the direct, joined and preexec
+    starts through :mod:`subprocess`, the gated one only for a program :func:`exec_check` knows the kernel
+    runs (its shell's ``exec`` would hand a program the kernel refuses to ``/bin/sh``). Raises what
     :func:`exec_check` finds wrong before the fork.
     """
+    # every way: what the kernel refuses is raised before the fork, and so is the one failure the kernel cannot
+    # see (a #!/usr/bin/env line's program missing from the child's PATH: env would exit 127 after the exec)
+    runs = exec_check(program[0], env=env, cwd=cwd)
     if marked and not preexec_fn and not cgroups:
         return "direct"
+    if marked and not preexec_fn and joinable:
+        return "joined"
     if marked and devnull_stdin and not preexec_fn and gated_argv(program, []) is not None:
-        return "gated" if exec_check(program[0], env=env, cwd=cwd) else "preexec"
+        return "gated" if runs else "preexec"
     return "preexec"
 
 

@@ -1,17 +1,15 @@
 """Starting a batch's children: from a few threads, each child in its cgroup before it runs.
 
-fork+exec waits for the exec (and a gated start for the guardian to hold the
-child's group, :mod:`spoolparse._os.spawn`): spawning from a few threads
-overlaps those waits, so a burst of starts never stalls the supervisor loop.
-The loop makes a common child ready first (``Child(..., launch=False)``:
-spools, environment, parser), so a spawner thread does only the fork, the
-exec and what must follow them at once (:meth:`~spoolparse.child.Child.launch`):
-the less Python runs there, the less the threads take turns at the
-interpreter lock with the loop. A task with input (a FIFO to open, bytes to
-copy) or a cgroup (a gated start checks its program first) is made whole in
-the spawner thread, since that may wait. A start that fails becomes its task's
-``spawn_error`` outcome; one that succeeds is handed to the loop, which
-wakes when any finishes.
+Everything a start does that waits on the kernel is done in a spawner thread,
+never on the supervising loop's: the task's cgroup directories are made
+(``mkdir`` of a cgroup v1 ``memory`` cgroup takes a millisecond or more),
+its spools are made (a new inode each), its program is checked, its input
+opened (a FIFO's open waits for a writer), and then the fork and the
+``exec`` (the joined start: one ``exec``, :mod:`spoolparse._os.joined`).
+A start is a queue put on the loop's side; spawning from a few threads
+overlaps the waits, so a burst of starts never stalls the supervisor loop.
+A start that fails becomes its task's ``spawn_error`` outcome; one that
+succeeds is handed to the loop, which wakes when any finishes.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ from .options import BatchOptions
 from .slot import Slot
 from .tasks import Outcome, Task
 
-__all__ = ["Pending", "Spawner", "child_for", "launched", "SPAWN_THREADS"]
+__all__ = ["Pending", "Spawner", "child_for", "SPAWN_THREADS"]
 
 log = logging.getLogger("spoolparse.runner")
 
@@ -82,25 +80,17 @@ class Pending:
 
 def child_for(
     task: Task, options: BatchOptions, *, cgroup: ChildCgroup | None, read_buffer: bytearray, live: bool,
-    launch: bool = True,
 ) -> Child:
     """Start ``task``'s child: the batch's options for each task's child, with what the task sets over them, in
     the batch's cgroup for it (joined before exec; the guardian holds its directories: killed and removed if we
-    die); with ``launch=False`` it is only made ready, and :meth:`~spoolparse.child.Child.launch` starts it."""
+    die)."""
     return Child(
         list(task.argv),
         task.child_options(options.child).replace(containment=cgroup),
         read_buffer=read_buffer,
         live=live,  # outcomes carry the summary only: without a listener tool lines go unread
         close_in_background=True,  # the loop thread closes it, and supervises every other child meanwhile
-        launch=launch,
     )
-
-
-def launched(child: Child) -> Child:
-    """``child`` (made with ``launch=False``) launched: what a spawner thread runs for a child made ready."""
-    child.launch()
-    return child
 
 
 class Spawner:
@@ -122,6 +112,7 @@ class Spawner:
         if self.placement.kind is None and wanted:
             tell_uncontained(self.placement)
         self._cgroup_failed = False  # a cgroup that could not be made is said once
+        self._said = threading.Lock()
         self._buf = read_buffer  # one for every child: only the batch's loop pumps
         self._threads = max(1, min(SPAWN_THREADS, threads))
         self._on_done = on_done
@@ -136,34 +127,22 @@ class Spawner:
         """Start ``task``'s child, in a cgroup of its own where the placement makes one (its memory limit there),
         from a spawner thread; a start that fails ends as the task's ``spawn_error`` (see :meth:`finished`)."""
         limit = task.memory_limit or self._options.memory_limit
-        cg: ChildCgroup | None = None
+        p = Pending(seq, task, attempt, estimate, limit, None, enforcement_of(None, limit), time.time())
+        self.start(p, functools.partial(self._make, p, live))
+
+    def _make(self, p: Pending, live: bool) -> Child:
+        """In a spawner thread: ``p``'s cgroup (where one can be made), then its child, made and started."""
         if self.placement.kind is not None:  # made for every task where it can be
             try:
-                cg = self.placement.create(memory_limit=limit, pids_max=self._options.pids_max)
+                p.cg = self.placement.create(memory_limit=p.limit, pids_max=self._options.pids_max)
             except OSError as e:
-                if not self._cgroup_failed:
-                    self._cgroup_failed = True
+                with self._said:
+                    said, self._cgroup_failed = self._cgroup_failed, True
+                if not said:
                     log.warning("cannot make a cgroup for task %s (%s): a task that gets none is contained by its "
-                                "process group alone, its memory limit kept by RSS sampling (said once)", task.id, e)
-        p = Pending(seq, task, attempt, estimate, limit, cg, enforcement_of(cg, limit), time.time())
-        make = functools.partial(child_for, task, self._options, cgroup=cg, read_buffer=self._buf, live=live)
-        if task.input is not None or cg is not None:
-            # reading its input (a FIFO's open waits for a writer; bytes are copied into a spool) or checking the
-            # program for a gated start may wait: all of it in the spawner thread, never on the loop's
-            self.start(p, make)
-            return
-        # the common start is made ready here (spools, environment, parser): the spawner thread then only
-        # forks, waits for the exec and holds the group
-        try:
-            child = make(launch=False)
-        except Exception as e:  # whatever keeps one task from starting is that task's outcome, not the batch's end
-            self.failed(p, e)
-            return
-        try:
-            self.start(p, functools.partial(launched, child))
-        except BaseException:
-            child.close()  # never launched: its spools go
-            raise
+                                "process group alone, its memory limit kept by RSS sampling (said once)", p.task.id, e)
+            p.enforcement = enforcement_of(p.cg, p.limit)
+        return child_for(p.task, self._options, cgroup=p.cg, read_buffer=self._buf, live=live)
 
     def start(self, p: Pending, start: Callable[[], Child]) -> None:
         """Call ``start`` in a spawner thread: it starts the child (or launches one made ready) and returns it."""
@@ -192,12 +171,6 @@ class Spawner:
         if self._blocking:  # read after done is set: a waiter that missed this done is woken
             self._any_done.set()
         self._on_done()
-
-    def failed(self, p: Pending, error: BaseException) -> None:
-        """``p`` could not even be made ready: it ends as a start that failed."""
-        p.error = error
-        self.starting.append(p)
-        self._finish(p)
 
     def finished(self, *, block: bool = False) -> list[Pending]:
         """The starts that are over (all of them, waiting for each, with ``block``)."""
