@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._signals import deferred, interrupt_was_handled
+from ._signals import command_process, deferred, interrupt_was_handled
 
 
 def entry() -> int:
@@ -16,6 +16,7 @@ def entry() -> int:
     except KeyboardInterrupt:  # nothing was started, so nothing to end
         interrupt_was_handled()
         return 130
+    command_process()  # this process ends with the command: a late signal cannot change its status
     return main()
 
 

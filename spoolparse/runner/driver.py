@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from .. import _limits
-from .._signals import uninterruptible
+from .._signals import deferred
 
 __all__ = ["Driver", "relay", "turns"]
 
@@ -124,7 +124,7 @@ class Driver(Generic[T]):
         """Wait for the loop's thread (asked to stop by the caller); the items it made that were not taken."""
         if self._thread is not None:
             if self._thread is not threading.current_thread():  # else it ends once we return
-                with uninterruptible():  # a second Ctrl-C must not cut the wait short and leave children behind
+                with deferred():  # no signal cuts the wait short and leaves children behind
                     self._thread.join()
         else:
             self._loop.close()

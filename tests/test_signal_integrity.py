@@ -1,0 +1,183 @@
+"""Whatever signals reach spoolparse, and whenever: every agent ends, every output line is whole JSON, every task
+gets one outcome, and the first signal decides the exit status.
+
+Real processes throughout: ``spoolparse run`` and ``spoolparse batch`` as subprocesses, agents that ignore
+SIGTERM (so the cleanup's grace runs, and a second signal lands inside it), ``/proc`` read for survivors and for
+where spoolparse waits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .helpers import as_from_a_terminal
+from .runner_support import marked_pids, marker, wait_for, wait_gone
+
+CLI = [sys.executable, "-m", "spoolparse"]
+STARTED = '{"type":"thread.started","thread_id":"t1"}'
+ENDING = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
+#: Every pair of ending signals: the first starts the cleanup, the second comes during it.
+PAIRS = list(itertools.product(ENDING, ENDING))
+
+
+def _stubborn(flag: Path) -> str:
+    """An agent that has started (one event) and ignores SIGTERM, its sleep too: the cleanup's grace runs to its
+    end. It notes the TERM in ``flag`` (a builtin: no fork to wait for), so a test knows the cleanup is under way."""
+    return (f"trap ': > {flag}' TERM; echo '{STARTED}'; (trap '' TERM; exec sleep 300) & "
+            "while :; do wait; done")
+
+
+def _lines(out: bytes) -> list[dict[str, Any]]:
+    """stdout as JSON lines: a line that is not whole JSON fails the test."""
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def _start(argv: list[str], env: dict[str, str], **kw: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([*CLI, *argv], env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=as_from_a_terminal, **kw)
+
+
+def _finish(p: subprocess.Popen[bytes], timeout: float = 60) -> tuple[bytes, bytes]:
+    try:
+        return p.communicate(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def _assert_ended_by(first: signal.Signals, rc: int, err: bytes) -> None:
+    assert rc == 128 + first, err
+    assert b"Traceback" not in err, err
+    assert err.decode().strip().splitlines()[-1] == f"spoolparse: error: interrupted by {first.name}", err
+
+
+# -- a second signal during the cleanup -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("first", "second"), PAIRS, ids=[f"{a.name}-{b.name}" for a, b in PAIRS])
+def test_batch_second_signal_during_cancel_loses_no_outcome(
+    tmp_path: Path, first: signal.Signals, second: signal.Signals
+) -> None:
+    token, env = marker()
+    log = tmp_path / "jobs.ndjson"
+    flags = [tmp_path / f"termed-{i}" for i in range(3)]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"t{i}", "cmd": ["sh", "-c", _stubborn(f)]}) + "\n"
+                             for i, f in enumerate(flags)))
+    p = _start(["batch", str(tasks), "-j", "3", "--joblog", str(log)], env)
+    try:
+        assert wait_for(lambda: len([q for q in marked_pids(token) if _is_sleep(q)]) == 3), marked_pids(token)
+        p.send_signal(first)
+        assert wait_for(lambda: any(f.exists() for f in flags), 20)  # the cleanup's TERM went out: its grace runs
+        p.send_signal(second)
+    finally:
+        out, err = _finish(p)
+    _assert_ended_by(first, p.returncode, err)
+    outcomes = _lines(out)
+    assert sorted(o["id"] for o in outcomes) == ["t0", "t1", "t2"], outcomes
+    for o in outcomes:
+        assert o["verdict"] == "cancelled" and o["error"].startswith(f"cancelled ({first.name} to spoolparse)"), o
+    finals = [r["id"] for r in map(json.loads, log.read_text().splitlines()) if r["final"]]
+    assert sorted(finals) == ["t0", "t1", "t2"]
+    assert wait_gone(token) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("first", "second"), PAIRS, ids=[f"{a.name}-{b.name}" for a, b in PAIRS])
+def test_run_second_signal_during_cleanup_keeps_the_summary_and_the_first_status(
+    tmp_path: Path, first: signal.Signals, second: signal.Signals
+) -> None:
+    token, env = marker()
+    flag = tmp_path / "termed"
+    p = _start(["run", "--", "sh", "-c", _stubborn(flag)], env)
+    try:
+        assert wait_for(lambda: any(_is_sleep(q) for q in marked_pids(token))), marked_pids(token)
+        p.send_signal(first)
+        assert wait_for(flag.exists, 20)
+        p.send_signal(second)
+    finally:
+        out, err = _finish(p)
+    _assert_ended_by(first, p.returncode, err)
+    (summary,) = _lines(out)
+    assert summary["ok"] is False and summary["error"].startswith(f"interrupted by {first.name}"), summary
+    assert summary["session_id"] == "t1"
+    assert wait_gone(token) == []
+
+
+def _is_sleep(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().startswith(b"sleep\0")
+    except OSError:
+        return False
+
+
+# -- a signal while a line is being written -------------------------------------------------------------------
+
+#: An agent whose answer is 4 MiB: its outcome (batch) or summary (run) is far more than a pipe holds.
+BIG = ("import json\n"
+       "print(json.dumps({'type': 'thread.started', 'thread_id': 'b'}))\n"
+       "print(json.dumps({'type': 'item.completed', 'item': {'id': 'i', 'type': 'agent_message', "
+       "'text': 'A' * (4 << 20)}}))\n"
+       "print(json.dumps({'type': 'turn.completed', 'usage': {'input_tokens': 1, 'output_tokens': 1}}))\n")
+
+
+def _writing_to_a_full_pipe(pid: int) -> bool:
+    """Whether ``pid``'s main thread waits in a write to a pipe (its reader has not read yet)."""
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            return f.read() in ("pipe_write", "anon_pipe_write", "pipe_wait")
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ENDING, ids=[s.name for s in ENDING])
+def test_batch_signal_while_an_outcome_is_written_tears_no_line(tmp_path: Path, sig: signal.Signals) -> None:
+    token, env = marker()
+    (tmp_path / "big.py").write_text(BIG)
+    log = tmp_path / "jobs.ndjson"
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "big", "cmd": [sys.executable, str(tmp_path / "big.py")]}) + "\n"
+                     + json.dumps({"id": "slow", "cmd": ["sh", "-c", f"echo '{STARTED}'; exec sleep 300"]}) + "\n")
+    p = _start(["batch", str(tasks), "-j", "2", "--joblog", str(log)], env)
+    try:
+        assert wait_for(lambda: _writing_to_a_full_pipe(p.pid)), "never blocked writing the big outcome"
+        p.send_signal(sig)
+    finally:
+        out, err = _finish(p)
+    assert p.returncode == 128 + sig, err
+    outcomes = {o["id"]: o for o in _lines(out)}
+    assert len(outcomes) == len(out.splitlines()) == 2
+    assert outcomes["big"]["verdict"] == "ok" and outcomes["slow"]["verdict"] == "cancelled"
+    assert all(json.loads(line) for line in log.read_text().splitlines())
+    assert wait_gone(token) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ENDING, ids=[s.name for s in ENDING])
+def test_run_signal_while_the_summary_is_written_tears_nothing(tmp_path: Path, sig: signal.Signals) -> None:
+    token, env = marker()
+    (tmp_path / "big.py").write_text(BIG)
+    p = _start(["run", "--", sys.executable, str(tmp_path / "big.py")], env)
+    try:
+        assert wait_for(lambda: _writing_to_a_full_pipe(p.pid)), "never blocked writing the summary"
+        p.send_signal(sig)
+    finally:
+        out, err = _finish(p)
+    (summary,) = _lines(out)  # whole, and once
+    assert summary["ok"] is True and set(summary["text"]) == {"A"}
+    assert p.returncode == 128 + sig, err  # the signal came: its status, once the summary is out whole
+    assert b"Traceback" not in err
+    assert wait_gone(token) == []
