@@ -1,5 +1,5 @@
 """Whatever signals reach spoolparse, and whenever: every agent ends, every output line is whole JSON, every task
-gets one outcome, and the first signal decides the exit status.
+gets one outcome, the first signal decides the exit status, and an outcome a reader saw is in the job log.
 
 Real processes throughout: ``spoolparse run`` and ``spoolparse batch`` as subprocesses, agents that ignore
 SIGTERM (so the cleanup's grace runs, and a second signal lands inside it), ``/proc`` read for survivors and for
@@ -161,7 +161,8 @@ def test_batch_signal_while_an_outcome_is_written_tears_no_line(tmp_path: Path, 
     outcomes = {o["id"]: o for o in _lines(out)}
     assert len(outcomes) == len(out.splitlines()) == 2
     assert outcomes["big"]["verdict"] == "ok" and outcomes["slow"]["verdict"] == "cancelled"
-    assert all(json.loads(line) for line in log.read_text().splitlines())
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(r["id"] for r in records if r["final"]) == ["big", "slow"]
     assert wait_gone(token) == []
 
 
@@ -181,3 +182,42 @@ def test_run_signal_while_the_summary_is_written_tears_nothing(tmp_path: Path, s
     assert p.returncode == 128 + sig, err  # the signal came: its status, once the summary is out whole
     assert b"Traceback" not in err
     assert wait_gone(token) == []
+
+
+# -- kill -9 right after an outcome was read ------------------------------------------------------------------
+
+OK_AGENT = (f"echo '{STARTED}'; "
+            "echo '{\"type\":\"item.completed\",\"item\":{\"id\":\"i\",\"type\":\"agent_message\",\"text\":\"hi\"}}'; "
+            "echo '{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}'")
+
+
+@pytest.mark.slow
+def test_an_outcome_read_from_stdout_is_already_final_in_the_job_log(tmp_path: Path) -> None:
+    """The reader kills spoolparse (SIGKILL: an OOM kill, a CI timeout) the instant it has read a number of
+    outcome lines, again and again: each line it read is final in the job log, so ``--resume`` skips it."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"t{i}", "cmd": ["sh", "-c", OK_AGENT]}) + "\n" for i in range(40)))
+    missing: dict[int, list[str]] = {}
+    for seen in range(1, 31, 3):
+        token, env = marker()
+        log = tmp_path / f"jobs-{seen}.ndjson"
+        p = subprocess.Popen([*CLI, "batch", str(tasks), "-j", "2", "--joblog", str(log)],
+                             env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+        got = b""
+        try:
+            assert p.stdout is not None
+            while got.count(b"\n") < seen:
+                chunk = os.read(p.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                got += chunk
+            p.kill()
+        finally:
+            _finish(p)
+        printed = [json.loads(line)["id"] for line in got[: got.rfind(b"\n")].split(b"\n") if line.strip()]
+        assert len(printed) >= seen
+        finals = {r["id"] for r in map(json.loads, log.read_text().splitlines()) if r["final"]}
+        if lost := [i for i in printed if i not in finals]:
+            missing[seen] = lost
+        assert wait_gone(token, timeout=5.0) == []
+    assert missing == {}
