@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+
+from . import _LOADING_INTERRUPTED, _quit_while_loading
 from ._signals import command_process, deferred, interrupt_was_handled
 
 
 def entry() -> int:
     """Load the command line with the ending signals held back, then run it."""
+    if signal.getsignal(signal.SIGINT) is _quit_while_loading:  # the package's, while it loaded: ours from now on
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         # A Ctrl-C raised inside the import machinery can be swallowed (a weakref callback there prints
         # "Exception ignored" and loading goes on, and so would the run): held back to the end of loading,
@@ -15,6 +22,8 @@ def entry() -> int:
             from .cli import main
     except KeyboardInterrupt:  # nothing was started, so nothing to end
         interrupt_was_handled()
+        with contextlib.suppress(OSError):
+            os.write(2, _LOADING_INTERRUPTED)
         return 130
     command_process()  # this process ends with the command: a late signal cannot change its status
     return main()

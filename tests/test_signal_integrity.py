@@ -221,3 +221,40 @@ def test_an_outcome_read_from_stdout_is_already_final_in_the_job_log(tmp_path: P
             missing[seen] = lost
         assert wait_gone(token, timeout=5.0) == []
     assert missing == {}
+
+
+# -- Ctrl-C while the command starts --------------------------------------------------------------------------
+
+#: Ctrl-C after these many milliseconds: from before Python is up to after the command has ended.
+STARTUP_DELAYS = [d * 7 for d in range(40)]
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_command_starts_prints_no_traceback_of_ours() -> None:
+    """A Ctrl-C at any instant of the start: killed by SIGINT before Python is up, then exit 130 with one line
+    (or the command's own end, when it came after). A traceback is only ever Python's own start-up (no frame of
+    spoolparse's), which happens before any of its code runs."""
+    import re
+    import time
+
+    seen: dict[tuple[int, str], int] = {}
+    for delay in STARTUP_DELAYS:
+        p = subprocess.Popen([*CLI, "run", "--", "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=as_from_a_terminal)
+        time.sleep(delay / 1000)
+        p.send_signal(signal.SIGINT)
+        out, err = _finish(p)
+        text = err.decode()
+        kind = "traceback" if "Traceback" in text else "line" if text else "nothing"
+        seen[(p.returncode, kind)] = seen.get((p.returncode, kind), 0) + 1
+        if kind == "traceback":  # Python's own start (site, runpy): its exit, or a Ctrl-C it swallowed
+            assert [f for f in re.findall(r'File "([^"]+)"', text) if "spoolparse" in f] == [], text
+            assert p.returncode in (1, -signal.SIGINT) or text.startswith("Exception ignored"), text
+        elif p.returncode == 130:
+            assert text.strip().splitlines() in (["spoolparse: error: interrupted"],
+                                                 ["spoolparse: error: interrupted by SIGINT"]), text
+        elif p.returncode == 1:  # the run was over: `true` gives no answer
+            assert json.loads(out)["ok"] is False
+        else:
+            assert p.returncode == -signal.SIGINT and text == "", (p.returncode, text)
+    assert (130, "line") in seen, seen
