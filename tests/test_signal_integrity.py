@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ STARTED = '{"type":"thread.started","thread_id":"t1"}'
 ENDING = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
 #: Every pair of ending signals: the first starts the cleanup, the second comes during it.
 PAIRS = list(itertools.product(ENDING, ENDING))
+every_pair = pytest.mark.parametrize(("first", "second"), PAIRS, ids=[f"{a.name}-{b.name}" for a, b in PAIRS])
 
 
 def _stubborn(flag: Path) -> str:
@@ -64,8 +66,23 @@ def _assert_ended_by(first: signal.Signals, rc: int, err: bytes) -> None:
 # -- a second signal during the cleanup -----------------------------------------------------------------------
 
 
+def _signal_twice(p: subprocess.Popen[bytes], first: signal.Signals, second: signal.Signals, *,
+                  started: Callable[[], bool], termed: Callable[[], bool]) -> bytes:
+    """``first`` once the agents run, ``second`` once the cleanup's TERM reached them (inside its grace); what
+    spoolparse printed, once it ended as ``first`` says."""
+    try:
+        assert wait_for(started), "the agents never started"
+        p.send_signal(first)
+        assert wait_for(termed, 20)
+        p.send_signal(second)
+    finally:
+        out, err = _finish(p)
+    _assert_ended_by(first, p.returncode, err)
+    return out
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("first", "second"), PAIRS, ids=[f"{a.name}-{b.name}" for a, b in PAIRS])
+@every_pair
 def test_batch_second_signal_during_cancel_loses_no_outcome(
     tmp_path: Path, first: signal.Signals, second: signal.Signals
 ) -> None:
@@ -76,14 +93,8 @@ def test_batch_second_signal_during_cancel_loses_no_outcome(
     tasks.write_text("".join(json.dumps({"id": f"t{i}", "cmd": ["sh", "-c", _stubborn(f)]}) + "\n"
                              for i, f in enumerate(flags)))
     p = _start(["batch", str(tasks), "-j", "3", "--joblog", str(log)], env)
-    try:
-        assert wait_for(lambda: len([q for q in marked_pids(token) if _is_sleep(q)]) == 3), marked_pids(token)
-        p.send_signal(first)
-        assert wait_for(lambda: any(f.exists() for f in flags), 20)  # the cleanup's TERM went out: its grace runs
-        p.send_signal(second)
-    finally:
-        out, err = _finish(p)
-    _assert_ended_by(first, p.returncode, err)
+    out = _signal_twice(p, first, second, started=lambda: len([q for q in marked_pids(token) if _is_sleep(q)]) == 3,
+                        termed=lambda: any(f.exists() for f in flags))
     outcomes = _lines(out)
     assert sorted(o["id"] for o in outcomes) == ["t0", "t1", "t2"], outcomes
     for o in outcomes:
@@ -94,21 +105,15 @@ def test_batch_second_signal_during_cancel_loses_no_outcome(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("first", "second"), PAIRS, ids=[f"{a.name}-{b.name}" for a, b in PAIRS])
+@every_pair
 def test_run_second_signal_during_cleanup_keeps_the_summary_and_the_first_status(
     tmp_path: Path, first: signal.Signals, second: signal.Signals
 ) -> None:
     token, env = marker()
     flag = tmp_path / "termed"
     p = _start(["run", "--", "sh", "-c", _stubborn(flag)], env)
-    try:
-        assert wait_for(lambda: any(_is_sleep(q) for q in marked_pids(token))), marked_pids(token)
-        p.send_signal(first)
-        assert wait_for(flag.exists, 20)
-        p.send_signal(second)
-    finally:
-        out, err = _finish(p)
-    _assert_ended_by(first, p.returncode, err)
+    out = _signal_twice(p, first, second, started=lambda: any(_is_sleep(q) for q in marked_pids(token)),
+                        termed=flag.exists)
     (summary,) = _lines(out)
     assert summary["ok"] is False and summary["error"].startswith(f"interrupted by {first.name}"), summary
     assert summary["session_id"] == "t1"
