@@ -19,6 +19,7 @@ cleanup, the outcomes and the summary all come out whatever else arrives.
 from __future__ import annotations
 
 import contextlib
+import errno
 import signal
 import threading
 from collections.abc import Iterator
@@ -184,7 +185,9 @@ class WholeWrites:
         view = memoryview(data)
         while view:
             n = self.stream.write(view)
-            view = view[n if n is not None else 0 :]
+            if not n:  # a stream that would block (O_NONBLOCK): no spinning on it
+                raise BlockingIOError(errno.EAGAIN, "the output would block", 0)
+            view = view[n:]
         return len(data)
 
     def flush(self) -> None:

@@ -263,3 +263,36 @@ def test_ctrl_c_while_the_command_starts_prints_no_traceback_of_ours() -> None:
         else:
             assert p.returncode == -signal.SIGINT and text == "", (p.returncode, text)
     assert (130, "line") in seen, seen
+
+
+class _Short:
+    """A stream whose ``write`` takes at most ``most`` bytes a call, as CPython's buffered write does when a
+    signal cuts a pipe write short (``most`` 0: a stream that would block)."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.got = b""
+
+    def write(self, data: memoryview) -> int:
+        self.got += bytes(data[: self.most])
+        return min(self.most, len(data))
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("most", [1, 3, 64, 1 << 20])
+def test_whole_writes_write_what_a_short_count_left(most: int) -> None:
+    from spoolparse._signals import WholeWrites
+
+    short = _Short(most)
+    data = bytes(range(256)) * 40
+    assert WholeWrites(short).write(data) == len(data)  # type: ignore[arg-type]
+    assert short.got == data
+
+
+def test_whole_writes_do_not_spin_on_a_stream_that_would_block() -> None:
+    from spoolparse._signals import WholeWrites
+
+    with pytest.raises(BlockingIOError):
+        WholeWrites(_Short(0)).write(b"x")  # type: ignore[arg-type]
