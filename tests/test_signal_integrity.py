@@ -296,3 +296,31 @@ def test_whole_writes_do_not_spin_on_a_stream_that_would_block() -> None:
 
     with pytest.raises(BlockingIOError):
         WholeWrites(_Short(0)).write(b"x")  # type: ignore[arg-type]
+
+
+def test_a_signal_as_an_outcome_is_taken_loses_it_not() -> None:
+    """A signal that comes the instant the reader takes an outcome from the batch's loop: the take is interrupted
+    with the outcome put back, and the next take has it (before, it was gone: taken, never handed out)."""
+    from collections import deque
+
+    from spoolparse._signals import Interrupted, interrupts
+    from spoolparse.runner.driver import Driver
+
+    class SignalAsTaken(deque[str]):
+        def popleft(self) -> str:
+            item = super().popleft()
+            signal.raise_signal(signal.SIGTERM)  # what the kernel does at the worst instant
+            return item
+
+    def loop() -> Any:
+        yield ["a", "b"]
+
+    driver: Driver[str] = Driver(loop(), name="test-take", room_at=-1, on_room=lambda: None)
+    with interrupts():
+        driver.take()  # started, "a" taken
+        driver._handoff = SignalAsTaken(driver._handoff)
+        with pytest.raises(Interrupted):
+            driver.take()
+        driver._handoff = deque(driver._handoff)
+        assert driver.take() == "b"
+    driver.join()
