@@ -8,6 +8,34 @@
         print(r.ok, r.text, r.usage)
 """
 
+# First, before any other import (both are built in: nothing to load): see _quit_while_loading.
+import _signal  # type: ignore[import-not-found]  # (no stub: the module signal.py wraps)
+import sys as _sys
+
+#: What a Ctrl-C while the command loads prints (on its stderr) before it ends with 130.
+_LOADING_INTERRUPTED = b"spoolparse: error: interrupted by SIGINT\n"
+
+
+def _quit_while_loading(signum: int, frame: object) -> None:
+    """SIGINT while the ``spoolparse`` command loads (this package, then its entry point): nothing is started
+    yet, so it ends here with one line and 130, never with Python's traceback of an import cut short.
+    :func:`spoolparse.__main__.entry` puts Python's handler back as it takes over."""
+    import os
+
+    try:
+        os.write(2, _LOADING_INTERRUPTED)
+    finally:
+        os._exit(130)
+
+
+# Only in the command's own process (the console script, or python -m spoolparse): a program that imports
+# spoolparse keeps its handlers.
+if ((_sys.argv or [""])[0].rsplit("/", 1)[-1] == "spoolparse" or _sys.orig_argv[1:3] == ["-m", "spoolparse"]) and (
+    _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler  # not when it was to be ignored
+):
+    _signal.signal(_signal.SIGINT, _quit_while_loading)
+
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the command loads this module on every call
 if TYPE_CHECKING:  # the real imports, for type checkers; at run time each name loads on first use
     from typing import Any

@@ -12,8 +12,15 @@ def entry() -> int:
 
         sys.stdout.write(f"spoolparse {__version__}\n")
         return 0
-    from ._signals import deferred, interrupt_was_handled
+    import contextlib
+    import os
+    import signal
 
+    from . import _LOADING_INTERRUPTED, _quit_while_loading
+    from ._signals import command_process, deferred, interrupt_was_handled
+
+    if signal.getsignal(signal.SIGINT) is _quit_while_loading:  # the package's, while it loaded: ours from now on
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         # A Ctrl-C raised inside the import machinery can be swallowed (a weakref callback there prints
         # "Exception ignored" and loading goes on, and so would the run): held back to the end of loading,
@@ -22,7 +29,10 @@ def entry() -> int:
             from .cli import main
     except KeyboardInterrupt:  # nothing was started, so nothing to end
         interrupt_was_handled()
+        with contextlib.suppress(OSError):
+            os.write(2, _LOADING_INTERRUPTED)
         return 130
+    command_process()  # this process ends with the command: a late signal cannot change its status
     return main()
 
 

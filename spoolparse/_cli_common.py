@@ -12,10 +12,11 @@ import contextlib
 import math
 import re
 import sys
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from . import _limits
 from ._regex import regex
+from ._signals import WholeWrites, deferred
 from ._terminal import printable
 
 if TYPE_CHECKING:
@@ -203,13 +204,17 @@ def events_on_stderr(on: bool) -> None:
 
 
 def emit_json(obj: Any, *, pretty: bool = False, out: IO[bytes] | None = None) -> None:
-    """One JSON value on one line (indented with ``pretty``), flushed, on ``out`` (default: stdout)."""
+    """One JSON value on one line (indented with ``pretty``), flushed, on ``out`` (default: stdout).
+
+    The line goes out whole whatever signal comes meanwhile: the ending signals are held back until it is
+    flushed (a reader that has stopped reading holds them back with it), then take effect."""
     from ._decode.jsonout import write  # orjson: not needed by --version, --help or a usage error
 
-    stream = out if out is not None else sys.stdout.buffer
-    write(stream, obj, pretty=pretty)  # integers of any size, exactly; a long answer in pieces
-    stream.write(b"\n")
-    stream.flush()
+    stream = WholeWrites(out if out is not None else sys.stdout.buffer)
+    with deferred():
+        write(cast(IO[bytes], stream), obj, pretty=pretty)  # integers of any size, exactly; a long answer in pieces
+        stream.write(b"\n")
+        stream.flush()
 
 
 def _message(kind: str, message: str, prog: str) -> None:

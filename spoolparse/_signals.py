@@ -1,30 +1,34 @@
-"""Signals that end spoolparse: turned into an exception, and held back while a child is being tied to us.
+"""Signals that end spoolparse: turned into an exception, and held back while a stretch must not be cut.
 
 :func:`deferred` holds SIGINT, SIGTERM, SIGHUP and SIGQUIT back (in the main
 thread, where Python runs signal handlers) across a stretch that must not be
-cut: between ``fork`` and the moment the child is registered for cleanup, and
-during the cleanup itself. A signal that came meanwhile is raised again at the
-end, with the handlers as they were, so its usual effect follows. Ctrl-C at
-any instant so never leaves a child nobody will end.
+cut: between ``fork`` and the moment the child is registered for cleanup, the
+cleanup itself (TERM, grace, KILL of the children), and the write of one
+output line. A signal that came meanwhile is raised again at the end, with the
+handlers as they were, so its usual effect follows. Ctrl-C at any instant so
+never leaves a child nobody will end, nor half a line.
 
 :func:`interrupts` is for the command line: the four signals raise
 :class:`Interrupted` (a :class:`KeyboardInterrupt`), so every ``except
 BaseException`` cleanup runs (TERM, grace, KILL of the children) and the
-command exits with ``128 + signum``.
+command exits with ``128 + signum``. The first signal decides: once it was
+raised, the ending signals that follow are taken and change nothing, so the
+cleanup, the outcomes and the summary all come out whatever else arrives.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import signal
 import threading
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
-    "ENDING", "Interrupted", "deferred", "interrupts", "interrupt_was_handled", "uninterruptible", "helper_thread",
-    "handlers_kept", "as_interrupted",
+    "ENDING", "Interrupted", "deferred", "interrupts", "interrupt_was_handled", "helper_thread", "handlers_kept",
+    "as_interrupted", "command_process", "WholeWrites",
 ]
 
 #: The signals that end spoolparse in an orderly way.
@@ -52,7 +56,11 @@ def _in_main_thread() -> bool:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Hold the ending signals back for the block (a no-op outside the main thread)."""
+    """Hold the ending signals back for the block (a no-op outside the main thread); the first that came is
+    raised again at its end. Blocks nest: an inner one's signal is held by the outer one.
+
+    The one policy for a stretch that must not be cut (a child being tied to us, a cleanup that ends children, an
+    output line being written): every ending signal, not only Ctrl-C, is held, and none is lost."""
     if not _in_main_thread():
         yield
         return
@@ -81,9 +89,22 @@ def deferred() -> Iterator[None]:
 _raised: list[int] = []
 
 
+#: Set by :func:`command_process`: the ending signals are ignored once one ended the command.
+_ends_the_process: list[bool] = []
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    if _raised:
+        return  # the command is already ending on the first signal: its status and its cleanup stand
     _raised[:] = [signum]
     raise Interrupted(signum)
+
+
+def command_process() -> None:
+    """Say that this process is the ``spoolparse`` command, which exits when its command returns: once an ending
+    signal ended the command, the ending signals are ignored to the exit (:func:`interrupts` does not put the
+    old handlers back), so a late one cannot change the status the first one set."""
+    _ends_the_process[:] = [True]
 
 
 def as_interrupted(exc: KeyboardInterrupt) -> KeyboardInterrupt:
@@ -99,7 +120,8 @@ def as_interrupted(exc: KeyboardInterrupt) -> KeyboardInterrupt:
 
 @contextlib.contextmanager
 def interrupts() -> Iterator[None]:
-    """For the command line: the ending signals raise :class:`Interrupted` inside the block."""
+    """For the command line: the first ending signal raises :class:`Interrupted` inside the block; those after
+    it are taken and change nothing (see the module's docstring)."""
     if not _in_main_thread():
         yield
         return
@@ -112,8 +134,10 @@ def interrupts() -> Iterator[None]:
             saved[sig] = signal.signal(sig, _raise)
         yield
     finally:
+        # the process exits with the status the first signal set: a signal now must not end it with its own
+        keep = signal.SIG_IGN if _raised and _ends_the_process else None
         for sig, old in saved.items():
-            signal.signal(sig, old)
+            signal.signal(sig, keep if keep is not None else old)
 
 
 @contextlib.contextmanager
@@ -146,21 +170,28 @@ def interrupt_was_handled() -> None:
     exec("None")
 
 
-@contextlib.contextmanager
-def uninterruptible() -> Iterator[None]:
-    """SIGINT and SIGTERM ignored for the block, in the main thread (elsewhere a no-op): a cleanup that ends
-    children (TERM, grace, KILL) must not be cut short by a second Ctrl-C and leave some behind."""
-    saved: dict[int, Any] = {}
-    if _in_main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(OSError, ValueError):
-                saved[sig] = signal.signal(sig, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        for signum, handler in saved.items():
-            with contextlib.suppress(OSError, ValueError, TypeError):
-                signal.signal(signum, handler)
+class WholeWrites:
+    """A binary stream's ``write`` that writes every byte it is given.
+
+    A signal handled during a write to a pipe (its reader slow) makes CPython's
+    buffered ``write`` return a short count, the rest silently not written: a
+    line torn in two, with no exception. This writes the rest.
+    """
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+
+    def write(self, data: bytes | memoryview) -> int:
+        view = memoryview(data)
+        while view:
+            n = self.stream.write(view)
+            if not n:  # a stream that would block (O_NONBLOCK): no spinning on it
+                raise BlockingIOError(errno.EAGAIN, "the output would block", 0)
+            view = view[n:]
+        return len(data)
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def helper_thread() -> None:

@@ -236,13 +236,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         inp = Path(args.input)
     # the command's options are named as the child's: --timeout, --grace, --cwd, --shell, --provider, ...
     options = ChildOptions.given({**vars(args), "input": inp})
-    with (
-        interrupts(),  # SIGINT/TERM/HUP/QUIT: the child is ended, its summary printed, exit 128+N
-        follow(events=args.events, events_file=args.events_file, progress=progress) as (on_event, on_start),
-    ):
-        res = run(command[0] if args.shell else command, options, keep_output=False, on_event=on_event,
-                  on_start=on_start)
-    return _print_result(res, args)
+    # SIGINT/TERM/HUP/QUIT (_command's interrupts()): the child is ended, its summary printed, exit 128+N
+    res: Result | None = None
+    printed = False
+    try:
+        with follow(events=args.events, events_file=args.events_file, progress=progress) as (on_event, on_start):
+            res = run(command[0] if args.shell else command, options, keep_output=False, on_event=on_event,
+                      on_start=on_start)
+        with deferred():  # a signal now takes effect once the summary is out (and known to be)
+            status = _print_result(res, args)
+            printed = True
+        return status
+    except Interrupted as e:
+        if e.result is None and not printed:
+            e.result = res  # the run was over when the signal came: its summary is printed all the same
+        raise
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
@@ -335,6 +343,13 @@ def _main(argv: list[str]) -> int:
         # raised inside it. A signal that came meanwhile is raised right after. (ijson loads on first use,
         # the same way: spoolparse._decode.ijson_lazy.)
         import orjson  # noqa: F401
+    # The command, what it prints and how it ends, all within: the first ending signal raises Interrupted, those
+    # after it change nothing (the summary and the status stay the first one's).
+    with interrupts():
+        return _command(args)
+
+
+def _command(args: argparse.Namespace) -> int:
     from .errors import Error, SpawnError, SpoolDirError, SpoolFullError, UsageError
 
     try:

@@ -205,16 +205,19 @@ def run(
         else:
             res = _deliver_rest(child, relay, deliver, bell, keep_output=keep_output, timeout=timeout)
     except BaseException as exc:
-        if relay is not None:
-            relay.abandon()
-        if waiter is not None:
-            waiter.close()
-        running = not child.life.leader_exited
-        child.kill_now()
-        if isinstance(exc, Interrupted) and exc.result is None:
-            _summarize_interrupted(child, exc, running=running, timeout=timeout)
-        child.close()
-        if relay is not None:
-            relay.close(wait=_limits.EVENT_JOIN)  # the listener done with the event it is in
+        # the whole cleanup held: a signal meanwhile (a second Ctrl-C) takes effect after it, never halfway through
+        # (the child's end, what it had come to, its spools closed)
+        with deferred():
+            if relay is not None:
+                relay.abandon()
+            if waiter is not None:
+                waiter.close()
+            running = not child.life.leader_exited
+            child.kill_now()
+            if isinstance(exc, Interrupted) and exc.result is None:
+                _summarize_interrupted(child, exc, running=running, timeout=timeout)
+            child.close()
+            if relay is not None:
+                relay.close(wait=_limits.EVENT_JOIN)  # the listener done with the event it is in
         raise
     return handed_back(child, res, check=check)

@@ -1,7 +1,8 @@
-"""The hand-out rule both runners share: an outcome is final in the job log once it was printed."""
+"""The hand-out rule both runners share: an outcome is final in the job log before its reader can print it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -39,19 +40,25 @@ def test_both_runners_hand_out_through_the_shared_rule(runner: str) -> None:
     assert issubclass(cls, HandsOut) and "__next__" not in vars(cls) and "emitted" not in vars(cls)
 
 
-def test_a_received_outcome_is_final_only_once_the_next_is_asked_for(tmp_path: Path) -> None:
+def test_an_outcome_is_final_in_the_job_log_as_it_is_handed_out(tmp_path: Path) -> None:
     path = tmp_path / "jobs.ndjson"
     log = JobLog(path)
-    batch = _Received(log, [Outcome(id=i, verdict="ok") for i in "abc"])
-    assert done_ids(path, "all") == set()  # all three arrived; none printed yet
-    assert next(batch).id == "a"
-    assert done_ids(path, "all") == set()  # handed out, maybe not printed: a crash now reruns it
-    assert next(batch).id == "b"
-    assert done_ids(path, "all") == {"a"}
-    closed = batch._left.pop()  # what close() returns: printed by the caller, who says so
+    batch = _Received(log, [Outcome(id=i, verdict="ok") for i in "abcd"])
+    assert done_ids(path, "all") == set()  # all four arrived; none handed out yet
+    a = next(batch)
+    assert a.id == "a" and done_ids(path, "all") == {"a"}  # in the log before the reader can print it
+    assert batch.unprinted() == [a] and batch.unprinted() == []  # in hand until printed: given back once
+    b = next(batch)
+    batch.printed(b)
+    assert batch.unprinted() == [] and done_ids(path, "all") == {"a", "b"}
+    assert next(batch).id == "c"
+    closed = batch._left.pop()  # what close() returns: the caller says so before it prints it
     batch.emitted(closed)
-    assert done_ids(path, "all") == {"a", "c"}
+    batch.emitted(closed)  # once only
+    assert done_ids(path, "all") == {"a", "b", "c", "d"}
     with pytest.raises(StopIteration):
         next(batch)
-    assert done_ids(path, "all") == {"a", "b", "c"} and batch.all_out
+    assert batch.unprinted() == []  # asking for the next says the one before was printed
+    assert batch.all_out
     log.close()
+    assert [r["id"] for r in map(json.loads, path.read_text().splitlines())] == ["a", "b", "c", "d"]

@@ -40,7 +40,7 @@ from .._cli_common import (
     warn,
 )
 from .._regex import regex
-from .._signals import Interrupted, as_interrupted, helper_thread, interrupts
+from .._signals import Interrupted, as_interrupted, deferred, helper_thread
 from .._terminal import printable
 from ..errors import UsageError
 from .admission import cpu_cap
@@ -484,66 +484,69 @@ def _run_batch(
     progress: _Progress | None,
     events: _TaskEvents | None,
 ) -> int:
-    # SIGINT/TERM/HUP/QUIT: every agent ended, the ended tasks' outcomes printed, exit 128+N
-    with interrupts():
-        out, saved_stdout = sys.stdout.buffer, sys.stdout
-        if args.ray is not None:
-            sys.stdout = sys.stderr  # Ray prints cluster errors (a node died) on sys.stdout: it carries outcomes only
-        batch: Batch | RayBatch | None = None
-        status = EXIT_OK
-        try:
-            batch = run_many(
-                tasks,
-                options,
-                backend="local" if args.ray is None else "ray",
-                address=args.ray or None,
+    # SIGINT/TERM/HUP/QUIT (raised as Interrupted by the command's interrupts(), the first alone): every agent
+    # ended, every task's outcome printed once, exit 128+N of the first
+    out, saved_stdout = sys.stdout.buffer, sys.stdout
+    if args.ray is not None:
+        sys.stdout = sys.stderr  # Ray prints cluster errors (a node died) on sys.stdout: it carries outcomes only
+    batch: Batch | RayBatch | None = None
+    status = EXIT_OK
+    try:
+        batch = run_many(
+            tasks,
+            options,
+            backend="local" if args.ray is None else "ray",
+            address=args.ray or None,
+        )
+        if events is not None and isinstance(batch, Batch):
+            batch.on_event = events
+        elif events is not None:
+            warn("--events: the live events of tasks on Ray nodes are not sent back; outcomes only")
+        if progress is not None and not isinstance(batch, Batch):
+            sys.stderr.write(f"spoolparse: batch on Ray: {len(batch.nodes)} nodes\n")
+            batch.on_tick = progress
+        elif progress is not None and isinstance(batch, Batch):
+            a = batch.admission
+            sys.stderr.write(
+                f"spoolparse: batch: -j {batch.max_concurrent} ({batch.sizing.bound}), "
+                f"memory {_gib(a.probe.total())} GiB, "
+                f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, "
+                f"cgroups: {batch.placement.enforcement or 'none'}\n"
             )
-            if events is not None and isinstance(batch, Batch):
-                batch.on_event = events
-            elif events is not None:
-                warn("--events: the live events of tasks on Ray nodes are not sent back; outcomes only")
-            if progress is not None and not isinstance(batch, Batch):
-                sys.stderr.write(f"spoolparse: batch on Ray: {len(batch.nodes)} nodes\n")
-                batch.on_tick = progress
-            elif progress is not None and isinstance(batch, Batch):
-                a = batch.admission
-                sys.stderr.write(
-                    f"spoolparse: batch: -j {batch.max_concurrent} ({batch.sizing.bound}), "
-                    f"memory {_gib(a.probe.total())} GiB, "
-                    f"stop at {a.stop_at:.0%}, kill at {a.kill_at:.0%}, "
-                    f"cgroups: {batch.placement.enforcement or 'none'}\n"
-                )
-                batch.on_tick = progress
-                on_event = batch.on_event
-                batch.on_event = progress.on_event if on_event is None else _both(on_event, progress.on_event)
-            for outcome in batch:
-                with progress.lock if progress is not None else contextlib.nullcontext():
-                    if progress is not None:  # no redraw between clearing the block and the outcome
-                        progress.clear()
-                        progress.finished(outcome)
+            batch.on_tick = progress
+            on_event = batch.on_event
+            batch.on_event = progress.on_event if on_event is None else _both(on_event, progress.on_event)
+        for outcome in batch:  # final in the job log as it is handed out: before anyone sees it
+            # the line whole, and known printed, before a signal takes effect
+            with deferred(), progress.lock if progress is not None else contextlib.nullcontext():
+                if progress is not None:  # no redraw between clearing the block and the outcome
+                    progress.clear()
+                    progress.finished(outcome)
+                emit_json(outcome.to_dict(), out=out)
+                batch.printed(outcome)
+            if not outcome.ok:
+                status = EXIT_NOT_OK
+        if progress is not None:
+            progress(batch, force=True)
+            skipped = f"\nspoolparse: batch: skipped {batch.skipped} already ok\n" if batch.skipped else "\n"
+            sys.stderr.write(skipped)
+    except KeyboardInterrupt as caught:
+        e = as_interrupted(caught)  # Ray's waits make ours a bare KeyboardInterrupt, whatever the signal
+        if batch is not None:
+            batch.interrupted_by(e)  # the cancelled tasks' error names the signal we got
+            # the one in hand when the signal came, then every ended task's: its final job-log line, then it
+            for outcome in [*batch.unprinted(), *batch.close()]:
+                batch.emitted(outcome)
+                with contextlib.suppress(OSError):
                     emit_json(outcome.to_dict(), out=out)
-                if not outcome.ok:
-                    status = EXIT_NOT_OK
-            if progress is not None:
-                progress(batch, force=True)
-                skipped = f"\nspoolparse: batch: skipped {batch.skipped} already ok\n" if batch.skipped else "\n"
-                sys.stderr.write(skipped)
-        except KeyboardInterrupt as caught:
-            e = as_interrupted(caught)  # Ray's waits make ours a bare KeyboardInterrupt, whatever the signal
-            if batch is not None:
-                batch.interrupted_by(e)  # the cancelled tasks' error names the signal we got
-                for outcome in batch.close():  # each ended task's outcome, then its final job-log line
-                    with contextlib.suppress(OSError):
-                        emit_json(outcome.to_dict(), out=out)
-                        batch.emitted(outcome)
-            if progress is not None:
-                progress.clear()
-            fail(str(e) if isinstance(e, Interrupted) else "interrupted")
-            return EXIT_SIGNAL_BASE + e.signum if isinstance(e, Interrupted) else EXIT_INTERRUPTED
-        finally:
-            if batch is not None:
-                batch.close()
-            sys.stdout = saved_stdout
+        if progress is not None:
+            progress.clear()
+        fail(str(e) if isinstance(e, Interrupted) else "interrupted")
+        return EXIT_SIGNAL_BASE + e.signum if isinstance(e, Interrupted) else EXIT_INTERRUPTED
+    finally:
+        if batch is not None:
+            batch.close()
+        sys.stdout = saved_stdout
     return status
 
 

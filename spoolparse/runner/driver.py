@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from .. import _limits
-from .._signals import uninterruptible
+from .._signals import deferred
 
 __all__ = ["Driver", "relay", "turns"]
 
@@ -95,11 +95,19 @@ class Driver(Generic[T]):
         with self._cv:
             while not self._handoff and not self._ended:
                 self._cv.wait(_limits.SIGNAL_SLICE)  # a signal another thread took is seen here within this
-            item = self._handoff.popleft() if self._handoff else None
-            room = len(self._handoff) == self._room_at
+            # A signal the instant the item is taken would lose it (taken, never handed out): held over the take,
+            # and when it comes there, raised with the item put back for the next take.
+            item = None
+            try:
+                with deferred():
+                    item = self._handoff.popleft() if self._handoff else None
+                    if item is not None and len(self._handoff) == self._room_at:
+                        self._on_room()  # the reader caught up: the loop may start tasks again
+            except BaseException:
+                if item is not None:
+                    self._handoff.appendleft(item)
+                raise
         if item is not None:
-            if room:
-                self._on_room()  # the reader caught up: the loop may start tasks again
             return item
         if self._error is not None:
             error, self._error = self._error, None
@@ -124,7 +132,7 @@ class Driver(Generic[T]):
         """Wait for the loop's thread (asked to stop by the caller); the items it made that were not taken."""
         if self._thread is not None:
             if self._thread is not threading.current_thread():  # else it ends once we return
-                with uninterruptible():  # a second Ctrl-C must not cut the wait short and leave children behind
+                with deferred():  # no signal cuts the wait short and leaves children behind
                     self._thread.join()
         else:
             self._loop.close()

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Container, Iterator
 from typing import Any
 
+from .._signals import deferred
 from .intake import Intake
 from .joblog import JobLog
 from .tasks import Outcome
@@ -24,13 +25,22 @@ __all__ = ["Emission", "HandsOut", "Holds"]
 
 
 class HandsOut(Iterator[Outcome]):
-    """A batch (local or on Ray) as its reader sees it: outcomes, each final in the job log once it was printed.
+    """A batch (local or on Ray) as its reader sees it: outcomes, each final in the job log before it is seen.
 
-    The outcome handed out last counts as printed when the reader asks for
-    the next one (the ``batch`` command prints each before it asks again);
-    outcomes handed out another way (those :meth:`close` returns) count
-    once :meth:`emitted` is called for each. Until then a crash leaves the
-    task to ``--resume``, which never skips a task whose outcome was lost.
+    An outcome's final job-log line is written (to the kernel: no fsync) as
+    the outcome is handed out, before the reader can print it; outcomes
+    handed out another way (those :meth:`close` returns) get theirs when
+    :meth:`emitted` is called for each, which the reader does before it
+    prints one. An outcome a reader of ``spoolparse batch`` has seen is so
+    always in the job log, and ``--resume`` never runs it again, even after a
+    ``kill -9``. What is left: a crash after the job-log line and before
+    the outcome line is whole on stdout (a reader not reading holds that
+    write up) leaves a task logged whose outcome nobody read.
+
+    The outcome handed out last stays *in hand* until the reader says it
+    printed it (:meth:`printed`) or asks for the next: a reader cut short by
+    a signal between the two gets it back from :meth:`unprinted`, so every
+    task still gets its one outcome line.
     """
 
     joblog: JobLog | None
@@ -65,21 +75,32 @@ class HandsOut(Iterator[Outcome]):
         return self
 
     def __next__(self) -> Outcome:
-        if self._handed is not None:
-            self.emitted(self._handed)
-            self._handed = None
+        self._handed = None  # the reader asks again: it has the one before
         try:
             out = self._take()
         except StopIteration:
-            self._all_out()
+            with deferred():  # the batch's cleanup whole (its job log closed last)
+                self._all_out()
             raise
         self._handed = out
+        self.emitted(out)
         return out
 
     def emitted(self, outcome: Outcome) -> None:
-        """Say that ``outcome`` reached its reader: its final job-log line is written now."""
+        """Say that ``outcome`` is about to reach its reader: its final job-log line is written now, whole."""
         if self.joblog is not None:
-            self.joblog.emitted(outcome)
+            with deferred():
+                self.joblog.emitted(outcome)
+
+    def printed(self, outcome: Outcome) -> None:
+        """The reader has ``outcome`` whole (the ``batch`` command printed it): no longer in hand."""
+        if self._handed is outcome:
+            self._handed = None
+
+    def unprinted(self) -> list[Outcome]:
+        """The outcome handed out last if the reader never said it printed it (a signal came between), once."""
+        handed, self._handed = self._handed, None
+        return [] if handed is None else [handed]
 
 
 class Emission:

@@ -34,6 +34,7 @@ import orjson
 
 from .._decode.jsonout import dumps
 from .._dirfd import open_named
+from .._signals import WholeWrites
 from ..types import JobLogRecord, Verdict
 from .ids import SeenIds
 from .tasks import Outcome
@@ -109,7 +110,7 @@ class JobLog:
 
     def _append(self, data: bytes) -> None:
         if self._f is not None:
-            self._f.write(data)
+            WholeWrites(self._f).write(data)  # whole, whatever signal comes
             self._f.flush()
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Generator, Iterable
 from typing import Any
 
-from .._signals import handlers_kept, uninterruptible
+from .._signals import deferred, handlers_kept
 from ..errors import UsageError
 from .driver import relay
 from .emission import Emission, HandsOut
@@ -445,7 +445,7 @@ class RayBatch(HandsOut):
             node.lost = "stopped"
 
     def _cancel_all(self) -> None:
-        with uninterruptible():
+        with deferred():
             self._stop_nodes()
             undelivered = self._emission.take_undelivered()
             # why spoolparse cancelled them (``cancelled (SIGTERM to spoolparse)``), as for a local batch's tasks

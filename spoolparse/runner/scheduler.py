@@ -40,7 +40,7 @@ from .._os.cgroup import wait_removed
 from .._os.lifecycle import Done
 from .._os.proc import raise_open_files_limit
 from .._relay import EventRelay
-from .._signals import uninterruptible
+from .._signals import deferred
 from ..child import LOOK, Budget, Step
 from ..cost import preload as preload_prices
 from ..errors import UsageError
@@ -592,9 +592,10 @@ class Batch(HandsOut):
     def _cancel_all(self) -> None:
         """TERM every group, a short grace, KILL, reap; a ``cancelled`` outcome for every started task.
 
-        A second Ctrl-C (or SIGTERM) during this cleanup is ignored, so it cannot leave children behind.
+        An ending signal during this cleanup is held back to its end (:func:`~spoolparse._signals.deferred`), so it
+        cannot leave children behind.
         """
-        with uninterruptible():
+        with deferred():
             self._cancel_running()
 
     def _cancel_running(self) -> None:
