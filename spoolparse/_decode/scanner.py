@@ -47,6 +47,9 @@ _BOM = b"\xef\xbb\xbf"
 #: Kept lines up to this long are copied out of the read buffer to be decoded (less work than a view of it);
 #: a longer one is decoded where it lies, so that it is not in memory twice.
 _VIEW_BYTES = 1 << 16
+#: Kept lines up to this long (and within the probe window) are decoded in the feed loop itself, once their cached
+#: decision says KEEP: the calls complete() makes around the decode cost more than the decode of such a line.
+SHORT_KEPT = _VIEW_BYTES
 #: A blank line (its newline aside): counted apart, not as invalid.
 _BLANK_LINE = re.compile(rb"[ \t\r]*")
 
@@ -249,10 +252,15 @@ class LineScanner:
         append = out.append
         max_line = self.max_line
         fast = _limits.FAST_PROBE_BYTES
+        loads = self._loads
+        # a kept line its probe window holds whole is what complete() would decode the same way (its first bytes
+        # are the window the cached decision came from; nothing to strip between the braces)
+        short = min(SHORT_KEPT, self.probe_bytes) if self.probe_bytes >= fast else -1
         lineno = self.lines
         # One memchr and one or two anchored matches per line: a line of a
         # skipped type costs no more; a cached NOTE decision is settled here
-        # too, and neither copies any of the line.
+        # too, and neither copies any of the line; a short kept line is
+        # decoded here, with no call of its own.
         while True:
             nl = find(b"\n", pos, end)
             if nl < 0:
@@ -276,6 +284,16 @@ class LineScanner:
                                          bytes(buf[max(pos, nl - _NOTE_TAIL) : nl])))
                             pos = nl + 1
                             continue
+                        if nl - pos <= short:  # a short kept line, braces at both ends: decoded here
+                            line = buf[pos:nl]
+                            if line[-1] == 125 and line[0] == 123:
+                                obj = read(line, loads)
+                                if isinstance(obj, dict):
+                                    t = obj.get("type")
+                                    key = t if isinstance(t, str) and not t.startswith("item.") else key_of(obj)
+                                    append(Event(lineno, key, obj, nl - pos))
+                                    pos = nl + 1
+                                    continue
             self.lines = lineno
             self.complete(bytes(buf[pos : min(nl, pos + self.probe_bytes)]), buf, pos, nl, out)
             skip = self._skip  # the line may have taught a new SKIP decision
