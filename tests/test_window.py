@@ -198,6 +198,30 @@ def test_short_kept_lines_are_decoded_in_the_feed_loop(monkeypatch: pytest.Monke
     assert looked == [1, 301, 401], looked
 
 
+@pytest.mark.parametrize("untyped", [SKIP, NOTE, KEEP])
+def test_untyped_lines_are_classified_in_the_feed_loop(monkeypatch: pytest.MonkeyPatch, untyped: int) -> None:
+    """A logger's lines (no type key, no escape) are neither probed nor handed to ``complete``: only the one that
+    names a type in a nested object, or has an escape, is (as the first line of a kept type is)."""
+    looked: list[int] = []
+    real = LineScanner.complete
+
+    def spy(self: LineScanner, head: bytes, buf: Any, a: int, b: int, out: list[Any]) -> None:
+        looked.append(self.lines)
+        real(self, head, buf, a, b, out)
+
+    monkeypatch.setattr(LineScanner, "complete", spy)
+    lines = [b'{"level":"info","msg":"step %d","n":%d}' % (i, i) for i in range(300)]
+    lines[100] = b'{"level":"info","data":{"type":"x"},"n":100}'
+    lines[200] = b'{"level":"info","msg":"\\u0074","n":200}'
+    lines.insert(0, b'{"type":"turn.started"}')
+    sc = LineScanner({"": untyped, "turn.started": KEEP}.get)  # type: ignore[arg-type]
+    with h.whole_windows(False):
+        recs = sc.feed(b"\n".join(lines) + b"\n")
+    assert looked == [1, 102, 202], looked
+    assert len(recs) == {SKIP: 1, NOTE: 301, KEEP: 301}[untyped] and sc.invalid_lines == 0
+    assert all(r.type == "" for r in recs[1:])
+
+
 # -- the pattern --------------------------------------------------------------------------------------------
 
 

@@ -227,13 +227,13 @@ class Engine:
 
     def _reset_retain(self) -> None:
         self._foreign: frozenset[str] = frozenset()
-        self._own: frozenset[str]  # the chosen grammar's typed keys
+        self._quiet: frozenset[str]  # the keys of events that need no check mid-run (see())
         self._ends: frozenset[str]  # and those of its terminal events
         self._reads: dict[str, int]  # how it reads each of its keys (Grammar.read, without a call a record)
         self._rivals: dict[str, tuple[Shape, ...]] = {}
         self._their_starts: frozenset[str] = frozenset()  # types other grammars start a run with, and it knows not
         g = self.grammar
-        self._own = g.types() - {""} if g is not None else frozenset()
+        self._quiet = (g.types() - {""}) | ({""} if g.typed else set()) if g is not None else frozenset()
         self._ends = frozenset(s.key for s in g.terminal) if g is not None else frozenset()
         self._reads = {k: g.read(k) for k in g.types()} if g is not None else {}
         if self.auto is not None and self._index is not None and g is not None:
@@ -266,8 +266,9 @@ class Engine:
             if not isinstance(rec, Dropped) and self._claimed_by_any(rec):
                 return self._detect_again(rec, "the lines before it hold no event of a known format")
         elif self.auto is not None and not (
-                self.ended_at is None and self._buffer is None and type(rec) is Event and rec.type in self._own):
-            # (one of its own typed events mid-run, nothing held: no other CLI's run begins, none contradicts)
+                self.ended_at is None and self._buffer is None and type(rec) is Event and rec.type in self._quiet):
+            # (one of its own typed events, or an untyped one in a typed stream, mid-run with nothing held: no other
+            # CLI's run begins there, and it contradicts nothing)
             if type(rec) is Event and self._another_run(rec):
                 assert self.fold is not None
                 return self._detect_again(rec, f"after {self.fold.name}'s run ended, another CLI's run begins",
