@@ -158,6 +158,19 @@ def test_parse_gives_the_same_summary_whichever_path_reads_the_windows(listening
 # -- short kept lines, decoded in the feed loop ---------------------------------------------------------------
 
 
+def _complete_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The line numbers the scanner hands to ``complete`` (its general path) from now on."""
+    looked: list[int] = []
+    real = LineScanner.complete
+
+    def spy(self: LineScanner, head: bytes, buf: Any, a: int, b: int, out: list[Any]) -> None:
+        looked.append(self.lines)
+        real(self, head, buf, a, b, out)
+
+    monkeypatch.setattr(LineScanner, "complete", spy)
+    return looked
+
+
 @given(data=st.data())
 def test_a_short_kept_line_reads_the_same_in_the_feed_loop_as_through_complete(data: st.DataObject) -> None:
     """The line-by-line path decodes a short kept line itself once its type's decision is cached; with that turned
@@ -180,14 +193,7 @@ def test_a_short_kept_line_reads_the_same_in_the_feed_loop_as_through_complete(d
 def test_short_kept_lines_are_decoded_in_the_feed_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the first line of each kept type (whose decision is not cached yet) and the lines that are not plain
     compact objects (a blank after the brace, a carriage return) go through ``complete``."""
-    looked: list[int] = []
-    real = LineScanner.complete
-
-    def spy(self: LineScanner, head: bytes, buf: Any, a: int, b: int, out: list[Any]) -> None:
-        looked.append(self.lines)
-        real(self, head, buf, a, b, out)
-
-    monkeypatch.setattr(LineScanner, "complete", spy)
+    looked = _complete_calls(monkeypatch)
     lines = [b'{"type":"assistant","message":{"content":[]},"n":%d}' % i for i in range(500)]
     lines[300] += b"\r"
     lines[400] += b" "
@@ -202,14 +208,7 @@ def test_short_kept_lines_are_decoded_in_the_feed_loop(monkeypatch: pytest.Monke
 def test_untyped_lines_are_classified_in_the_feed_loop(monkeypatch: pytest.MonkeyPatch, untyped: int) -> None:
     """A logger's lines (no type key, no escape) are neither probed nor handed to ``complete``: only the one that
     names a type in a nested object, or has an escape, is (as the first line of a kept type is)."""
-    looked: list[int] = []
-    real = LineScanner.complete
-
-    def spy(self: LineScanner, head: bytes, buf: Any, a: int, b: int, out: list[Any]) -> None:
-        looked.append(self.lines)
-        real(self, head, buf, a, b, out)
-
-    monkeypatch.setattr(LineScanner, "complete", spy)
+    looked = _complete_calls(monkeypatch)
     lines = [b'{"level":"info","msg":"step %d","n":%d}' % (i, i) for i in range(300)]
     lines[100] = b'{"level":"info","data":{"type":"x"},"n":100}'
     lines[200] = b'{"level":"info","msg":"\\u0074","n":200}'
@@ -284,14 +283,7 @@ def test_only_the_candidates_are_read_line_by_line(monkeypatch: pytest.MonkeyPat
     body = h.dumps(tool) + b"\n" + h.dumps(start) + b"\n"
     data = (b'{"type":"thread.started","thread_id":"t"}\n{"type":"turn.started"}\n' + body * 5000
             + h.dumps(answer) + b'\n{"type":"turn.completed","usage":{"input_tokens":1}}\n')
-    looked: list[int] = []
-    real = LineScanner.complete
-
-    def spy(self: LineScanner, head: bytes, buf: Any, a: int, b: int, out: list[Any]) -> None:
-        looked.append(self.lines)
-        real(self, head, buf, a, b, out)
-
-    monkeypatch.setattr(LineScanner, "complete", spy)
+    looked = _complete_calls(monkeypatch)
     monkeypatch.setattr(_window, "LINE_BYTES", float("inf"))
     monkeypatch.setattr(_window, "MIN_WINDOW", 0)
     sp = spoolparse.StreamParser("codex", live=False)

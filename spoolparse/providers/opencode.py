@@ -158,11 +158,12 @@ class OpencodeProvider(Provider):
             self._text(ev, part, live)
         elif t == "step_start":
             mid = part.get("messageID")
-            if self.in_step and mid is not None and mid == self.step_message:
-                # the same message's step again, with no finish between: opencode retried the request
-                live.append(LiveEvent("retry", n, t, {"message": "step restarted (request retried)"}))
-            else:
-                live.append(LiveEvent("turn_start", n, t, {}))
+            if self.live:  # a step's start and end feed live events only (one of each per tool call)
+                if self.in_step and mid is not None and mid == self.step_message:
+                    # the same message's step again, with no finish between: opencode retried the request
+                    live.append(LiveEvent("retry", n, t, {"message": "step restarted (request retried)"}))
+                else:
+                    live.append(LiveEvent("turn_start", n, t, {}))
             self.in_step, self.step_message = True, mid
         elif t == "step_finish":
             reason = part.get("reason")
@@ -175,7 +176,8 @@ class OpencodeProvider(Provider):
             if self.live and self.text:
                 live.append(LiveEvent("text", n, t, {"text": self.text.text()}))
             self.in_step = False
-            live.append(LiveEvent("turn_end", n, t, {"ok": True}))
+            if self.live:
+                live.append(LiveEvent("turn_end", n, t, {"ok": True}))
         elif t == "error":
             # the run's failure, however the process exited (a known trap: opencode has exited 0 after one)
             sprung = traps.check(self.name, t, d)
