@@ -258,7 +258,7 @@ class LineScanner:
         # are the window the cached decision came from; nothing to strip between the braces); such a line with no
         # type key in it, nor an escape that could spell one, is untyped, as probe_type would find
         short = min(SHORT_KEPT, self.probe_bytes) if self.probe_bytes >= fast else -1
-        untyped = ("", self._retain(""))
+        untyped: tuple[str, int] | None = None  # the decision for "" (asked for once, when a line needs it)
         lineno = self.lines
         # One memchr and one or two anchored matches per line (and two more
         # memchr-like searches for an untyped one): a line of a skipped type
@@ -281,7 +281,8 @@ class LineScanner:
                     d = cache.get(m.group(1, 2))
                 elif nl - pos <= short and buf[pos : pos + 1] == b"{" and find(b'type"', pos, nl) < 0 \
                         and find(b"\\", pos, nl) < 0:
-                    d = untyped  # an object with no type key anywhere on it (a logger's line): probe_type's ""
+                    # an object with no type key anywhere on it (a logger's line): probe_type's ""
+                    d = untyped = untyped or ("", self._retain(""))
                 else:
                     d = None
                 if d is not None:

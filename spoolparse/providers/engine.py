@@ -229,7 +229,7 @@ class Engine:
         self._foreign: frozenset[str] = frozenset()
         self._quiet: frozenset[str]  # the keys of events that need no check mid-run (see())
         self._ends: frozenset[str]  # and those of its terminal events
-        self._reads: dict[str, int]  # how it reads each of its keys (Grammar.read, without a call a record)
+        self._reads: dict[str, int]  # how it reads each of its keys (Grammar.read, with no call per record)
         self._rivals: dict[str, tuple[Shape, ...]] = {}
         self._their_starts: frozenset[str] = frozenset()  # types other grammars start a run with, and it knows not
         g = self.grammar
