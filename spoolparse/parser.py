@@ -260,7 +260,8 @@ def parse(
 
     Returns a :class:`Result` with ``returncode`` ``None``. A regular file
     nobody is writing is read once through ``mmap`` in 8 MiB windows, each
-    unmapped before the next (mapped pages count in the resident set), under a
+    unmapped before the next and parsed a ``READ_CHUNK`` at a time whose pages
+    are let go once parsed (mapped pages count in the resident set), under a
     read lease (see :func:`_feed_mapped`); anything else — pipes, FIFOs,
     character devices, ``/dev/stdin``, files being written, and bytes appended
     meanwhile — in ``READ_CHUNK`` reads. A file that shrank while it was read
@@ -406,7 +407,17 @@ def _feed_mapped(f: IO[bytes], sp: StreamParser, fed: Callable[[list[LiveEvent]]
                 with mmap.mmap(lfd, n, access=mmap.ACCESS_READ, offset=off) as m:
                     if hasattr(m, "madvise"):
                         m.madvise(mmap.MADV_SEQUENTIAL)
-                    fed(sp.feed(m, pos - off, n))
+                    # a READ_CHUNK at a time, as a spool is read: the records of a feed are alive together until
+                    # they are folded, and a window's worth of small kept lines, decoded, is several times its size;
+                    # the pages read are let go (mapped pages count in RSS while they are mapped)
+                    a = pos - off
+                    while a < n:
+                        b = min(n, a - a % _limits.READ_CHUNK + _limits.READ_CHUNK)
+                        fed(sp.feed(m, a, b))
+                        if hasattr(m, "madvise"):
+                            page = a - a % mmap.PAGESIZE
+                            m.madvise(mmap.MADV_DONTNEED, page, b - page)
+                        a = b
                 total += off + n - pos
                 off = pos = off + n
         finally:

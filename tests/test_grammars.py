@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from spoolparse import PROVIDERS
 from spoolparse._decode.probe import key_of
 from spoolparse.lines import KEEP
 from spoolparse.providers import grammars
 from spoolparse.providers.engine import AutoProvider
-from spoolparse.providers.grammar import Grammar, empty, has, is_, kind, lacks, prefix, shape
+from spoolparse.providers.grammar import Cond, Grammar, any_of, empty, has, is_, is_not, kind, lacks, prefix, shape
 
 DETECTED = [g for g in grammars() if g.detected]
 INDEX = AutoProvider().index()  # the registered providers' evidence, each grammar loaded as it is asked
@@ -80,3 +82,32 @@ def test_conditions() -> None:
     assert prefix("a.b", "T-").test(d) and empty("l").test(d) and empty("s").test(d) and empty("zz").test(d)
     assert str(prefix("a.b", "T-")) == "`a.b`: `T-…`"
 
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.floats(allow_nan=False, width=16),
+                    st.sampled_from(["", "x", "tool-calls", "T-1"]))
+_JSON = st.recursive(_VALUES, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["a", "b", "x"]), inner, max_size=3)), max_leaves=8)
+_PATHS = st.sampled_from(["a", "x", "a.b", "a.x", "x.b", "a.b.c"])
+_CONDS = st.one_of(
+    st.builds(is_, _PATHS, _VALUES), st.builds(is_not, _PATHS, _VALUES),
+    st.builds(lambda p, vs: is_(p, *vs), _PATHS, st.lists(_VALUES, min_size=1, max_size=3)),
+    st.builds(lambda p, vs: is_not(p, *vs), _PATHS, st.lists(_VALUES, min_size=1, max_size=3)),
+    st.builds(has, _PATHS), st.builds(lacks, _PATHS), st.builds(any_of, _PATHS, _PATHS),
+    st.builds(prefix, _PATHS, st.sampled_from(["", "T", "T-"])),
+)
+
+
+@given(cond=_CONDS, data=st.dictionaries(st.sampled_from(["a", "b", "x"]), _JSON, max_size=3))
+def test_a_condition_made_once_tests_what_the_walk_of_its_paths_tests(cond: Cond, data: dict[str, Any]) -> None:
+    """A condition's test is made when it is (a dict lookup for a top-level key or one level down); the general
+    walk of its paths is the reference."""
+    assert cond.test(data) is cond._test(data), (cond, data)
+
+
+def test_every_grammars_conditions_test_their_examples_as_the_walk_does() -> None:
+    conds = {c for g in grammars() for s in (*g.vocabulary, *g.terminal, *g.starts, *g.turns) for c in s.when}
+    examples = [dict(s.example) for _, s in _examples()]
+    for c in conds:
+        for example in examples:
+            assert c.test(example) is c._test(example), (c, example)

@@ -290,6 +290,31 @@ def test_many_dropped_lines_of_other_types_take_no_more_memory_than_a_few(tmp_pa
 
 
 @pytest.mark.slow
+def test_a_file_of_small_kept_lines_parses_within_a_read_chunks_records(tmp_path: Path) -> None:
+    """Claude Code assistant messages of 400 bytes, every one decoded and folded, 40 MiB of them read through parse's
+    mapped windows: the records of a whole 8 MiB window were alive at once, with its mapped pages (57 MiB more than
+    a few lines); now a READ_CHUNK of lines at a time, its pages let go once read."""
+    head = jl({"type": "system", "subtype": "init", "session_id": "s", "model": "m", "claude_code_version": "2.1"})
+    tail = jl({"type": "result", "subtype": "success", "is_error": False, "result": "FINAL", "session_id": "s",
+               "total_cost_usd": 0.1})
+
+    def line(i: int) -> bytes:
+        return jl({"type": "assistant", "message": {
+            "id": f"msg_{i}", "type": "message", "role": "assistant", "model": "claude-opus-4-8",
+            "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "Bash",
+                         "input": {"command": f"grep -rn pattern{i} src", "description": "search the sources"}}],
+            "stop_reason": None, "usage": {"input_tokens": 1234, "output_tokens": 56}},
+            "parent_tool_use_id": None, "session_id": "s", "uuid": f"uuid-{i}"})
+
+    few = _stream_peak(_write(tmp_path / "few", head, line, 100, tail))
+    many = _stream_peak(_write(tmp_path / "many", head, line, 100_000, tail))
+    growth = many["maxrss"] - few["maxrss"]
+    print(f"\n100,000 kept lines of 400 bytes: peak RSS growth {growth / MiB:.1f} MiB")
+    assert few["ok"] and many["ok"] and many["text_chars"] == len("FINAL"), (few, many)
+    assert growth < 16 * MiB
+
+
+@pytest.mark.slow
 def test_the_usage_of_many_earlier_runs_is_kept_within_a_bound(tmp_path: Path) -> None:
     """200 Gemini runs, each result with a 1 MiB stats object: the usage of every earlier run was kept whole in
     raw_usage (208 MiB more); now within EARLIER_USAGE_BYTES, the rest counted in a warning."""

@@ -174,3 +174,28 @@ def test_every_trap_names_known_providers_and_a_source() -> None:
 def test_unknown_cli_or_line_springs_nothing() -> None:
     assert traps.check("codex", "result", {"subtype": "success"}) is None
     assert traps.check("qwen", "assistant", {"result": "[API Error: x]"}) is None
+
+
+def test_checking_a_familys_clis_at_once_springs_what_checking_them_one_by_one_springs() -> None:
+    """check_any matches a trap the CLIs share once: the same trap and error as asking each CLI in turn, for every
+    order of every family's CLIs, on every line of the fixtures of a type a trap is on."""
+    events = {t.event for t in traps.TRAPS}
+    lines = [json.loads(line) for path in sorted(FIXTURES.glob("*/*.jsonl"))
+             for line in path.read_text().splitlines() if line.startswith("{")]
+    lines += [{"type": "result", "subtype": "success", "is_error": False, "result": "[API Error: 500]"},
+              {"type": "assistant", "message": {"model": "<synthetic>", "content": [{"type": "text", "text": "x"}]}}]
+    families = [("claude", "qwen", "amp", "cursor"), ("qwen", "claude"), ("opencode", "kilo"), ("gemini",)]
+    sprung = 0
+    for clis in (c for f in families for c in (f, f[::-1])):
+        for d in lines:
+            t = d.get("type") if isinstance(d.get("type"), str) else ""
+            for event in {t} & events or {""}:
+                one_by_one = next((s for s in (traps.check(c, event, d) for c in clis) if s is not None), None)
+                at_once = traps.check_any(clis, event, d)
+                assert _what(at_once) == _what(one_by_one), (clis, d)
+                sprung += at_once is not None
+    assert sprung >= 4  # the lines that spring one did, in every order
+
+
+def _what(s: traps.Sprung | None) -> tuple[traps.Trap, str] | None:
+    return None if s is None else (s.trap, s.error)

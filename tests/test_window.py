@@ -14,12 +14,14 @@ import io
 import json
 import re
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import spoolparse
+from spoolparse._decode import scanner as _scanner
 from spoolparse._decode import window as _window
 from spoolparse._decode.window import _alternatives, candidates
 from spoolparse.lines import KEEP, NOTE, SKIP, LineScanner
@@ -153,6 +155,72 @@ def test_parse_gives_the_same_summary_whichever_path_reads_the_windows(listening
     assert repr(got[False]) == repr(got[True])
 
 
+# -- short kept lines, decoded in the feed loop ---------------------------------------------------------------
+
+
+def _complete_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The line numbers the scanner hands to ``complete`` (its general path) from now on."""
+    looked: list[int] = []
+    real = LineScanner.complete
+
+    def spy(self: LineScanner, head: bytes, buf: Any, a: int, b: int, out: list[Any]) -> None:
+        looked.append(self.lines)
+        real(self, head, buf, a, b, out)
+
+    monkeypatch.setattr(LineScanner, "complete", spy)
+    return looked
+
+
+@given(data=st.data())
+def test_a_short_kept_line_reads_the_same_in_the_feed_loop_as_through_complete(data: st.DataObject) -> None:
+    """The line-by-line path decodes a short kept line itself once its type's decision is cached; with that turned
+    off every kept line goes through ``complete``: the same records and counters."""
+    stream = data.draw(st.one_of(window_streams(), h.streams(oversize=True)), label="stream")
+    chunks = h.split(stream, data.draw(h.chunkings(stream), label="cuts"))
+    name = data.draw(st.sampled_from(ALL), label="provider")
+    retain, _ = h.read_keys(name, data.draw(st.booleans(), label="listening"))
+    max_retained = data.draw(st.sampled_from([h.MAX_LINE, h.MAX_RETAINED]), label="max_retained")
+    offset = data.draw(st.booleans(), label="offset")
+    with h.whole_windows(False):
+        got, fast = h.scan(chunks, retain, max_retained=max_retained, offset=offset)
+        with mock.patch.object(_scanner, "SHORT_KEPT", -1):
+            want, ref = h.scan(chunks, retain, max_retained=max_retained, offset=offset)
+    assert repr(got) == repr(want)  # repr: a NaN is not equal to itself
+    for counter in ("lines", "blank_lines", "invalid_lines", "too_deep", "bytes"):
+        assert getattr(fast, counter) == getattr(ref, counter), counter
+
+
+def test_short_kept_lines_are_decoded_in_the_feed_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the first line of each kept type (whose decision is not cached yet) and the lines that are not plain
+    compact objects (a blank after the brace, a carriage return) go through ``complete``."""
+    looked = _complete_calls(monkeypatch)
+    lines = [b'{"type":"assistant","message":{"content":[]},"n":%d}' % i for i in range(500)]
+    lines[300] += b"\r"
+    lines[400] += b" "
+    sc = LineScanner(lambda k: KEEP if k == "assistant" else SKIP)
+    with h.whole_windows(False):
+        recs = sc.feed(b"\n".join(lines) + b"\n")
+    assert [r.data["n"] for r in recs] == list(range(500)) and sc.invalid_lines == 0  # type: ignore[union-attr]
+    assert looked == [1, 301, 401], looked
+
+
+@pytest.mark.parametrize("untyped", [SKIP, NOTE, KEEP])
+def test_untyped_lines_are_classified_in_the_feed_loop(monkeypatch: pytest.MonkeyPatch, untyped: int) -> None:
+    """A logger's lines (no type key, no escape) are neither probed nor handed to ``complete``: only the one that
+    names a type in a nested object, or has an escape, is (as the first line of a kept type is)."""
+    looked = _complete_calls(monkeypatch)
+    lines = [b'{"level":"info","msg":"step %d","n":%d}' % (i, i) for i in range(300)]
+    lines[100] = b'{"level":"info","data":{"type":"x"},"n":100}'
+    lines[200] = b'{"level":"info","msg":"\\u0074","n":200}'
+    lines.insert(0, b'{"type":"turn.started"}')
+    sc = LineScanner({"": untyped, "turn.started": KEEP}.get)  # type: ignore[arg-type]
+    with h.whole_windows(False):
+        recs = sc.feed(b"\n".join(lines) + b"\n")
+    assert looked == [1, 102, 202], looked
+    assert len(recs) == {SKIP: 1, NOTE: 301, KEEP: 301}[untyped] and sc.invalid_lines == 0
+    assert all(r.type == "" for r in recs[1:])
+
+
 # -- the pattern --------------------------------------------------------------------------------------------
 
 
@@ -215,14 +283,7 @@ def test_only_the_candidates_are_read_line_by_line(monkeypatch: pytest.MonkeyPat
     body = h.dumps(tool) + b"\n" + h.dumps(start) + b"\n"
     data = (b'{"type":"thread.started","thread_id":"t"}\n{"type":"turn.started"}\n' + body * 5000
             + h.dumps(answer) + b'\n{"type":"turn.completed","usage":{"input_tokens":1}}\n')
-    looked: list[int] = []
-    real = LineScanner.complete
-
-    def spy(self: LineScanner, head: bytes, buf: Any, a: int, b: int, out: list[Any]) -> None:
-        looked.append(self.lines)
-        real(self, head, buf, a, b, out)
-
-    monkeypatch.setattr(LineScanner, "complete", spy)
+    looked = _complete_calls(monkeypatch)
     monkeypatch.setattr(_window, "LINE_BYTES", float("inf"))
     monkeypatch.setattr(_window, "MIN_WINDOW", 0)
     sp = spoolparse.StreamParser("codex", live=False)

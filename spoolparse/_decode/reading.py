@@ -48,7 +48,10 @@ def read(data: Bytes, loads: Loads) -> Any:
     Only the default ``loads`` is handed a ``memoryview``."""
     try:
         if loads is default_loads:
-            return exact_ints(orjson.loads(data), data)
+            obj = orjson.loads(data)
+            if len(data) <= _SEARCH_FIRST and _LONG_DIGITS not in bytes(data).translate(_DIGITS):
+                return obj  # exact_ints' first test, without a call: most kept lines are short
+            return exact_ints(obj, data)
         return loads(data if isinstance(data, bytes) else bytes(data))
     except Exception:
         pass

@@ -48,6 +48,10 @@ _BOM = b"\xef\xbb\xbf"
 #: Kept lines up to this long are copied out of the read buffer to be decoded (less work than a view of it);
 #: a longer one is decoded where it lies, so that it is not in memory twice.
 _VIEW_BYTES = 1 << 16
+#: Kept lines up to this long (and within the probe window) are decoded in the feed loop itself, once their cached
+#: decision says KEEP: the calls complete() makes around the decode cost more than the decode of such a line. An
+#: untyped line this short is classified there too.
+SHORT_KEPT = _VIEW_BYTES
 #: A blank line (its newline aside): counted apart, not as invalid.
 _BLANK_LINE = regex(rb"[ \t\r]*")
 
@@ -250,10 +254,18 @@ class LineScanner:
         append = out.append
         max_line = self.max_line
         fast = _limits.FAST_PROBE_BYTES
+        loads = self._loads
+        # a kept line its probe window holds whole is what complete() would decode the same way (its first bytes
+        # are the window the cached decision came from; nothing to strip between the braces); such a line with no
+        # type key in it, nor an escape that could spell one, is untyped, as probe_type would find
+        short = min(SHORT_KEPT, self.probe_bytes) if self.probe_bytes >= fast else -1
+        untyped: tuple[str, int] | None = None  # the decision for "" (asked for once, when a line needs it)
         lineno = self.lines
-        # One memchr and one or two anchored matches per line: a line of a
-        # skipped type costs no more; a cached NOTE decision is settled here
-        # too, and neither copies any of the line.
+        # One memchr and one or two anchored matches per line (and two more
+        # memchr-like searches for an untyped one): a line of a skipped type
+        # costs no more; a cached NOTE decision is settled here too, and
+        # neither copies any of the line; a short kept line is decoded here,
+        # with no call of its own.
         while True:
             nl = find(b"\n", pos, end)
             if nl < 0:
@@ -268,15 +280,31 @@ class LineScanner:
                     m = match(buf, pos, min(nl, pos + fast))  # type: ignore[call-overload]
                 if m is not None:
                     d = cache.get(m.group(1, 2))
-                    if d is not None:
-                        if d[1] == SKIP:
-                            pos = nl + 1
-                            continue
-                        if d[1] == NOTE:
-                            append(Noted(lineno, d[0], nl - pos, bytes(buf[pos : min(nl, pos + _NOTE_HEAD)]),
-                                         bytes(buf[max(pos, nl - _NOTE_TAIL) : nl])))
-                            pos = nl + 1
-                            continue
+                elif nl - pos <= short and buf[pos : pos + 1] == b"{" and find(b'type"', pos, nl) < 0 \
+                        and find(b"\\", pos, nl) < 0:
+                    # an object with no type key anywhere on it (a logger's line): probe_type's ""
+                    d = untyped = untyped or ("", self._retain(""))
+                else:
+                    d = None
+                if d is not None:
+                    if d[1] == SKIP:
+                        pos = nl + 1
+                        continue
+                    if d[1] == NOTE:
+                        append(Noted(lineno, d[0], nl - pos, bytes(buf[pos : min(nl, pos + _NOTE_HEAD)]),
+                                     bytes(buf[max(pos, nl - _NOTE_TAIL) : nl])))
+                        pos = nl + 1
+                        continue
+                    if nl - pos <= short:  # a short kept line, braces at both ends: decoded here
+                        line = buf[pos:nl]
+                        if line[-1] == 125 and line[0] == 123:
+                            obj = read(line, loads)
+                            if isinstance(obj, dict):
+                                t = obj.get("type")
+                                key = t if isinstance(t, str) and not t.startswith("item.") else key_of(obj)
+                                append(Event(lineno, key, obj, nl - pos))
+                                pos = nl + 1
+                                continue
             self.lines = lineno
             self.complete(bytes(buf[pos : min(nl, pos + self.probe_bytes)]), buf, pos, nl, out)
             skip = self._skip  # the line may have taught a new SKIP decision

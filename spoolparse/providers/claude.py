@@ -282,11 +282,14 @@ class ClaudeProvider(Provider):
         content = msg.get("content")
         calls = False  # a client tool call: the message goes on after the tool, its text is no answer
         if isinstance(content, list):
+            listening = self.live  # tool starts and thinking feed live events only
             for block in content:
                 if not isinstance(block, dict):
                     continue
                 kind = block.get("type")
                 calls = calls or kind == "tool_use"
+                if not listening:
+                    continue
                 if kind in ("tool_use", "server_tool_use"):
                     name = block.get("name")
                     live.append(self.tool_start(n, t, block.get("id"), name if isinstance(name, str) else None,

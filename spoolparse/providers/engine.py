@@ -207,8 +207,14 @@ class Engine:
 
     def _reset_retain(self) -> None:
         self._foreign: frozenset[str] = frozenset()
+        self._quiet: frozenset[str]  # the keys of events that need no check mid-run (see())
+        self._ends: frozenset[str]  # and those of its terminal events
+        self._reads: dict[str, int]  # how it reads each of its keys (Grammar.read, with no call per record)
         self._their_starts: frozenset[str] = frozenset()  # types other grammars start a run with, and it knows not
         g = self.grammar
+        self._quiet = (g.types() - {""}) | ({""} if g.typed else set()) if g is not None else frozenset()
+        self._ends = frozenset(s.key for s in g.terminal) if g is not None else frozenset()
+        self._reads = {k: g.read(k) for k in g.types()} if g is not None else {}
         if self.auto is not None and self._index is not None and g is not None:
             # keys another candidate decodes: typed ones, and untyped ones when the chosen grammar is untyped too or
             # another starts its runs with one (it may begin after this one's run ended). (A type every grammar that
@@ -233,7 +239,10 @@ class Engine:
         if self._blind:
             if not isinstance(rec, Dropped) and self._claimed_by_any(rec):
                 return self._detect_again(rec, "the lines before it hold no event of a known format")
-        elif self.auto is not None:
+        elif self.auto is not None and not (
+                self.ended_at is None and self._buffer is None and type(rec) is Event and rec.type in self._quiet):
+            # (one of its own typed events, or an untyped one in a typed stream, mid-run with nothing held: no other
+            # CLI's run begins there, and it contradicts nothing)
             if type(rec) is Event and self._another_run(rec):
                 assert self.fold is not None
                 return self._detect_again(rec, f"after {self.fold.name}'s run ended, another CLI's run begins",
@@ -300,7 +309,7 @@ class Engine:
                 self.events += 1
             return fold.see(rec)
         key, kind = rec.type, type(rec)
-        read = g.read(key)  # the provider's retain, which its grammar's read modes make
+        read = self._reads.get(key, SKIP)  # the provider's retain, which its grammar's read modes make
         if read == SKIP:
             # not this CLI's (read while detecting, or to see whether it re-decides); a line of it too long to keep
             # is reported, but it is no event of the stream's, as a shorter one would not be
@@ -340,7 +349,7 @@ class Engine:
                 self.ended_at = fold.ended_at = None  # the agent went on: this turn must end too, with its answer
                 fold.new_turn(_line(rec))
         live = fold.see(rec)
-        end = g.role("terminal", key, data)
+        end = g.role("terminal", key, data) if key in self._ends else None
         if end is not None:
             self.ended_at = fold.ended_at = _line(rec)
             # a line not read ends the run by its type alone: for an untyped one, only if nothing follows it

@@ -53,6 +53,20 @@ def lookup(data: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
+def _getter(path: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Any]:
+    """:func:`lookup` of a path of one or two keys, made once."""
+    if len(path) == 1:
+        key = path[0]
+        return lambda d: d.get(key, MISSING)
+    outer, inner = path
+
+    def get(d: Mapping[str, Any]) -> Any:
+        v = d.get(outer, MISSING)
+        return v.get(inner, MISSING) if type(v) is dict or isinstance(v, Mapping) else MISSING
+
+    return get
+
+
 def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b  # True is not 1
 
@@ -72,9 +86,18 @@ class Cond:
 
     def _compile(self) -> Callable[[Mapping[str, Any]], bool]:
         op, values = self.op, self.values
-        if len(self.paths) != 1 or len(self.paths[0]) != 1 or op not in ("has", "any", "lacks", "is", "prefix"):
+        if len(self.paths) != 1 or op not in ("has", "any", "lacks", "is", "not", "prefix"):
             return self._test
-        key = self.paths[0][0]  # one top-level key: a dict lookup, the common case
+        path = self.paths[0]
+        if op in ("is", "not") and len(values) == 1 and len(path) <= 2:
+            # one value at a key or one level down (a step's reason): no generator, no walk of the path
+            get, value, kind = _getter(path), values[0], type(values[0])
+            if op == "is":
+                return lambda d: type(v := get(d)) is kind and v == value
+            return lambda d: not (type(v := get(d)) is kind and v == value)
+        if len(path) != 1 or op == "not":
+            return self._test
+        key = path[0]  # one top-level key: a dict lookup, the common case
         if op == "is":
             return lambda d: any(_same(d.get(key, MISSING), v) for v in values)
         if op == "prefix":

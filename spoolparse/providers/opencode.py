@@ -60,6 +60,17 @@ def normalize_opencode_tokens(raw: Any) -> dict[str, Any]:
     return out
 
 
+def _add(sums: dict[str, Any], counts: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """Add the whole counts at ``keys`` to ``sums`` (one step's tokens: every step_finish has them)."""
+    for key in keys:
+        v = counts.get(key)
+        if type(v) is not int:  # (the common case needs no call)
+            v = as_int(v)
+            if v is None:
+                continue
+        sums[key] = sums.get(key, 0) + v
+
+
 #: Finish reasons of a last step whose answer the model did not end (the AI SDK's ``finishReason``; ``stop`` ended
 #: it, ``tool-calls`` goes on, ``other`` and ``unknown`` say nothing either way).
 _UNFINISHED = {
@@ -147,11 +158,12 @@ class OpencodeProvider(Provider):
             self._text(ev, part, live)
         elif t == "step_start":
             mid = part.get("messageID")
-            if self.in_step and mid is not None and mid == self.step_message:
-                # the same message's step again, with no finish between: opencode retried the request
-                live.append(LiveEvent("retry", n, t, {"message": "step restarted (request retried)"}))
-            else:
-                live.append(LiveEvent("turn_start", n, t, {}))
+            if self.live:  # a step's start and end feed live events only (one of each per tool call)
+                if self.in_step and mid is not None and mid == self.step_message:
+                    # the same message's step again, with no finish between: opencode retried the request
+                    live.append(LiveEvent("retry", n, t, {"message": "step restarted (request retried)"}))
+                else:
+                    live.append(LiveEvent("turn_start", n, t, {}))
             self.in_step, self.step_message = True, mid
         elif t == "step_finish":
             reason = part.get("reason")
@@ -164,7 +176,8 @@ class OpencodeProvider(Provider):
             if self.live and self.text:
                 live.append(LiveEvent("text", n, t, {"text": self.text.text()}))
             self.in_step = False
-            live.append(LiveEvent("turn_end", n, t, {"ok": True}))
+            if self.live:
+                live.append(LiveEvent("turn_end", n, t, {"ok": True}))
         elif t == "error":
             # the run's failure, however the process exited (a known trap: opencode has exited 0 after one)
             sprung = traps.check(self.name, t, d)
@@ -215,21 +228,15 @@ class OpencodeProvider(Provider):
         self.steps += 1
         s = self.sums
         if isinstance(tokens, dict):
-            for key in _SUMMED:
-                v = as_int(tokens.get(key))
-                if v is not None:
-                    s[key] = s.get(key, 0) + v
+            _add(s, tokens, _SUMMED)
             cache = tokens.get("cache")
             if isinstance(cache, dict):
-                c = s.setdefault("cache", {})
-                for key in ("read", "write"):
-                    v = as_int(cache.get(key))
-                    if v is not None:
-                        c[key] = c.get(key, 0) + v
+                _add(s.setdefault("cache", {}), cache, ("read", "write"))
         if isinstance(cost, (int, float)) and not isinstance(cost, bool):
             s["cost"] = s.get("cost", 0) + cost
         s["steps"] = self.steps
-        live.append(LiveEvent("usage", n, t, {"usage": normalize_opencode_tokens(s)}))
+        if self.live:  # the running usage feeds live events only (the answer normalizes the sums once)
+            live.append(LiveEvent("usage", n, t, {"usage": normalize_opencode_tokens(s)}))
 
     def cut(self) -> str | None:
         if self.text.cut:

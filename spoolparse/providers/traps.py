@@ -19,7 +19,7 @@ a release this table knows of.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +84,7 @@ _SYNTHETIC = "<synthetic>"
 
 def _claude_synthetic(d: Mapping[str, Any]) -> str | None:
     msg = d.get("message")
-    model = msg.get("model") if isinstance(msg, Mapping) else None
+    model = msg.get("model") if type(msg) is dict or isinstance(msg, Mapping) else None  # (an ABC check is slow)
     err = _str(d.get("error")) or None
     if model != _SYNTHETIC and err is None:
         return None
@@ -271,13 +271,23 @@ def check(cli: str, event: str, data: Mapping[str, Any]) -> Sprung | None:
     return None
 
 
-def check_any(clis: Iterable[str], event: str, data: Mapping[str, Any]) -> Sprung | None:
+def check_any(clis: tuple[str, ...], event: str, data: Mapping[str, Any]) -> Sprung | None:
     """:func:`check` for a stream that may be any of ``clis``' (one family's, none of its marks seen)."""
-    for cli in clis:
-        sprung = check(cli, event, data)
-        if sprung is not None:
-            return sprung
+    traps = _ANY.get((clis, event))
+    if traps is None:
+        traps = tuple(dict.fromkeys(t for cli in clis for t in _BY_LINE.get((cli, event), ())))
+        if len(_ANY) < _ANY_KEPT:
+            _ANY[clis, event] = traps
+    for trap in traps:  # a trap several of them share is matched once (a family's are mostly one)
+        error = trap.match(data)
+        if error is not None:
+            return Sprung(trap, error)
     return None
+
+
+#: The traps :func:`check_any` matches, by CLIs and line type: the providers ask for every line they decode.
+_ANY: dict[tuple[tuple[str, ...], str], tuple[Trap, ...]] = {}
+_ANY_KEPT = 256
 
 
 def _cell(text: str) -> str:
