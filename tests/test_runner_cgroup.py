@@ -105,7 +105,8 @@ def test_outcomes_name_the_enforcement_that_ran() -> None:
 
 def test_stale_cgroups_of_a_dead_runner_are_removed() -> None:
     assert WHERE.memory_parent is not None
-    stale = os.path.join(WHERE.memory_parent, "spoolparse-999999999-1")
+    # a pid no process can have (above pid_max), in our PID namespace: provably gone
+    stale = os.path.join(WHERE.memory_parent, f"spoolparse-999999999-1-{os.stat('/proc/self/ns/pid').st_ino}-1")
     os.mkdir(stale)
     try:
         Placement.detect()

@@ -5,12 +5,14 @@ even what it forks first is covered. Order of preference: a cgroup v2 child
 of our own cgroup (``memory.max``, ``memory.high`` at 75 %,
 ``memory.swap.max`` 0, ``memory.oom.group`` 1, ``pids.max``), then cgroup v1
 children of our own ``memory`` and ``pids`` cgroups. Directories are named
-``spoolparse-<our pid>-<n>`` and removed when the child's processes are gone:
+``spoolparse-<pid>-<start>-<pid namespace>-<n>`` (our :mod:`.identity`) and removed when the child's
+processes are gone:
 a cgroup whose processes take their time to die (a fork bomb's hundreds) is
 retried in the background until it is empty, for up to the task's grace,
 and the guardian holds its path until it is gone (:meth:`ChildCgroup.remove`).
-Ones left by a runner that died are removed by the next one, or by anyone
-holding their paths (:func:`destroy`, for a guardian process).
+Ones left by a runner that is provably gone are removed by the next one
+(:func:`sweep_stale`), or by anyone holding their paths (:func:`destroy`, for a
+guardian process).
 
 v2 forbids a cgroup to both hold processes and hand controllers to children
 ("no internal processes"): a runner in a delegated, non-root cgroup (a
@@ -39,7 +41,7 @@ from typing import Protocol
 
 from .cgroupfs import read_int, v2_dir
 from .guardian import guardian
-from .proc import pid_gone
+from .identity import Survey, identity, parse
 
 __all__ = [
     "Cgroup", "Placement", "ChildCgroup", "destroy", "sweep_stale", "enforcement_of", "wait_removed", "REMOVE_WITHIN",
@@ -48,7 +50,8 @@ __all__ = [
 ]
 
 _ROOT = "/sys/fs/cgroup"
-_NAME = re.compile(r"^spoolparse-(\d+)-\d+$")
+#: A task cgroup's name: ``spoolparse-<identity of its runner>-<n>``.
+_NAME = re.compile(r"^spoolparse-(\d+-\d+-\d+)-\d+$")
 _seq = itertools.count(1)
 
 #: What capped a task's memory, as outcomes, job logs and summaries name it:
@@ -237,20 +240,32 @@ def _destroy_one(d: str, deadline: float) -> bool:
 
 
 def sweep_stale(parent: str) -> list[str]:
-    """Remove the task cgroups under ``parent`` whose runner is dead (killing what is left in them)."""
+    """Remove the task cgroups under ``parent`` whose runner is provably gone (killing what is left in them):
+    by the identity in their names, which holds across PID namespaces (:mod:`.identity`), never by a pid alone
+    (a name without the rest of an identity is left as it is)."""
     try:
         names = os.listdir(parent)
     except OSError:
         return []
+    survey = Survey()
     gone = []
     for name in names:
         m = _NAME.match(name)
-        if m is None or int(m.group(1)) == os.getpid() or not pid_gone(int(m.group(1))):
+        who = parse(m.group(1)) if m is not None else None
+        if who is None or not survey.gone(who):
             continue
         d = os.path.join(parent, name)
         if destroy(d, wait=0.5):
             gone.append(d)
     return gone
+
+
+def _name(n: int) -> str:
+    """The name of our ``n``-th task cgroup (``0``: the placement's probe)."""
+    who = identity()
+    if who is None:  # no /proc to tell who we are: a name no sweep can prove abandoned
+        return f"spoolparse-{os.getpid()}-{n}"
+    return f"spoolparse-{who}-{n}"
 
 
 def _delegate(d: str) -> bool:
@@ -375,7 +390,7 @@ class Placement:
         if not os.access(parent, os.W_OK):
             return False
         sweep_stale(parent)
-        d = os.path.join(parent, f"spoolparse-{os.getpid()}-0")
+        d = os.path.join(parent, _name(0))
         try:
             os.mkdir(d)
         except FileExistsError:
@@ -403,7 +418,7 @@ class ChildCgroup:
         self.kind = where.kind or "v1"
         self.memory_limit = memory_limit
         self.pids_max = pids_max
-        name = f"spoolparse-{os.getpid()}-{next(_seq)}"
+        name = _name(next(_seq))
         self.dirs: list[str] = []
         self.pids_dir: str | None = None
         self.oom_group = False  # the kernel's OOM kill ends every process of it (v2 memory.oom.group)
