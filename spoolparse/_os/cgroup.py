@@ -80,8 +80,8 @@ log = logging.getLogger("spoolparse.runner")
 class Cgroup(Protocol):
     """What a child's cgroup offers (:class:`ChildCgroup` is one).
 
-    The guardian holds its ``dirs`` from the child's start: :meth:`remove` tells it to forget each once it is
-    gone (``guardian.release(None, dirs)``); one never removed is removed by the guardian when we exit."""
+    The guardian holds each of its ``dirs`` from before it is made: :meth:`remove` tells it to forget each once
+    it is gone (``guardian.release(None, dirs)``); one never removed is removed by the guardian when we exit."""
 
     dirs: list[str]
 
@@ -391,17 +391,20 @@ class Placement:
             return False
         sweep_stale(parent)
         d = os.path.join(parent, _name(0))
+        guardian.hold_cgroup(d)  # as a task's is: held before it exists, released once gone
         try:
             os.mkdir(d)
         except FileExistsError:
             pass
         except OSError:
+            guardian.release(None, [d])
             return False
         try:
             return os.path.isfile(os.path.join(d, knob))
         finally:
             with contextlib.suppress(OSError):
                 os.rmdir(d)
+                guardian.release(None, [d])
 
     def create(self, *, memory_limit: int | None, pids_max: int | None) -> ChildCgroup:
         """A new child cgroup with these caps (raises :class:`OSError` when it cannot be made)."""
@@ -426,8 +429,7 @@ class ChildCgroup:
         self._removing = threading.Lock()  # the caller's first try and the background's later ones
         try:
             self.mem = os.path.join(where.memory_parent, name)
-            os.mkdir(self.mem)
-            self.dirs.append(self.mem)
+            self._make(self.mem)
             if self.kind == "v2":
                 if memory_limit is not None:
                     _write(os.path.join(self.mem, "memory.max"), str(memory_limit))
@@ -449,13 +451,19 @@ class ChildCgroup:
                         _write(os.path.join(self.mem, "memory.memsw.limit_in_bytes"), str(memory_limit))
                 if pids_max is not None and where.pids_parent is not None:
                     pids = os.path.join(where.pids_parent, name)
-                    os.mkdir(pids)
-                    self.dirs.append(pids)
+                    self._make(pids)
                     _write(os.path.join(pids, "pids.max"), str(pids_max))
                     self.pids_dir = pids
         except OSError:
             self.remove()
             raise
+
+    def _make(self, d: str) -> None:
+        """Make directory ``d``, held by the guardian before it exists (see :meth:`Guardian.hold_cgroup`): a
+        ``kill -9`` of us between the ``mkdir`` and the child's start leaves nothing behind."""
+        self.dirs.append(d)  # released by remove() once gone, made or not
+        guardian.hold_cgroup(d)
+        os.mkdir(d)
 
     @property
     def enforcement(self) -> str:

@@ -8,7 +8,8 @@ spoolparse (about 15 ms once). It reads lines from a pipe whose only
 writer is us::
 
     +g <pgid>      a process group was made        -g <pgid>   it is gone
-    +c <path>      a cgroup directory was made     -c <path>   it is gone
+    +c <path>      a cgroup directory is made      -c <path>   it is gone
+                   (told before it exists)
     +o <token>     our owner mark (the first line)
     +m <token>     every process whose environment has SPOOLPARSE_RUNNER_MARK=<token>
     +f <path>      a file to delete once all is gone
@@ -208,6 +209,11 @@ class Guardian:
     def hold(self, pgid: int, cgroups: list[str]) -> None:
         """Tell the guardian about a process group and its cgroup directories (from our side)."""
         self._send("".join([f"+g {pgid}\n"] + [f"+c {d}\n" for d in cgroups]))
+
+    def hold_cgroup(self, path: str) -> None:
+        """Tell the guardian about a cgroup directory before it is made: if we die at any instant after, it kills
+        what is in it and removes it (one never made is nothing to do), so no instant leaves one behind."""
+        self._send(f"+c {path}\n")
 
     def release(self, pgid: int | None, cgroups: list[str]) -> None:
         """The group (``None``: none) is empty and the cgroup directories are gone: the guardian forgets them.
