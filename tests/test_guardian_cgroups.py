@@ -93,3 +93,33 @@ def test_the_guardian_holds_a_cgroup_before_it_is_made(monkeypatch: pytest.Monke
     assert made
     for d in made:
         assert f"told +c {d}" in seen and seen.index(f"told +c {d}") < seen.index(f"made {d}")
+
+
+def test_the_guardian_removes_a_cgroup_with_one_nested_in_it() -> None:
+    """A task that runs a runner of its own has cgroups inside its own: the guardian kills and removes them all,
+    rather than count the outer one done when its rmdir fails."""
+    from spoolparse._os.guardian import serve
+
+    parent = WHERE.memory_parent
+    assert parent is not None
+    outer = os.path.join(parent, f"spoolparse-test-{os.getpid()}")
+    inner = os.path.join(outer, "nested")
+    os.mkdir(outer)
+    os.mkdir(inner)
+    victim = subprocess.Popen(["sleep", "60"])
+    r, w = os.pipe()
+    try:
+        with open(os.path.join(inner, "cgroup.procs"), "w") as f:
+            f.write(str(victim.pid))
+        os.write(w, f"+c {outer}\n".encode())
+        os.close(w)
+        serve(r, os.getpid())
+        assert victim.wait(10) == -signal.SIGKILL
+        assert not os.path.exists(outer)
+    finally:
+        os.close(r)
+        victim.kill()
+        victim.wait()
+        for d in (inner, outer):
+            with contextlib.suppress(OSError):
+                os.rmdir(d)
