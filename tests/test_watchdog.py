@@ -60,3 +60,25 @@ def test_the_watchdog_limit_kills_a_task_whose_hog_double_forked() -> None:
     assert out.enforcement == "watchdog"
     assert out.verdict == "killed_memory", out
     assert wait_gone(token, 10) == []
+
+
+@pytest.mark.parametrize("where", ["task", "batch"])
+@pytest.mark.parametrize("says", ["nothing", "a stream cut short"])
+def test_a_memory_kill_names_the_limit_and_where_it_came_from(where: str, says: str) -> None:
+    """The error says which limit was passed (its bytes, set by the task or the batch), whatever the run's own
+    error says (a codex stream cut short by the kill says only that)."""
+    limit = 48 * MiB
+    hog = " ".join([*HOG, "--mib", "120", "--step", "8", "--hold", "5"])
+    started = "echo '{\"type\":\"thread.started\",\"thread_id\":\"t\"}'; " if says != "nothing" else ""
+    task = Task(argv=["sh", "-c", f"{started}exec {hog} > /dev/null"], id="over",
+                memory_limit=limit if where == "task" else None, provider="codex" if says != "nothing" else None)
+    batch = {"memory_limit": limit} if where == "batch" else {}
+    outs = one_each(run_many([task], enforce="watchdog", memory_probe=FixedProbe(BIG), sample_interval=0.03,
+                             **batch), ["over"])
+    out = outs["over"]
+    assert out.verdict == "killed_memory" and out.error is not None
+    assert out.error.startswith(f"killed: process tree over its memory limit {limit} bytes (48 MiB, "), out.error
+    named = "the task's memory_limit" if where == "task" else "the batch's memory_limit (--memory-limit)"
+    assert named in out.error and "watchdog" in out.error
+    if says != "nothing":
+        assert "turn.completed" in out.error  # the run's own error is kept after it
