@@ -4,8 +4,8 @@ A task cgroup is named after the runner that made it, so that the next runner ca
 is gone. A pid number alone proves nothing: a runner in another PID namespace (a container sharing the cgroup
 parent, ``unshare --pid``) has a number that here means another process, or none, and a number is reused once
 its process is reaped. So the identity is ``<pid>-<start>-<namespace>``: the pid, the process's start time
-(clock ticks after boot, field 22 of ``/proc/PID/stat``: a later holder of the number started later) and the
-inode of its PID namespace (``/proc/self/ns/pid``).
+(clock ticks after boot, field 22 of ``/proc/PID/stat``, less the offset of the reader's time namespace: a
+later holder of the number started later) and the inode of its PID namespace (``/proc/self/ns/pid``).
 
 Its process is gone (:meth:`Survey.gone`) when the namespace is ours and no live process has the pid (a zombie
 is dead), or the one that has it started at another time; or when the namespace is another one, we are in the
@@ -39,15 +39,37 @@ class Identity:
 
 
 def _start_time(pid: int | str) -> int | None:
-    """Field 22 of ``/proc/PID/stat`` (clock ticks after boot); ``None`` when there is no such process, or only
-    its zombie (dead, waiting to be reaped)."""
+    """Field 22 of ``/proc/PID/stat`` (clock ticks after boot) on the host's clock; ``None`` when there is no
+    such process, or only its zombie (dead, waiting to be reaped)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
         fields = stat[stat.rfind(b")") + 2 :].split()
-        return None if fields[0] in (b"Z", b"X") else int(fields[19])
+        return None if fields[0] in (b"Z", b"X") else int(fields[19]) - _boot_offset()
     except (OSError, ValueError, IndexError):
         return None
+
+
+_offset: tuple[int, int] = (0, 0)
+
+
+def _boot_offset() -> int:
+    """Our time namespace's boot time offset in clock ticks (0 without one): the kernel adds the reader's to the
+    start times it shows, so two readers in different time namespaces compare them once each takes off its own."""
+    global _offset
+    pid = os.getpid()
+    if _offset[0] != pid:
+        ticks = 0
+        try:
+            with open("/proc/self/timens_offsets", "rb") as f:
+                for line in f:
+                    clock, secs, nsecs = line.split()
+                    if clock in (b"boottime", b"7"):  # by name, or by clock id (CLOCK_BOOTTIME) on older kernels
+                        ticks = (int(secs) * 10**9 + int(nsecs)) * os.sysconf("SC_CLK_TCK") // 10**9
+        except (OSError, ValueError):
+            pass
+        _offset = (pid, ticks)
+    return _offset[1]
 
 
 def _namespace(pid: int | str) -> int | None:
