@@ -37,6 +37,7 @@ def test_cgroup_caps_a_hog_and_reports_the_exact_peak() -> None:
     assert outs["over"].peak_memory is not None and outs["over"].peak_memory <= 40 * MiB
     peak_name = "memory.peak" if WHERE.kind == "v2" else "memory.max_usage_in_bytes"
     assert outs["over"].error is not None and f"{peak_name} {outs['over'].peak_memory}" in outs["over"].error
+    assert f"over its memory limit {40 * MiB} bytes (40 MiB, the task's memory_limit; {kind})" in outs["over"].error
     assert outs["under"].ok and outs["under"].enforcement == kind
     assert outs["under"].peak_memory is not None and 20 * MiB <= outs["under"].peak_memory <= 80 * MiB
     assert our_cgroups() == []
@@ -105,7 +106,8 @@ def test_outcomes_name_the_enforcement_that_ran() -> None:
 
 def test_stale_cgroups_of_a_dead_runner_are_removed() -> None:
     assert WHERE.memory_parent is not None
-    stale = os.path.join(WHERE.memory_parent, "spoolparse-999999999-1")
+    # a pid no process can have (above pid_max), in our PID namespace: provably gone
+    stale = os.path.join(WHERE.memory_parent, f"spoolparse-999999999-1-{os.stat('/proc/self/ns/pid').st_ino}-1")
     os.mkdir(stale)
     try:
         Placement.detect()

@@ -5,12 +5,14 @@ even what it forks first is covered. Order of preference: a cgroup v2 child
 of our own cgroup (``memory.max``, ``memory.high`` at 75 %,
 ``memory.swap.max`` 0, ``memory.oom.group`` 1, ``pids.max``), then cgroup v1
 children of our own ``memory`` and ``pids`` cgroups. Directories are named
-``spoolparse-<our pid>-<n>`` and removed when the child's processes are gone:
+``spoolparse-<pid>-<start>-<pid namespace>-<n>`` (our :mod:`.identity`) and removed when the child's
+processes are gone:
 a cgroup whose processes take their time to die (a fork bomb's hundreds) is
 retried in the background until it is empty, for up to the task's grace,
 and the guardian holds its path until it is gone (:meth:`ChildCgroup.remove`).
-Ones left by a runner that died are removed by the next one, or by anyone
-holding their paths (:func:`destroy`, for a guardian process).
+Ones left by a runner that is provably gone are removed by the next one
+(:func:`sweep_stale`), or by anyone holding their paths (:func:`destroy`, for a
+guardian process).
 
 v2 forbids a cgroup to both hold processes and hand controllers to children
 ("no internal processes"): a runner in a delegated, non-root cgroup (a
@@ -39,7 +41,7 @@ from typing import Protocol
 from .._regex import regex
 from .cgroupfs import read_int, v2_dir
 from .guardian import guardian
-from .proc import pid_gone
+from .identity import Survey, identity, parse
 
 __all__ = [
     "Cgroup", "Placement", "ChildCgroup", "destroy", "sweep_stale", "enforcement_of", "wait_removed", "REMOVE_WITHIN",
@@ -48,7 +50,8 @@ __all__ = [
 ]
 
 _ROOT = "/sys/fs/cgroup"
-_NAME = regex(r"^spoolparse-(\d+)-\d+$")
+#: A task cgroup's name: ``spoolparse-<identity of its runner>-<n>``.
+_NAME = regex(r"^spoolparse-(\d+-\d+-\d+)-\d+$")
 _seq = itertools.count(1)
 
 #: What capped a task's memory, as outcomes, job logs and summaries name it:
@@ -77,8 +80,8 @@ log = logging.getLogger("spoolparse.runner")
 class Cgroup(Protocol):
     """What a child's cgroup offers (:class:`ChildCgroup` is one).
 
-    The guardian holds its ``dirs`` from the child's start: :meth:`remove` tells it to forget each once it is
-    gone (``guardian.release(None, dirs)``); one never removed is removed by the guardian when we exit."""
+    The guardian holds each of its ``dirs`` from before it is made: :meth:`remove` tells it to forget each once
+    it is gone (``guardian.release(None, dirs)``); one never removed is removed by the guardian when we exit."""
 
     dirs: list[str]
 
@@ -238,20 +241,32 @@ def _destroy_one(d: str, deadline: float) -> bool:
 
 
 def sweep_stale(parent: str) -> list[str]:
-    """Remove the task cgroups under ``parent`` whose runner is dead (killing what is left in them)."""
+    """Remove the task cgroups under ``parent`` whose runner is provably gone (killing what is left in them):
+    by the identity in their names, which holds across PID namespaces (:mod:`.identity`), never by a pid alone
+    (a name without the rest of an identity is left as it is)."""
     try:
         names = os.listdir(parent)
     except OSError:
         return []
+    survey = Survey()
     gone = []
     for name in names:
         m = _NAME.match(name)
-        if m is None or int(m.group(1)) == os.getpid() or not pid_gone(int(m.group(1))):
+        who = parse(m.group(1)) if m is not None else None
+        if who is None or not survey.gone(who):
             continue
         d = os.path.join(parent, name)
         if destroy(d, wait=0.5):
             gone.append(d)
     return gone
+
+
+def _name(n: int) -> str:
+    """The name of our ``n``-th task cgroup (``0``: the placement's probe)."""
+    who = identity()
+    if who is None:  # no /proc to tell who we are: a name no sweep can prove abandoned
+        return f"spoolparse-{os.getpid()}-{n}"
+    return f"spoolparse-{who}-{n}"
 
 
 def _delegate(d: str) -> bool:
@@ -376,18 +391,21 @@ class Placement:
         if not os.access(parent, os.W_OK):
             return False
         sweep_stale(parent)
-        d = os.path.join(parent, f"spoolparse-{os.getpid()}-0")
+        d = os.path.join(parent, _name(0))
+        guardian.hold_cgroup(d)  # as a task's is: held before it exists, released once gone
         try:
             os.mkdir(d)
         except FileExistsError:
             pass
         except OSError:
+            guardian.release(None, [d])
             return False
         try:
             return os.path.isfile(os.path.join(d, knob))
         finally:
             with contextlib.suppress(OSError):
                 os.rmdir(d)
+                guardian.release(None, [d])
 
     def create(self, *, memory_limit: int | None, pids_max: int | None) -> ChildCgroup:
         """A new child cgroup with these caps (raises :class:`OSError` when it cannot be made)."""
@@ -404,7 +422,7 @@ class ChildCgroup:
         self.kind = where.kind or "v1"
         self.memory_limit = memory_limit
         self.pids_max = pids_max
-        name = f"spoolparse-{os.getpid()}-{next(_seq)}"
+        name = _name(next(_seq))
         self.dirs: list[str] = []
         self.pids_dir: str | None = None
         self.oom_group = False  # the kernel's OOM kill ends every process of it (v2 memory.oom.group)
@@ -412,8 +430,7 @@ class ChildCgroup:
         self._removing = threading.Lock()  # the caller's first try and the background's later ones
         try:
             self.mem = os.path.join(where.memory_parent, name)
-            os.mkdir(self.mem)
-            self.dirs.append(self.mem)
+            self._make(self.mem)
             if self.kind == "v2":
                 if memory_limit is not None:
                     _write(os.path.join(self.mem, "memory.max"), str(memory_limit))
@@ -435,13 +452,19 @@ class ChildCgroup:
                         _write(os.path.join(self.mem, "memory.memsw.limit_in_bytes"), str(memory_limit))
                 if pids_max is not None and where.pids_parent is not None:
                     pids = os.path.join(where.pids_parent, name)
-                    os.mkdir(pids)
-                    self.dirs.append(pids)
+                    self._make(pids)
                     _write(os.path.join(pids, "pids.max"), str(pids_max))
                     self.pids_dir = pids
         except OSError:
             self.remove()
             raise
+
+    def _make(self, d: str) -> None:
+        """Make directory ``d``, held by the guardian before it exists (see :meth:`Guardian.hold_cgroup`): a
+        ``kill -9`` of us between the ``mkdir`` and the child's start leaves nothing behind."""
+        self.dirs.append(d)  # released by remove() once gone, made or not
+        guardian.hold_cgroup(d)
+        os.mkdir(d)
 
     @property
     def enforcement(self) -> str:

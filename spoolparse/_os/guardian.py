@@ -8,7 +8,8 @@ spoolparse (about 15 ms once). It reads lines from a pipe whose only
 writer is us::
 
     +g <pgid>      a process group was made        -g <pgid>   it is gone
-    +c <path>      a cgroup directory was made     -c <path>   it is gone
+    +c <path>      a cgroup directory is made      -c <path>   it is gone
+                   (told before it exists)
     +o <token>     our owner mark (the first line)
     +m <token>     every process whose environment has SPOOLPARSE_RUNNER_MARK=<token>
     +f <path>      a file to delete once all is gone
@@ -216,6 +217,11 @@ class Guardian:
         ``False`` when it was not told (no guardian runs)."""
         return self._send("".join(f"+c {d}\n" for d in cgroups))
 
+    def hold_cgroup(self, path: str) -> bool:
+        """Tell the guardian about a cgroup directory before it is made: if we die at any instant after, it kills
+        what is in it and removes it (one never made is nothing to do), so no instant leaves one behind."""
+        return self.hold_cgroups([path])
+
     def release(self, pgid: int | None, cgroups: list[str]) -> None:
         """The group (``None``: none) is empty and the cgroup directories are gone: the guardian forgets them.
 
@@ -358,22 +364,39 @@ if _FORK_HOOK:
 
 
 def _kill_cgroup(path: str) -> bool:
-    """SIGKILL what is in the cgroup; ``True`` when it is empty (then it is removed)."""
-    with contextlib.suppress(OSError), open(os.path.join(path, "cgroup.kill"), "w") as f:
-        f.write("1")
-    try:
-        with open(os.path.join(path, "cgroup.procs"), "rb") as f:
-            pids = [int(x) for x in f.read().split()]
-    except (OSError, ValueError):
-        return True
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    if pids:
-        return False
-    with contextlib.suppress(OSError):
-        os.rmdir(path)
-    return True
+    """SIGKILL what is in the cgroup and in the cgroups nested in it (a task that runs a runner of its own), and
+    remove them, deepest first; ``True`` once all are gone (or were never made), ``False`` while any is left:
+    tried again until :data:`GIVE_UP`, then left to the next runner's sweep."""
+    gone = True
+    for d in _subtree(path):
+        with contextlib.suppress(OSError), open(os.path.join(d, "cgroup.kill"), "w") as f:
+            f.write("1")
+        try:
+            with open(os.path.join(d, "cgroup.procs"), "rb") as f:
+                pids = [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            pids = []
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.rmdir(d)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            gone = False  # processes still dying, or busy: not gone until it is
+    return gone
+
+
+def _subtree(path: str) -> list[str]:
+    """``path`` and the directories below it, deepest first (``[path]`` when it cannot be listed)."""
+    out: list[str] = []
+    with contextlib.suppress(OSError), os.scandir(path) as it:
+        for entry in it:
+            if entry.is_dir(follow_symlinks=False):
+                out += _subtree(entry.path)
+    out.append(path)
+    return out
 
 
 def _kill_group(pgid: int) -> bool:

@@ -78,42 +78,48 @@ class HostMemory:
         return int(vm.total - vm.available)
 
 
-def _proc_table() -> dict[int, tuple[int, int]]:
-    """pid → (ppid, rss bytes) for every process we can read."""
-    table: dict[int, tuple[int, int]] = {}
+def _proc_table() -> dict[int, tuple[int, int, int]]:
+    """pid → (ppid, session id, rss bytes) for every process we can read."""
+    table: dict[int, tuple[int, int, int]] = {}
     for pid, fields in proc_stats():
         try:
-            table[pid] = (int(fields[1]), int(fields[21]) * _PAGE)
+            table[pid] = (int(fields[1]), int(fields[3]), int(fields[21]) * _PAGE)
         except (IndexError, ValueError):
             continue
     return table
 
 
 def sample_trees(roots: Iterable[int]) -> dict[int, int]:
-    """Summed RSS of each root's process tree (root included), from one pass over ``/proc``.
+    """Summed RSS of each root's processes, from one pass over ``/proc``: its process tree (root included) and,
+    where the root leads a session (every child spoolparse starts does), every process of that session and
+    their trees.
 
-    A root that is gone reads 0. Shared pages count once per process, so this
-    over-estimates trees that share memory; that errs on the safe side.
+    The session is what a double fork keeps: the grandchild a subshell leaves behind is reparented out of the
+    tree (to init, or a subreaper), not out of its session. A root that is gone reads what its session still
+    holds (a session's id is not reused while it has a member), else 0. Shared pages count once per process,
+    so this over-estimates trees that share memory; that errs on the safe side.
     """
     roots = list(roots)
     if not roots:
         return {}
     table = _proc_table()
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
+    sessions: dict[int, list[int]] = {}
+    for pid, (ppid, sid, _) in table.items():
         children.setdefault(ppid, []).append(pid)
+        sessions.setdefault(sid, []).append(pid)
     out: dict[int, int] = {}
     for root in roots:
         total = 0
-        stack = [root]
-        seen = 0
-        while stack and seen < 100_000:
+        stack = [root, *sessions.get(root, ())]  # a session's id is its leader's pid
+        seen: set[int] = set()
+        while stack and len(seen) < 100_000:
             pid = stack.pop()
-            seen += 1
             entry = table.get(pid)
-            if entry is None:
+            if entry is None or pid in seen:
                 continue
-            total += entry[1]
+            seen.add(pid)
+            total += entry[2]
             stack.extend(children.get(pid, ()))
         out[root] = total
     return out

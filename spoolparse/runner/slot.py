@@ -147,10 +147,10 @@ def outcome_of(
     verdict = runner_verdict(
         forced=s.forced, ok=res_ok, oom=oom, soft_ended=s.soft_sent and s.rc == -soft_signal, cancelled=cancelled,
     )
-    if verdict == "killed_memory" and (error is None or error.startswith("the process was killed")):
+    if verdict == "killed_memory":
         error = memory_kill_error(
-            requeue=s.forced == "requeue", limit=s.limit, enforcement=s.enforcement,
-            cgroup_note=cg_notes[0] if cg_notes is not None else None,
+            requeue=s.forced == "requeue", limit=s.limit, set_by_task=s.task.memory_limit is not None,
+            enforcement=s.enforcement, cgroup_note=cg_notes[0] if cg_notes is not None else None, said=error,
         )
     if cg_notes is not None and cg_notes[1] is not None and verdict != "ok":
         error = f"{error}; {cg_notes[1]}" if error else cg_notes[1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 
 from .._signals import Interrupted, as_interrupted
+from ..providers.base import size_text
 
 __all__ = ["RETRY_VERDICTS", "REQUEUE_ERROR", "runner_verdict", "memory_kill_error", "cancelled_error", "HALTED_NOW"]
 
@@ -46,12 +47,26 @@ def runner_verdict(*, forced: str | None, ok: bool, oom: bool, soft_ended: bool,
     return "ok" if ok else "failed"
 
 
-def memory_kill_error(*, requeue: bool, limit: int | None, enforcement: str, cgroup_note: str | None) -> str:
-    """The ``error`` of a memory kill: the run's own names only the signal; the runner knows why it sent it."""
+def memory_kill_error(
+    *, requeue: bool, limit: int | None, set_by_task: bool, enforcement: str, cgroup_note: str | None,
+    said: str | None = None,
+) -> str:
+    """The ``error`` of a memory kill: which limit was passed (its bytes, and whether the task or the batch set it),
+    what kept it and what the kernel saw, then ``said``, the run's own error (which names only what the kill did
+    to it: a stream cut short, a signal)."""
     if requeue:
         return REQUEUE_ERROR
-    error = f"killed: process tree over its memory limit {limit} ({enforcement})"
-    return f"{error}; {cgroup_note}" if cgroup_note is not None else error
+    if limit is None:  # the kernel's OOM kill in the task's cgroup, with no limit of ours on it
+        error = f"killed: out of memory ({enforcement})"
+    else:
+        source = "the task's memory_limit" if set_by_task else "the batch's memory_limit (--memory-limit)"
+        why = f"{size_text(limit)}, {source}; {enforcement}"
+        error = f"killed: process tree over its memory limit {limit} bytes ({why})"
+    if cgroup_note is not None:
+        error = f"{error}; {cgroup_note}"
+    if said and not said.startswith("the process was killed"):
+        error = f"{error}; the run said: {said}"
+    return error
 
 
 def cancelled_error(cause: BaseException | None) -> str:
