@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .providers.base import Answer, size_text
 
-__all__ = ["StreamFacts", "judge", "spool_integrity", "exit_reason", "NO_ANSWER"]
+__all__ = ["StreamFacts", "judge", "spool_integrity", "exit_reason", "NO_ANSWER", "EMPTY"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,8 @@ def exit_reason(rc: int) -> str:
 
 #: The reason given for a run that finished without an answer.
 NO_ANSWER = "the agent finished without an answer"
+#: The reason given for a transcript that is empty (a parse of an empty file, a run whose child printed nothing).
+EMPTY = "no JSON event: the transcript is empty"
 
 
 def judge(ans: Answer, facts: StreamFacts, *, allow_empty_answer: bool = False) -> str | None:
@@ -90,15 +92,16 @@ def judge(ans: Answer, facts: StreamFacts, *, allow_empty_answer: bool = False) 
         )
     elif ans.events == 0 and facts.lines > 0:
         reasons.append(f"no JSON event: the transcript holds only blank lines ({facts.blank_lines})")
-    elif ans.events == 0 and facts.returncode is None:
-        # a parse has nothing else to go on; a run of a child that printed nothing has its exit status
-        reasons.append("no JSON event: the transcript is empty")
+    elif ans.events == 0 and not (allow_empty_answer and ans.finished):
+        # nothing printed is no answer, whatever the exit status (a run and a parse of its spool agree); a
+        # failed or killed child is told by its exit, said below: that it printed nothing is no news then
+        if not (facts.spool or facts.timed_out or (facts.returncode or 0) != 0):
+            reasons.append(EMPTY)
     elif ans.unknown is not None:
         reasons.append(ans.unknown)  # the stream is another CLI's: what it did not end is no news
     elif not ans.finished:
         reasons.append(f"stream ended before {ans.awaited}")
-    elif ans.events and not ans.text and ans.error is None and ans.lost is None and not allow_empty_answer:
-        # (a child that printed nothing is judged by its exit status alone)
+    elif not ans.text and ans.error is None and ans.lost is None and not allow_empty_answer:
         reasons.append(NO_ANSWER + (f" ({ans.no_answer})" if ans.no_answer else ""))
     rc = facts.returncode
     # a lost answer or a stream cut short is what the exit left: say the exit too, unless a cause was named
