@@ -304,7 +304,7 @@ def test_a_task_line_holding_a_lone_surrogate_escape_is_read(tmp_path: Path) -> 
     p = _batch("-", input=line.encode() + b"\n")
     [out] = _outcomes(p.stdout)
     assert out["verdict"] == "ok", out
-    assert out["id"] == "f\\udcff" and os.listdir(os.fsencode(made)) == [b"f\xff"]  # the very bytes
+    assert out["id"] == name and os.listdir(os.fsencode(made)) == [b"f\xff"]  # the very bytes, the very id
     for bad in (b'{"cmd": ["\\udcff"], "x": NaN}', b'{"cmd": ["\\udcff"]', b'["\\udcff"' + b"]" * 0):
         [out] = _outcomes(_batch("-", input=bad + b"\n").stdout)
         assert out["verdict"] == "spawn_error" and "not JSON" in out["error"], (bad, out)
@@ -393,3 +393,57 @@ def test_a_folder_not_ours_is_not_removed_for_an_ok_attempt(tmp_path: Path) -> N
     p = _batch("-", "--results", str(results), input=b'{"id":"x","cmd":["true"]}\n')
     assert p.returncode == 0, p.stderr
     assert (results / "x").is_symlink() and (untouched / "stdout").read_text() == "ORIGINAL"
+
+
+# -- ids that are hard to carry ---------------------------------------------------------------------------------
+
+#: Pairs of task ids (each as its task line spells it) that were written alike in outcomes and the job log, so a
+#: resumed batch skipped the second when the first was done: a lone surrogate (a file name's undecodable byte,
+#: as Python's ``json.dumps`` writes it) and the same escape spelled out with a backslash; a number and another
+#: spelling of it (the number was written again as Python reads it).
+ID_TWINS: list[tuple[str, str]] = [
+    (json.dumps("\udcff"), json.dumps("\\udcff")),
+    (json.dumps("a\udcfeb"), json.dumps("a\\udcfeb")),
+    (json.dumps("\udc80\udcff"), json.dumps("\\udc80\\udcff")),
+    (json.dumps("x\udcff"), json.dumps("x\\\udcff")),
+    ("1e2", "100.0"),
+    ("-0", "0"),
+    ("1.50", "1.5"),
+]
+
+
+def _given_id(spelled: str) -> str:
+    """The id a task line's ``"id": <spelled>`` names: a string as it is, a number as it is written."""
+    value = json.loads(spelled)
+    return value if isinstance(value, str) else spelled
+
+
+@pytest.mark.slow
+def test_distinct_ids_stay_distinct_in_outcomes_the_job_log_and_resume(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    say = "echo '{\"text\": \"done\"}'; echo \"$1\" >> \"$0\""
+
+    def line(n: int, spelled: str) -> str:
+        return f'{{"id": {spelled}, "cmd": {json.dumps(["sh", "-c", say, str(ran), str(n)])}}}\n'
+
+    firsts = [a for a, _ in ID_TWINS]
+    every = [s for pair in ID_TWINS for s in pair]
+    (tmp_path / "firsts").write_text("".join(line(every.index(s), s) for s in firsts))
+    (tmp_path / "every").write_text("".join(line(n, s) for n, s in enumerate(every)))
+    log = tmp_path / "jobs.ndjson"
+    check = _batch("--check", str(tmp_path / "every"))
+    assert check.returncode == 0 and check.stdout == b"", check.stderr  # no id is another's duplicate
+    p = _batch(str(tmp_path / "firsts"), "--joblog", str(log))
+    assert p.returncode == 0, p.stderr
+    want = [_given_id(s) for s in firsts]
+    assert sorted(o["id"] for o in _outcomes(p.stdout)) == sorted(want)
+    assert sorted(json.loads(x)["id"] for x in log.read_bytes().splitlines()) == sorted(want)  # as Python reads it
+    ran.unlink()
+    p = _batch(str(tmp_path / "every"), "--joblog", str(log), "--resume")
+    assert p.returncode == 0, p.stderr
+    seconds = [b for _, b in ID_TWINS]
+    assert sorted(o["id"] for o in _outcomes(p.stdout)) == sorted(_given_id(s) for s in seconds)
+    assert sorted(map(int, ran.read_text().split())) == sorted(every.index(s) for s in seconds)
+    ran.unlink()
+    p = _batch(str(tmp_path / "every"), "--joblog", str(log), "--resume")
+    assert p.returncode == 0 and p.stdout == b"" and not ran.exists(), p.stderr

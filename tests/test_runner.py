@@ -1152,6 +1152,7 @@ def test_text_that_is_not_unicode_is_written_not_a_crash(tmp_path: Path) -> None
     outs = {o.id: o for o in run_many(tasks, joblog=str(log))}
     assert sorted(outs) == sorted(t.id for t in tasks if t.id) and all(o.ok for o in outs.values()), outs
     lines = [json.loads(line) for line in log.read_bytes().splitlines()]
-    assert len(lines) == 3 and any("\\udcff" in line["cmd"][-1] for line in lines), lines
+    assert len(lines) == 3 and any(line["cmd"][-1] == "name-\udcff.txt" for line in lines), lines
+    assert {line["id"] for line in lines} == {"arg", "id-\udcff", "fine"}
     again = list(run_many([Task(list(t.argv), id=t.id) for t in tasks], joblog=str(log), resume=True))
     assert again == [], again

@@ -30,9 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, Literal, TypeAlias, cast
 
-import orjson
-
-from .._decode.jsonout import dumps
+from .._decode.jsonout import dumps, loads
 from .._dirfd import open_named
 from ..types import JobLogRecord, Verdict
 from .ids import SeenIds
@@ -158,8 +156,8 @@ def _final_verdicts(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
             if line.isspace():
                 continue  # the newline that ended a torn line is one of these (no copy of a long line made)
             try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
+                rec = loads(line)  # an id with a lone surrogate as it was written: no other id's text
+            except ValueError:
                 rec = None
             if not isinstance(rec, dict):
                 torn += 1

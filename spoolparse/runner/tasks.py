@@ -111,7 +111,7 @@ TASK_KEY_HELP: dict[str, str] = {
     "cmd": "the command, a non-empty list of strings (a bare list as the whole line is a `cmd` too)",
     "argv": "the same as `cmd`",
     "id": "the task's name in its outcome, the job log and `--results`; unique in the batch (default: the line "
-    "number); anything but a string is its JSON text",
+    "number); anything but a string is its JSON text, a number as the line spells it",
     "input": "text given to the command on its stdin (never logged)",
     "cwd": "the command's working directory (it must exist)",
     "env": "variables added to the environment, names to strings",
