@@ -266,9 +266,31 @@ def test_every_known_key_is_taken_and_a_key_like_none_lists_them() -> None:
             "soft_timeout": 1, "memory": 1, "memory_limit": 1, "provider": "auto", "allow_empty_answer": True,
             "max_line": 1, "max_retained": 1, "max_spool_bytes": 1}
     assert sorted(line) == sorted(TASK_KEYS)
-    Task.from_json(line, default_id="1")
+    for name in ("cmd", "argv"):  # one of the two names of the command
+        Task.from_json({k: v for k, v in line.items() if k != name}, default_id="1")
     with pytest.raises(spoolparse.UsageError, match=r'unknown keys "zzz", "\\u001b\[2J"; a task\'s keys are cmd,'):
         Task.from_json({"cmd": ["true"], "zzz": 1, "\x1b[2J": 2}, default_id="1")
+
+
+@pytest.mark.parametrize("argv", [["touch", "{flag}"], ["true"]])
+def test_a_line_with_both_cmd_and_argv_is_that_tasks_error(argv: list[str], tmp_path: Path) -> None:
+    """``{"cmd": [...], "argv": [...]}`` ran ``cmd`` and said nothing of ``argv``: two names of one key, the
+    line does not say which command it means (even when both are the same, one is a slip)."""
+    flag = tmp_path / "ran"
+    line = {"id": "t", "cmd": ["touch", str(flag)], "argv": [a.format(flag=flag) for a in argv]}
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(line) + "\n" + json.dumps({"id": "u", "argv": ["touch", str(flag)]}) + "\n")
+    want = 'line 1: a task line holds both "cmd" and "argv", two names of its command: keep one'
+    p = _batch("--check", str(tasks))
+    assert p.returncode == 1 and [(b["line"], b["id"], b["error"]) for b in _outcomes(p.stdout)] == [(1, "t", want)]
+    p = _batch("-j", "1", str(tasks))
+    outs = {o["id"]: o for o in _outcomes(p.stdout)}
+    assert p.returncode == 1 and (outs["t"]["verdict"], outs["t"]["error"]) == ("spawn_error", want), outs
+    assert outs["u"]["verdict"] == "ok" and flag.exists()  # the other line ran
+    with pytest.raises(spoolparse.UsageError, match="both"):
+        from spoolparse.runner.tasks import Task
+
+        Task.from_json(line, default_id="1")
 
 
 def test_batch_check_reports_every_bad_line_and_runs_nothing(tmp_path: Path) -> None:
