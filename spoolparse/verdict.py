@@ -3,7 +3,8 @@
 ``ok`` is true only when the run's terminal event was seen (its grammar's,
 :mod:`spoolparse.providers.grammar`), the agent reported no terminal error,
 the answer is in hand, complete and not empty (unless the caller allows a run
-without one), the spool holds everything the child wrote, and — for a run —
+without one), a whole-document output is not cut off, the spool holds
+everything the child wrote, and — for a run —
 the process exited 0 within its timeout. Otherwise ``error`` is a sentence
 naming every reason found, most telling first. ``parse``, ``run``,
 ``arun`` and the batch runner all build their results through
@@ -33,6 +34,8 @@ class StreamFacts:
     timeout: float | None = None
     #: Why the spool is not the child's whole output (cut at a cap, truncated by the child), or ``None``.
     spool: str | None = None
+    #: Why a whole-document output (``-o json``) is not whole: it ends before its brackets close, or ``None``.
+    cut_off: str | None = None
 
 
 def spool_integrity(
@@ -80,11 +83,15 @@ def judge(ans: Answer, facts: StreamFacts, *, allow_empty_answer: bool = False) 
         reasons.append(facts.spool)
     if facts.timed_out:
         reasons.append(f"timed out after {facts.timeout:g} s" if facts.timeout is not None else "timed out")
+    if facts.cut_off is not None:
+        reasons.append(facts.cut_off)
     if ans.error is not None:
         reasons.append(ans.error)
     if ans.lost is not None:
         reasons.append(ans.lost)
-    if ans.events == 0 and facts.lines > facts.blank_lines:
+    if ans.events == 0 and facts.cut_off is not None:
+        pass  # no event came before the cut: that is the reason, said above
+    elif ans.events == 0 and facts.lines > facts.blank_lines:
         blank = f", {facts.blank_lines} blank" if facts.blank_lines else ""
         reasons.append(
             f"no JSON event: not a recognised format ({facts.lines} lines, {facts.invalid_lines} not JSON objects"
