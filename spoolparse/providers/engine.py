@@ -41,6 +41,7 @@ grammar explains any of them (:class:`~spoolparse.providers.base.Answer`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -180,6 +181,8 @@ class Engine:
         # read as generic for want of any event a grammar claims: the first one after that detects again
         self._blind = False
         self._doc: Record | None = None  # a document withheld until it is known to be the whole input
+        # a named provider's first events, looked at for another CLI's own mark (None: not, or no longer)
+        self._looked: int | None = 0 if self.auto is None and provider.grammar is not None else None
         self._begin_stream()
         self._closed = False
         self._reset_retain()
@@ -268,6 +271,8 @@ class Engine:
             if switch is not None:
                 return self._redecide(rec, *switch)
             self._hold(rec)
+        elif self._looked is not None and type(rec) is Event:
+            self._another_cli(rec)
         return self._feed(rec)
 
     def close(self, objects: int) -> list[LiveEvent]:
@@ -597,6 +602,27 @@ class Engine:
 
     # -- re-deciding --------------------------------------------------------------------------------------------
 
+    def _another_cli(self, rec: Event) -> None:
+        """A named provider is read as named, whatever the stream says; but an event among its first
+        ``DETECT_EVENTS`` that carries another CLI's own mark, and none of the named one's (Claude Code's init
+        read as Qwen Code's, or the reverse: the same events, told apart by their marks only), is said once,
+        as auto-detection would have said it in switching: the usage, the price and the traps read are the
+        named CLI's."""
+        assert self._looked is not None and self.fold is not None
+        self._looked += 1
+        if self._looked > _limits.DETECT_EVENTS:
+            self._looked = None
+            return
+        claims, owned = _every_grammar().claims(rec.type, rec.data)
+        name = self.fold.name
+        if not owned or name in claims:
+            return
+        other = min(claims)
+        self.notes.add(f"--provider {name}: line {rec.lineno}: {self._describe(claims[other])} is {other}'s, "
+                       f"not {name}'s: read as {name}, as --provider says")
+        self._looked = None
+
+
     def _contradicted(self, rec: Record) -> tuple[str, Shape] | None:
         """Another grammar claims an event the chosen one does not know, where that may re-decide: the grammar
         and the shape it fits, or ``None``."""
@@ -653,6 +679,12 @@ class Engine:
                 self._feed(r)  # read before, as another CLI's: the live events were given then
             self._hold(rec)
         return self._feed(rec)
+
+
+@functools.cache
+def _every_grammar() -> _Index:
+    """Every registered provider's grammar by key, for a named provider's check (made once, when first asked)."""
+    return _Index([cls.grammar for cls in PROVIDERS.values() if cls.grammar is not None])
 
 
 def _synthetic_note(ev: Event) -> Noted:
