@@ -178,7 +178,7 @@ def test_kill_9_of_an_ordered_batch_then_resume_loses_no_outcome(tmp_path: Path)
     token, env = marker()
     flag = tmp_path / "go"
     log = tmp_path / "jobs.ndjson"
-    slow = ["sh", "-c", f'test -e "{flag}" || sleep 60']
+    slow = ["sh", "-c", f'test -e "{flag}" || sleep 60; {ANSWERS[2]}']
     ids = [f"t{i}" for i in range(6)]
     rows = [{"id": ids[0], "cmd": slow, "env": env}] + [{"id": i, "cmd": ANSWERS, "env": env} for i in ids[1:]]
     tasks = _tasks(tmp_path / "t.jsonl", rows)
