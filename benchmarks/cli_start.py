@@ -122,7 +122,7 @@ def main() -> int:
             "spoolparse --help": [*spoolparse, "--help"],
             "spoolparse parse small.jsonl": [*spoolparse, "parse", str(small)],
             "spoolparse parse --provider codex": [*spoolparse, "parse", "--provider", "codex", str(small)],
-            "spoolparse run -- true": [*spoolparse, "run", "--no-progress", "--", "true"],
+            "spoolparse run -- true": [*spoolparse, "run", "--no-progress", "--allow-empty-answer", "--", "true"],
         }
         if len(spoolparse) == 1:  # an installed console script (not python -m spoolparse)
             cases["console script calling nothing"] = _wrapper(Path(spoolparse[0]), Path(tmp))

@@ -213,6 +213,7 @@ class StreamParser:
             timed_out=bool(fields.get("timed_out")),
             timeout=fields.get("timeout"),
             spool=spool,
+            cut_off=self.document.cut_off if self.document is not None else None,
         )
         cost, by_model = price(self.provider_name, ans.model, ans.usage, ans.usage_by_model)
         return Result(

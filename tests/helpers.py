@@ -11,6 +11,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 FAKE_CODEX = [sys.executable, str(FIXTURES / "fake_codex.py")]
+#: A command that answers (one event the generic provider reads) and exits 0: ok. ``true`` prints nothing,
+#: which is no answer: not ok, unless the run allows an empty answer.
+ANSWERS = ["sh", "-c", "echo '{\"text\": \"done\"}'"]
 
 
 def jl(*objs: Any) -> bytes:

@@ -65,3 +65,72 @@ def test_batch_takes_allow_empty_answer_per_task_and_as_its_default(tmp_path: Pa
         [spoolparse.Task(EMPTY, id="a"), spoolparse.Task(EMPTY, id="b", allow_empty_answer=False)],
         allow_empty_answer=True)}
     assert got == {"a": "ok", "b": "failed"}
+
+
+# -- an agent that prints nothing ------------------------------------------------------------------------------
+
+EMPTY_TRANSCRIPT = "no JSON event: the transcript is empty"
+
+
+def _empty_verdicts(path: str, provider: str, allow: bool, tmp_path: Path) -> dict[str, tuple[bool, str | None]]:
+    """The verdict of an empty transcript (``path``) as every way in reads it: the library's ``run``, ``arun``,
+    ``parse``, ``run_many``, and the commands ``run``, ``parse`` and ``batch``."""
+    import asyncio
+    import subprocess
+    import sys
+
+    kw: dict[str, object] = {"provider": provider, "allow_empty_answer": allow}
+    argv = ["cat", path]
+    got: dict[str, tuple[bool, str | None]] = {}
+    r = spoolparse.run(argv, provider=provider, allow_empty_answer=allow)
+    got["run"] = r.ok, r.error
+    r = asyncio.run(spoolparse.arun(argv, provider=provider, allow_empty_answer=allow))
+    got["arun"] = r.ok, r.error
+    r = spoolparse.parse(path, provider=provider, allow_empty_answer=allow)
+    got["parse"] = r.ok, r.error
+    o = next(iter(spoolparse.run_many([spoolparse.Task(argv, id="e")], **kw)))  # type: ignore[arg-type]
+    got["run_many"] = o.ok, o.error
+    flags = ["--provider", provider, *(["--allow-empty-answer"] if allow else [])]
+    for name, cmd in (("cli run", ["run", *flags, "--", *argv]), ("cli parse", ["parse", *flags, path])):
+        p = subprocess.run([sys.executable, "-m", "spoolparse", *cmd], capture_output=True, timeout=60, check=False)
+        out = json.loads(p.stdout)
+        assert p.returncode == (0 if out["ok"] else 1), (name, p.stderr)
+        got[name] = out["ok"], out["error"]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "e", "cmd": argv}) + "\n")
+    p = subprocess.run([sys.executable, "-m", "spoolparse", "batch", *flags, str(tasks)], capture_output=True,
+                       timeout=60, check=False)
+    out = json.loads(p.stdout.splitlines()[0])
+    got["cli batch"] = out["verdict"] == "ok", out["error"]
+    return got
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allow", [False, True])
+@pytest.mark.parametrize("provider", ["auto", "generic", "codex", "claude"])
+def test_an_empty_transcript_is_one_verdict_on_every_path(provider: str, allow: bool, tmp_path: Path) -> None:
+    """An agent that printed nothing and exited 0 was ok with no answer in ``run``, ``batch`` and the library,
+    while ``parse`` of the same empty transcript was not: no answer is in hand, so it is not ok, unless the
+    caller allows a run without an answer and the provider's run needs no terminal event (the generic one)."""
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"")
+    got = _empty_verdicts(str(path), provider, allow, tmp_path)
+    if allow and provider in ("auto", "generic"):
+        want: tuple[bool, str | None] = (True, None)
+    else:
+        want = (False, EMPTY_TRANSCRIPT)
+    assert got == dict.fromkeys(got, want), got
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    (["true"], EMPTY_TRANSCRIPT),
+    (["false"], "the process exited with status 1"),
+    (["sh", "-c", "kill -9 $$"], "the process was killed by SIGKILL"),
+])
+def test_a_run_that_prints_nothing(argv: list[str], error: str) -> None:
+    """Printing nothing is no answer: ``ok: false``, naming the exit when it says more (a failed or killed process
+    printed nothing because it failed); ``allow_empty_answer`` accepts only a run that exited 0."""
+    r = spoolparse.run(argv)
+    assert (r.ok, r.error, r.text) == (False, error, None), r
+    r = spoolparse.run(argv, allow_empty_answer=True)
+    assert (r.ok, r.error) == (argv == ["true"], None if argv == ["true"] else error), r

@@ -21,7 +21,7 @@ from .helpers import FIXTURES
 
 CLI = [sys.executable, "-m", "spoolparse"]
 LIVE_AGENT = [sys.executable, str(FIXTURES / "live_agent.py")]
-ANSWER = ["sh", "-c", "exit 0"]  # no output, exit 0: ok (the generic provider)
+ANSWER = ["sh", "-c", "echo '{\"text\": \"done\"}'"]  # an answer (the generic provider's), exit 0: ok
 
 
 def _batch(*argv: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -76,7 +76,8 @@ def test_resume_after_a_job_log_cut_mid_line_runs_each_task_once_more_at_most(tm
     ``--resume`` appended its first line onto the fragment, and a third ``--resume`` ran that task again although
     its outcome was printed and logged."""
     log, ran = tmp_path / "jobs.ndjson", tmp_path / "ran"
-    tasks = _tasks(tmp_path / "t.jsonl", [{"id": i, "cmd": ["sh", "-c", f"echo {i} >> {ran}"]} for i in "ab"])
+    rows = [{"id": i, "cmd": ["sh", "-c", f"echo {i} >> {ran}"], "allow_empty_answer": True} for i in "ab"]
+    tasks = _tasks(tmp_path / "t.jsonl", rows)
     assert _batch(tasks, "--joblog", str(log), "-j", "1").returncode == 0
     line = {json.loads(raw)["id"]: raw for raw in log.read_bytes().splitlines(keepends=True)}
     at = {"in its first line": 1, "in the middle": len(line["a"]) // 2, "before its last brace": len(line["a"]) - 2,
@@ -97,7 +98,7 @@ def test_resume_after_a_job_log_cut_mid_line_runs_each_task_once_more_at_most(tm
 
 
 def test_resume_flags_exclude_each_other_and_need_a_joblog(tmp_path: Path) -> None:
-    tasks = _tasks(tmp_path / "t.jsonl", [{"id": "a", "cmd": ["true"]}])
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": "a", "cmd": ANSWER}])
     both = _batch(tasks, "--joblog", str(tmp_path / "j"), "--resume", "--resume-failed")
     assert both.returncode == 2 and b"not allowed with" in both.stderr
     alone = _batch(tasks, "--resume-failed")
@@ -161,7 +162,7 @@ def test_halt_grammar_and_its_aliases(spec: str, expected: Halt) -> None:
 
 def test_halt_soon_alias_stops_after_the_first_failure(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path / "t.jsonl", [{"id": "bad", "cmd": ["false"]},
-                                           *({"id": f"t{i}", "cmd": ["true"]} for i in range(4))])
+                                           *({"id": f"t{i}", "cmd": ANSWER} for i in range(4))])
     p = _batch(tasks, "-j", "1", "--halt", "soon")
     assert p.returncode == 1, p.stderr
     out = _outcomes(p.stdout)
@@ -172,7 +173,7 @@ def test_halt_soon_alias_stops_after_the_first_failure(tmp_path: Path) -> None:
 def test_halt_now_on_success(tmp_path: Path) -> None:
     tasks = _tasks(tmp_path / "t.jsonl", [{"id": "quick", "cmd": ANSWER},
                                            {"id": "long", "cmd": ["sleep", "60"]},
-                                           *({"id": f"t{i}", "cmd": ["true"]} for i in range(3))])
+                                           *({"id": f"t{i}", "cmd": ANSWER} for i in range(3))])
     p = _batch(tasks, "-j", "2", "--halt", "now,success=1", "--grace", "0")
     out = _outcomes(p.stdout)
     assert out["quick"]["verdict"] == "ok"
@@ -276,7 +277,7 @@ def test_keywords_build_options_and_override_a_given_one(tmp_path: Path) -> None
     from spoolparse.runner import Batch
 
     base = BatchOptions(max_concurrent=2, retries=1, timeout=30.0)
-    batch = spoolparse.run_many([["true"]], base, retries=0, memory_per_task=None)
+    batch = spoolparse.run_many([ANSWER], base, retries=0, memory_per_task=None)
     try:
         assert isinstance(batch, Batch)
         assert batch.options == dataclasses.replace(base, retries=0)
@@ -284,16 +285,16 @@ def test_keywords_build_options_and_override_a_given_one(tmp_path: Path) -> None
     finally:
         batch.close()
     with pytest.raises(TypeError, match="retires"):
-        spoolparse.run_many([["true"]], retires=2)
+        spoolparse.run_many([ANSWER], retires=2)
     with pytest.raises(TypeError, match="BatchOptions"):
-        spoolparse.run_many([["true"]], {"retries": 2})  # type: ignore[arg-type]
+        spoolparse.run_many([ANSWER], {"retries": 2})  # type: ignore[arg-type]
 
 
 def test_arun_many_takes_the_same_options() -> None:
     import asyncio
 
     async def go() -> list[str]:
-        return [o.verdict async for o in spoolparse.arun_many([["true"], ["false"]], BatchOptions(ordered=True),
+        return [o.verdict async for o in spoolparse.arun_many([ANSWER, ["false"]], BatchOptions(ordered=True),
                                                               max_concurrent=2)]
 
     assert asyncio.run(go()) == ["ok", "failed"]
@@ -372,8 +373,9 @@ def test_a_log_named_through_another_users_symlink_is_refused_and_our_own_link_i
 
     def go(path: Path) -> subprocess.CompletedProcess[bytes]:
         if command == "run":
-            return subprocess.run([*CLI, "run", flag, str(path), "--", "true"], capture_output=True, timeout=120)
-        return _batch("-", flag, str(path), input=b'{"id":"a","cmd":["true"]}\n')
+            return subprocess.run([*CLI, "run", "--allow-empty-answer", flag, str(path), "--", "true"],
+                                  capture_output=True, timeout=120)
+        return _batch("-", flag, str(path), input=b'{"id":"a","cmd":["true"],"allow_empty_answer":true}\n')
 
     for link in (hers / "log", sticky / "log"):
         link.symlink_to(precious)
@@ -413,7 +415,7 @@ def test_a_log_named_through_a_file_or_a_missing_directory_is_the_kernels_error(
     """Not a refusal: the kernel's words, naming the path as given, exit 125 as before the walk."""
     (tmp_path / "f").write_text("")
     for path, said in ((tmp_path / "f" / "log", "Not a directory"), (tmp_path / "no" / "log", "No such file")):
-        p = _batch("-", flag, str(path), input=b'{"id":"a","cmd":["true"]}\n')
+        p = _batch("-", flag, str(path), input=b'{"id":"a","cmd":["true"],"allow_empty_answer":true}\n')
         assert (p.returncode, p.stdout) == (125, b""), p.stderr
         assert p.stderr.decode().startswith(f"spoolparse: error: {said}") and str(path) in p.stderr.decode()
 
@@ -425,8 +427,8 @@ def test_a_log_named_through_a_file_or_a_missing_directory_is_the_kernels_error(
 def test_batch_exit_statuses_follow_the_one_table(tmp_path: Path) -> None:
     from spoolparse._cli_common import EXIT_FAILURE, EXIT_NOT_OK, EXIT_OK, EXIT_USAGE
 
-    ok = _tasks(tmp_path / "ok.jsonl", [{"id": "a", "cmd": ["true"]}])
-    mixed = _tasks(tmp_path / "mixed.jsonl", [{"id": "a", "cmd": ["true"]}, {"id": "b", "cmd": ["sleep", "9"],
+    ok = _tasks(tmp_path / "ok.jsonl", [{"id": "a", "cmd": ANSWER}])
+    mixed = _tasks(tmp_path / "mixed.jsonl", [{"id": "a", "cmd": ANSWER}, {"id": "b", "cmd": ["sleep", "9"],
                                                                            "timeout": 0.2}])
     assert _batch(ok).returncode == EXIT_OK
     assert _batch(mixed, "--grace", "0").returncode == EXIT_NOT_OK  # a timed-out task is a task not ok
@@ -463,7 +465,7 @@ def test_a_ray_node_runs_its_share_with_the_drivers_options() -> None:
         try:
             assert (node.capacity, node.opts.halt, node.opts.ordered, node.opts.joblog) == (2, None, False,
                                                                                             node.log_path)
-            tasks = [encode_task(i, Task(id=f"n{i}", argv=argv)) for i, argv in enumerate([["true"], ["false"]])]
+            tasks = [encode_task(i, Task(id=f"n{i}", argv=argv)) for i, argv in enumerate([ANSWER, ["false"]])]
             got: list[dict[str, Any]] = []
             reply = loads(await node.exchange(dumps(tasks), 5.0))
             got += reply["out"]
@@ -515,12 +517,12 @@ def test_progress_line_counts_done_of_total_running_failed_and_gives_an_eta(tmp_
     rows = [{"id": "bad", "cmd": ["false"]}, *({"id": f"t{i}", "cmd": ["sleep", "0.5"]} for i in range(4))]
     path = tmp_path / "t.jsonl"
     path.write_text("\n" + "".join(json.dumps(r) + "\n\n" for r in rows))  # blank lines: no task, not counted
-    p = _batch(str(path), "-j", "1", "--progress")
+    p = _batch(str(path), "-j", "1", "--progress", "--allow-empty-answer")  # sleep answers nothing: its exit counts
     assert p.returncode == 1, p.stderr
     err = p.stderr.decode()
     assert "done 5/5 | running 0 | queued 0 | failed 1 | memory " in err
     assert "| ETA " in err  # drawn while tasks were left, from the pace so far
-    piped = _batch("-", "-j", "1", "--progress", input=path.read_bytes())
+    piped = _batch("-", "-j", "1", "--progress", "--allow-empty-answer", input=path.read_bytes())
     assert "done 5 | running 0" in piped.stderr.decode() and "ETA" not in piped.stderr.decode()  # no total known
 
 
@@ -596,9 +598,9 @@ def test_the_batch_flags_apply_to_every_task_and_a_task_line_overrides_each(tmp_
 
 
 def test_a_task_line_whose_bounds_do_not_fit_the_batch_s_gets_its_own_error(tmp_path: Path) -> None:
-    tasks = _tasks(tmp_path / "t.jsonl", [{"id": "small", "cmd": ["true"], "max_retained": "1K"},
-                                           {"id": "zero", "cmd": ["true"], "max_line": 0},
-                                           {"id": "fine", "cmd": ["true"], "provider": "generic"}])
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": "small", "cmd": ANSWER, "max_retained": "1K"},
+                                           {"id": "zero", "cmd": ANSWER, "max_line": 0},
+                                           {"id": "fine", "cmd": ANSWER, "provider": "generic"}])
     p = _batch(tasks, "--max-line", "2K", "--allow-empty-answer", "--memory-per-task", "1M")
     out = _outcomes(p.stdout)
     assert out["small"]["verdict"] == "spawn_error"

@@ -22,7 +22,9 @@ def _outcomes(out: bytes) -> list[dict[str, Any]]:
 
 
 def _batch(*argv: str, input: bytes | None = None, **kw: Any) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([*CLI, "batch", *argv], input=input, capture_output=True, timeout=120, **kw)
+    # what a task line holds is the point here, not its answer: a command that prints none (true) is ok
+    return subprocess.run([*CLI, "batch", "--allow-empty-answer", *argv], input=input, capture_output=True,
+                          timeout=120, **kw)
 
 
 def test_a_duplicate_id_is_an_error_outcome_and_resume_does_not_hide_it(tmp_path: Path) -> None:
@@ -264,9 +266,31 @@ def test_every_known_key_is_taken_and_a_key_like_none_lists_them() -> None:
             "soft_timeout": 1, "memory": 1, "memory_limit": 1, "provider": "auto", "allow_empty_answer": True,
             "max_line": 1, "max_retained": 1, "max_spool_bytes": 1}
     assert sorted(line) == sorted(TASK_KEYS)
-    Task.from_json(line, default_id="1")
+    for name in ("cmd", "argv"):  # one of the two names of the command
+        Task.from_json({k: v for k, v in line.items() if k != name}, default_id="1")
     with pytest.raises(spoolparse.UsageError, match=r'unknown keys "zzz", "\\u001b\[2J"; a task\'s keys are cmd,'):
         Task.from_json({"cmd": ["true"], "zzz": 1, "\x1b[2J": 2}, default_id="1")
+
+
+@pytest.mark.parametrize("argv", [["touch", "{flag}"], ["true"]])
+def test_a_line_with_both_cmd_and_argv_is_that_tasks_error(argv: list[str], tmp_path: Path) -> None:
+    """``{"cmd": [...], "argv": [...]}`` ran ``cmd`` and said nothing of ``argv``: two names of one key, the
+    line does not say which command it means (even when both are the same, one is a slip)."""
+    flag = tmp_path / "ran"
+    line = {"id": "t", "cmd": ["touch", str(flag)], "argv": [a.format(flag=flag) for a in argv]}
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(line) + "\n" + json.dumps({"id": "u", "argv": ["touch", str(flag)]}) + "\n")
+    want = 'line 1: a task line holds both "cmd" and "argv", two names of its command: keep one'
+    p = _batch("--check", str(tasks))
+    assert p.returncode == 1 and [(b["line"], b["id"], b["error"]) for b in _outcomes(p.stdout)] == [(1, "t", want)]
+    p = _batch("-j", "1", str(tasks))
+    outs = {o["id"]: o for o in _outcomes(p.stdout)}
+    assert p.returncode == 1 and (outs["t"]["verdict"], outs["t"]["error"]) == ("spawn_error", want), outs
+    assert outs["u"]["verdict"] == "ok" and flag.exists()  # the other line ran
+    with pytest.raises(spoolparse.UsageError, match="both"):
+        from spoolparse.runner.tasks import Task
+
+        Task.from_json(line, default_id="1")
 
 
 def test_batch_check_reports_every_bad_line_and_runs_nothing(tmp_path: Path) -> None:
@@ -302,7 +326,7 @@ def test_a_task_line_holding_a_lone_surrogate_escape_is_read(tmp_path: Path) -> 
     p = _batch("-", input=line.encode() + b"\n")
     [out] = _outcomes(p.stdout)
     assert out["verdict"] == "ok", out
-    assert out["id"] == "f\\udcff" and os.listdir(os.fsencode(made)) == [b"f\xff"]  # the very bytes
+    assert out["id"] == name and os.listdir(os.fsencode(made)) == [b"f\xff"]  # the very bytes, the very id
     for bad in (b'{"cmd": ["\\udcff"], "x": NaN}', b'{"cmd": ["\\udcff"]', b'["\\udcff"' + b"]" * 0):
         [out] = _outcomes(_batch("-", input=bad + b"\n").stdout)
         assert out["verdict"] == "spawn_error" and "not JSON" in out["error"], (bad, out)
@@ -391,3 +415,57 @@ def test_a_folder_not_ours_is_not_removed_for_an_ok_attempt(tmp_path: Path) -> N
     p = _batch("-", "--results", str(results), input=b'{"id":"x","cmd":["true"]}\n')
     assert p.returncode == 0, p.stderr
     assert (results / "x").is_symlink() and (untouched / "stdout").read_text() == "ORIGINAL"
+
+
+# -- ids that are hard to carry ---------------------------------------------------------------------------------
+
+#: Pairs of task ids (each as its task line spells it) that were written alike in outcomes and the job log, so a
+#: resumed batch skipped the second when the first was done: a lone surrogate (a file name's undecodable byte,
+#: as Python's ``json.dumps`` writes it) and the same escape spelled out with a backslash; a number and another
+#: spelling of it (the number was written again as Python reads it).
+ID_TWINS: list[tuple[str, str]] = [
+    (json.dumps("\udcff"), json.dumps("\\udcff")),
+    (json.dumps("a\udcfeb"), json.dumps("a\\udcfeb")),
+    (json.dumps("\udc80\udcff"), json.dumps("\\udc80\\udcff")),
+    (json.dumps("x\udcff"), json.dumps("x\\\udcff")),
+    ("1e2", "100.0"),
+    ("-0", "0"),
+    ("1.50", "1.5"),
+]
+
+
+def _given_id(spelled: str) -> str:
+    """The id a task line's ``"id": <spelled>`` names: a string as it is, a number as it is written."""
+    value = json.loads(spelled)
+    return value if isinstance(value, str) else spelled
+
+
+@pytest.mark.slow
+def test_distinct_ids_stay_distinct_in_outcomes_the_job_log_and_resume(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    say = "echo '{\"text\": \"done\"}'; echo \"$1\" >> \"$0\""
+
+    def line(n: int, spelled: str) -> str:
+        return f'{{"id": {spelled}, "cmd": {json.dumps(["sh", "-c", say, str(ran), str(n)])}}}\n'
+
+    firsts = [a for a, _ in ID_TWINS]
+    every = [s for pair in ID_TWINS for s in pair]
+    (tmp_path / "firsts").write_text("".join(line(every.index(s), s) for s in firsts))
+    (tmp_path / "every").write_text("".join(line(n, s) for n, s in enumerate(every)))
+    log = tmp_path / "jobs.ndjson"
+    check = _batch("--check", str(tmp_path / "every"))
+    assert check.returncode == 0 and check.stdout == b"", check.stderr  # no id is another's duplicate
+    p = _batch(str(tmp_path / "firsts"), "--joblog", str(log))
+    assert p.returncode == 0, p.stderr
+    want = [_given_id(s) for s in firsts]
+    assert sorted(o["id"] for o in _outcomes(p.stdout)) == sorted(want)
+    assert sorted(json.loads(x)["id"] for x in log.read_bytes().splitlines()) == sorted(want)  # as Python reads it
+    ran.unlink()
+    p = _batch(str(tmp_path / "every"), "--joblog", str(log), "--resume")
+    assert p.returncode == 0, p.stderr
+    seconds = [b for _, b in ID_TWINS]
+    assert sorted(o["id"] for o in _outcomes(p.stdout)) == sorted(_given_id(s) for s in seconds)
+    assert sorted(map(int, ran.read_text().split())) == sorted(every.index(s) for s in seconds)
+    ran.unlink()
+    p = _batch(str(tmp_path / "every"), "--joblog", str(log), "--resume")
+    assert p.returncode == 0 and p.stdout == b"" and not ran.exists(), p.stderr

@@ -216,3 +216,29 @@ def test_generic_after_the_detection_window() -> None:
 def test_empty_stream_is_generic() -> None:
     r = parse(io.BytesIO(b""))
     assert r.provider == "generic" and r.text is None and r.lines == 0
+
+
+# -- a named provider that the stream's own marks contradict --------------------------------------------------
+
+CLAUDE_FAMILY = ["claude", "qwen", "amp", "cursor", "droid"]
+
+
+# (a Droid stream read as a look-alike's shows its marks on types the look-alike does not read: not looked at)
+@pytest.mark.parametrize("actual", CLAUDE_FAMILY[:-1])
+@pytest.mark.parametrize("named", CLAUDE_FAMILY)
+def test_a_named_provider_the_streams_marks_contradict_is_read_as_named_with_a_warning(actual: str,
+                                                                                        named: str) -> None:
+    """``parse --provider qwen`` of a Claude Code stream (whose init carries Claude's own marks), and the
+    reverse, read it as the named CLI's without a word. It is still read as named (the answer the same), and a
+    warning names the line and the other CLI, as auto-detection names a switch."""
+    path = FIXTURES / actual / "success.jsonl"
+    got = parse(path, provider=named).summary()
+    said = [w for w in got["warnings"] if w.startswith(f"--provider {named}: ")]
+    if named == actual:
+        assert said == [], said
+        return
+    assert len(said) == 1, got["warnings"]
+    assert f"is {actual}'s, not {named}'s: read as {named}, as --provider says" in said[0], said
+    assert got["provider"] == named and got["detected_by"] == "--provider"
+    if got["ok"]:
+        assert got["text"] == parse(path).text  # the answer auto-detection reads

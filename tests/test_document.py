@@ -82,7 +82,7 @@ def test_bracketed_banner_then_lines() -> None:
 
 def test_array_that_is_not_json_is_counted_not_raised() -> None:
     r = parse(io.BytesIO(b'[{"type": "result", "result": "ok"},\n oops\n'))
-    assert r.invalid_lines == 1 and r.text is None
+    assert r.invalid_lines == 1 and r.text is None and r.error is not None and "cut off" in r.error
 
 
 def test_pretty_object_and_array_fed_byte_by_byte() -> None:
@@ -132,8 +132,8 @@ def test_invalid_documents_are_counted() -> None:
     out, sc = records(data[:-20], max_retained=64, chunk=50)  # streamed, then cut short
     assert sc.invalid_lines == 1
     assert all(isinstance(r, Event) for r in out) and len(out) >= 20
-    out, sc = records(b'[{"type": "a"}, {"type": ', max_retained=1000)  # held whole, cut short
-    assert out == [] and sc.invalid_lines == 1
+    out, sc = records(b'[{"type": "a"}, {"type": ', max_retained=1000)  # held whole, cut short: read as streamed
+    assert [r.type for r in out] == ["a"] and sc.invalid_lines == 1 and sc.lines == 2
     out, sc = records(b'[1, "two", {"type": "a"}, [3]]', max_retained=1000)
     assert [r.type for r in out] == ["a"] and sc.invalid_lines == 3 and sc.lines == 4
     out, sc = records(b'[1, "two", {"type": "a"}, [3], {"type": "b"}]' + b" " * 50, max_retained=20, chunk=7)
@@ -235,3 +235,44 @@ def test_whole_document_with_a_lone_surrogate_escape_keeps_its_answer() -> None:
     assert r.text == "done \ufffd"
     assert r.session_id == "s-1"
     assert r.invalid_lines == 0
+
+
+# -- a document cut short -----------------------------------------------------------------------------------------
+
+DOCUMENTS = ["gemini/output_json.json", "claude/stream_array.json", "claude/output_json.json",
+             "cursor/output_json.json"]
+
+
+def _cuts(data: bytes) -> list[int]:
+    """Where a document is cut: 24 offsets spread over it, and just before its last closing bracket."""
+    end = len(data.rstrip())
+    return sorted({*(1 + i * (end - 2) // 23 for i in range(24)), end - 1})
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_a_document_cut_short_says_so(name: str) -> None:
+    """A ``-o json`` document (an array of events, or one object) cut short read as "the transcript is empty":
+    the error names what happened, and the events before the cut are read, whichever path the document took."""
+    data = (FIXTURES / name).read_bytes()
+    biggest = max(len(json.dumps(it)) for it in json.loads(data)) if data.lstrip()[:1] == b"[" else len(data)
+    for max_retained in sorted({1 << 20, biggest + 64}):  # held whole, then streamed item by item (an array)
+        for cut in _cuts(data):
+            s = summary_of(data[:cut], [], max_retained=max_retained, max_line=max_retained)
+            assert s["ok"] is False and "transcript is empty" not in s["error"], (cut, s["error"])
+            if sniff(data[:cut], final=True) == DOCUMENT:  # (an object on one line is a JSON line cut short)
+                assert s["error"].startswith("the JSON document is cut off"), (cut, s["error"])
+
+
+def test_the_events_before_a_cut_are_read_held_whole_or_streamed() -> None:
+    items = [{"type": "system", "subtype": "init", "session_id": "s", "model": "m", "tools": [], "cwd": "/"},
+             {"type": "assistant", "message": {"content": [{"type": "text", "text": "hi"}]}},
+             {"type": "result", "subtype": "success", "result": "the answer", "is_error": False}]
+    data, sizes = array(items)
+    cut = data.rindex(b"]")
+    for max_retained in (1 << 20, max(sizes) + 1):
+        s = summary_of(data[:cut], [], max_retained=max_retained, max_line=max_retained)
+        assert s["ok"] is False and s["error"] == (
+            f"the JSON document is cut off: the array ends after {cut} bytes, before its closing ]"), s
+        assert s["partial_text"] == "the answer" and s["lines"] == 3 and s["invalid_lines"] == 0, s
+    s = summary_of(data, [])
+    assert s["ok"] is True and s["text"] == "the answer", s

@@ -486,14 +486,17 @@ def test_not_a_transcript_is_not_ok(case: str, tmp_path: Path, capsysbinary: Any
     assert rc == 1 and out["error"].startswith(error)
 
 
-def test_a_run_that_prints_nothing_is_judged_by_its_exit_status() -> None:
-    assert spoolparse.run(["true"]).ok
+def test_a_run_that_prints_nothing_has_no_answer() -> None:
+    """As a parse of its empty transcript says (``test_allow_empty_answer`` has every path); a failed child is
+    told by its exit."""
+    r = spoolparse.run(["true"])
+    assert not r.ok and r.error == "no JSON event: the transcript is empty"
     r = spoolparse.run(["false"])
     assert not r.ok and r.error == "the process exited with status 1"
     r = spoolparse.run([sys.executable, "-c", "print('not json')"])
     assert not r.ok and r.error is not None and r.error.startswith("no JSON event: not a recognised format")
     r = spoolparse.run(["true"], provider="codex")
-    assert not r.ok and r.error == "stream ended before turn.completed"
+    assert not r.ok and r.error == "no JSON event: the transcript is empty"
 
 
 def test_error_is_always_a_sentence_when_not_ok() -> None:

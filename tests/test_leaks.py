@@ -20,7 +20,7 @@ import spoolparse
 from spoolparse import SpawnError
 from spoolparse.spool import empty_pool
 
-from .helpers import placement_fd
+from .helpers import ANSWERS, placement_fd
 
 
 def _snapshot(spool_dir: Path) -> dict[str, object]:
@@ -48,10 +48,10 @@ def _one(i: int, spool_dir: Path) -> None:
         r = spoolparse.run(["false"], spool_dir=spool_dir, keep_output=False)
         assert r.returncode == 1 and r.stdout is None
     elif kind % 2:
-        r = spoolparse.run(["true"], keep_output=False)
+        r = spoolparse.run(ANSWERS, keep_output=False)
         assert r.ok
     else:
-        with spoolparse.run(["true"], spool_dir=spool_dir) as r:
+        with spoolparse.run(ANSWERS, spool_dir=spool_dir) as r:
             assert r.ok and r.stdout is not None
 
 

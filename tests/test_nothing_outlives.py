@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import as_from_a_terminal
+from .helpers import ANSWERS, as_from_a_terminal
 from .runner_support import escapee_tag, escaping, marked_pids, marker, sleeping, wait_for, wait_gone
 
 CLI = [sys.executable, "-m", "spoolparse"]
@@ -185,9 +185,9 @@ def test_kill_9_of_an_ordered_batch_then_resume_loses_no_outcome(tmp_path: Path)
     token, env = marker()
     flag = tmp_path / "go"
     log = tmp_path / "jobs.ndjson"
-    slow = ["sh", "-c", f'test -e "{flag}" || sleep 60']
+    slow = ["sh", "-c", f'test -e "{flag}" || sleep 60; {ANSWERS[2]}']
     ids = [f"t{i}" for i in range(6)]
-    rows = [{"id": ids[0], "cmd": slow, "env": env}] + [{"id": i, "cmd": ["true"], "env": env} for i in ids[1:]]
+    rows = [{"id": ids[0], "cmd": slow, "env": env}] + [{"id": i, "cmd": ANSWERS, "env": env} for i in ids[1:]]
     tasks = _tasks(tmp_path / "t.jsonl", rows)
     argv = [*CLI, "batch", str(tasks), "-j", "6", "--ordered", "--joblog", str(log)]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal)
@@ -211,7 +211,7 @@ def test_kill_9_of_an_ordered_batch_then_resume_loses_no_outcome(tmp_path: Path)
 
 def test_resume_skips_exactly_what_was_printed(tmp_path: Path) -> None:
     log = tmp_path / "jobs.ndjson"
-    tasks = _tasks(tmp_path / "t.jsonl", [{"id": f"q{i}", "cmd": ["true"]} for i in range(4)])
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": f"q{i}", "cmd": ANSWERS} for i in range(4)])
     first = subprocess.run([*CLI, "batch", str(tasks), "--joblog", str(log)], capture_output=True, timeout=60)
     assert first.returncode == 0 and len(_ids(first.stdout)) == 4
     again = subprocess.run([*CLI, "batch", str(tasks), "--joblog", str(log), "--resume"],
@@ -254,7 +254,7 @@ class _Owner:
         self.calls.append(("release", pgid, cgroups))
 
 
-@pytest.mark.parametrize("argv", [["true"], ["/nonexistent/agent"]])
+@pytest.mark.parametrize("argv", [ANSWERS, ["/nonexistent/agent"]])
 def test_the_child_registers_its_own_group_and_a_failed_exec_is_taken_back(argv: list[str]) -> None:
     from typing import cast
 
@@ -602,8 +602,8 @@ def _says_once_as_nobody(tmp_path: Path) -> None:
 
     # every module the batch loads, loaded now: nobody may not read the interpreter's own (under /root here)
     spoolparse.cli.build_parser("batch")
-    assert [o.verdict for o in run_many([["true"]])] == ["ok"]
-    tasks = _tasks(tmp_path / "t.jsonl", [{"id": f"t{i}", "cmd": ["true"]} for i in range(3)])
+    assert [o.verdict for o in run_many([ANSWERS])] == ["ok"]
+    tasks = _tasks(tmp_path / "t.jsonl", [{"id": f"t{i}", "cmd": ANSWERS} for i in range(3)])
     out, err = tmp_path / "out", tmp_path / "err"
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the batch, as nobody
@@ -635,8 +635,8 @@ def test_the_library_warns_once_per_process_not_once_per_batch(
     monkeypatch.setattr(cgroup.Placement, "detect", classmethod(lambda cls: cls(None, why=why)))
     with caplog.at_level(logging.WARNING, logger="spoolparse.runner"):
         for _ in range(3):
-            assert [o.enforcement for o in run_many([["true"]])] == ["none"]
-        assert [o.enforcement for o in run_many([["true"]], enforce="watchdog")] == ["none"]
+            assert [o.enforcement for o in run_many([ANSWERS])] == ["none"]
+        assert [o.enforcement for o in run_many([ANSWERS], enforce="watchdog")] == ["none"]
     said = [r.getMessage() for r in caplog.records if "no cgroup can be made" in r.getMessage()]
     assert said == [cgroup.uncontained_note(cgroup.Placement(None, why=why))]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -174,6 +175,35 @@ def test_retries_and_memory_requeues_are_told_apart_by_the_job_log(tmp_path: Pat
     a = report_of(outs, joblog=log)["attempts"]
     assert a == {"source": "joblog", "total": 5, "tasks_retried": 2, "extra": 3, "retries": 2, "requeues": 1}
     assert report_of(outs)["attempts"]["retries"] is None  # the outcomes alone cannot tell them apart
+
+
+def test_the_job_log_is_read_as_resume_reads_it(other_user: tuple[int, int], shared_base: Path,
+                                                  tmp_path: Path) -> None:
+    """``report --joblog`` read the log with a reader of its own: a torn line was dropped without a word, a line
+    holding a lone surrogate escape (an id that is a file name's undecodable byte) was dropped as not JSON, and a
+    log named through another user's symbolic link was followed. The one job-log reader does all three."""
+    log = tmp_path / "jobs.ndjson"
+    attempts = [{"id": "f\udcff", "attempt": 1, "final": False, "verdict": "failed", "error": "exit 1"},
+                {"id": "f\udcff", "attempt": 2, "final": True, "verdict": "ok", "error": None}]
+    log.write_bytes(b"".join(json.dumps(a).encode() + b"\n" for a in attempts) + b'{"id": "b", "fin\n')
+    outcomes = tmp_path / "outcomes.ndjson"
+    outcomes.write_bytes(json.dumps(outcome(0, id="f\udcff", attempts=2)).encode() + b"\n")
+    p = subprocess.run([sys.executable, "-m", "spoolparse", "report", "--json", str(outcomes), "--joblog", str(log)],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["attempts"]["retries"] == 1 and json.loads(p.stdout)["attempts"]["total"] == 2
+    assert p.stderr.decode() == (f"spoolparse: warning: job log {str(log)!r}: line 3 is cut short or not JSON, "
+                                 "ignored (its task runs again unless another line says it is done)\n")
+    hers = shared_base / "hers"
+    hers.mkdir()
+    os.chown(hers, *other_user)
+    (hers / "log").symlink_to(log)
+    os.lchown(hers / "log", *other_user)
+    p = subprocess.run([sys.executable, "-m", "spoolparse", "report", str(outcomes), "--joblog", str(hers / "log")],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 2 and p.stdout == b"", p.stderr
+    assert p.stderr.decode() == (f"spoolparse: error: job log {str(hers / 'log')!r} is a symbolic link owned by "
+                                 f"another user (uid {other_user[0]})\n")
 
 
 # -- bounds ----------------------------------------------------------------------------------------------

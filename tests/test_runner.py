@@ -28,13 +28,14 @@ from spoolparse.runner.memory import HostMemory, sample_trees
 from spoolparse.runner.scheduler import Batch, InvalidTask
 from spoolparse.spool import empty_pool
 
+from .helpers import ANSWERS
 from .runner_support import FAKE_CODEX, HOG, FixedProbe, MiB, TreeProbe, marker, one_each, wait_gone
 
 BIG = 1 << 40  # a fake total so large that admission never holds anything back
 
 
 def test_argv_lists_get_index_ids_and_one_outcome_each() -> None:
-    tasks = [["true"], ["false"], [*FAKE_CODEX, "--size", "64K"]]
+    tasks = [ANSWERS, ["false"], [*FAKE_CODEX, "--size", "64K"]]
     outs = one_each(spoolparse.run_many(tasks, max_concurrent=2, memory_probe=FixedProbe(BIG)), ["0", "1", "2"])
     assert outs["0"].verdict == "ok" and outs["0"].returncode == 0
     assert outs["1"].verdict == "failed" and outs["1"].returncode == 1
@@ -48,11 +49,11 @@ def test_spawn_errors_and_bad_items_do_not_stop_the_batch() -> None:
         Task(argv=["/nonexistent/cmd"], id="missing"),
         InvalidTask("bad", "line 2: not JSON"),
         "not a task",
-        Task(argv=["true"], id="fine"),
+        Task(argv=ANSWERS, id="fine"),
         # fails while its child is made ready (its input is opened in the spawner thread), before any fork
         Task(argv=["cat"], input=Path("/nonexistent/input.txt"), id="noinput"),
     ]
-    list(run_many([["true"]]))  # the guardian's pipe is open from here on
+    list(run_many([ANSWERS]))  # the guardian's pipe is open from here on
     empty_pool()
     fds = len(os.listdir("/proc/self/fd"))
     outs = one_each(
@@ -254,14 +255,13 @@ def test_joblog_resume_failed_skips_only_tasks_that_ended_ok(tmp_path: Path) -> 
     log = tmp_path / "jobs.ndjson"
     flag = tmp_path / "ok-now"
     flaky = ["sh", "-c", f'test -e "{flag}"']
-    tasks = [Task(argv=["true"], id="a"), Task(argv=flaky, id="b"), Task(argv=["true"], id="c")]
-    first = one_each(run_many(tasks, max_concurrent=2, joblog=log, memory_probe=FixedProbe(BIG)), ["a", "b", "c"])
+    tasks = [Task(argv=ANSWERS, id="a"), Task(argv=flaky, id="b"), Task(argv=ANSWERS, id="c")]
+    kw: dict[str, Any] = {"memory_probe": FixedProbe(BIG), "allow_empty_answer": True}  # b: its exit is its verdict
+    first = one_each(run_many(tasks, max_concurrent=2, joblog=log, **kw), ["a", "b", "c"])
     assert [first[k].verdict for k in "abc"] == ["ok", "failed", "ok"]
     assert finished_ok(log) == {"a", "c"}
     flag.touch()
-    second = one_each(
-        run_many(tasks, max_concurrent=2, joblog=log, resume="failed", memory_probe=FixedProbe(BIG)), ["b"]
-    )
+    second = one_each(run_many(tasks, max_concurrent=2, joblog=log, resume="failed", **kw), ["b"])
     assert second["b"].ok
     assert finished_ok(log) == {"a", "b", "c"}
     for rec in map(orjson.loads, log.read_bytes().splitlines()):
@@ -272,10 +272,11 @@ def test_joblog_resume_failed_skips_only_tasks_that_ended_ok(tmp_path: Path) -> 
 def test_resume_keeps_the_index_ids_of_bare_argv_lists(tmp_path: Path) -> None:
     log = tmp_path / "jobs.ndjson"
     flag = tmp_path / "ok-now"
-    tasks = [["true"], ["sh", "-c", f'test -e "{flag}"'], ["true"]]
-    one_each(run_many(tasks, joblog=log, max_concurrent=1, memory_probe=FixedProbe(BIG)), ["0", "1", "2"])
+    tasks = [ANSWERS, ["sh", "-c", f'test -e "{flag}"'], ANSWERS]
+    kw: dict[str, Any] = {"memory_probe": FixedProbe(BIG), "allow_empty_answer": True}  # 1: its exit is its verdict
+    one_each(run_many(tasks, joblog=log, max_concurrent=1, **kw), ["0", "1", "2"])
     flag.touch()
-    again = one_each(run_many(tasks, joblog=log, resume="failed", memory_probe=FixedProbe(BIG)), ["1"])
+    again = one_each(run_many(tasks, joblog=log, resume="failed", **kw), ["1"])
     assert again["1"].ok
 
 
@@ -318,7 +319,7 @@ def test_a_job_log_cut_anywhere_in_its_last_line_is_ended_before_the_next_line_a
         assert said == ([f"job log {str(log)!r}: line 2 is cut short or not JSON, ignored (its task runs again "
                          "unless another line says it is done)"] * 2 if torn else []), (cut, said)
         j = JobLog(log)
-        j.write(spoolparse.Outcome(id="z", verdict="ok"), argv=["true"], final=True, started=0.0)
+        j.write(spoolparse.Outcome(id="z", verdict="ok"), argv=ANSWERS, final=True, started=0.0)
         j.close()
         lines = log.read_bytes().split(b"\n")
         assert lines[-1] == b"" and orjson.loads(lines[-2])["id"] == "z", cut  # whole, on a line of its own
@@ -346,7 +347,8 @@ def test_retries_run_a_failed_task_again_and_each_attempt_is_logged(tmp_path: Pa
     tasks = [Task(argv=flaky, id="flaky"), Task(argv=["no-such-command-here"], id="missing"),
              Task(argv=["false"], id="hopeless")]
     outs = one_each(run_many(tasks, max_concurrent=1, retries=2, retry_backoff=0.01, joblog=log,
-                             memory_probe=FixedProbe(BIG)), ["flaky", "missing", "hopeless"])
+                             memory_probe=FixedProbe(BIG), allow_empty_answer=True),  # exits are the verdicts
+                    ["flaky", "missing", "hopeless"])
     assert outs["flaky"].ok and outs["flaky"].attempts == 3
     assert outs["missing"].verdict == "spawn_error" and outs["missing"].attempts == 1
     assert outs["hopeless"].verdict == "failed" and outs["hopeless"].attempts == 3
@@ -362,7 +364,8 @@ def test_retries_run_a_failed_task_again_and_each_attempt_is_logged(tmp_path: Pa
 def test_halt_conditions_as_in_gnu_parallel(spec: str, verdicts: list[str], started: int) -> None:
     codes = [0, 1, 1, 0, 0, 0] if spec.startswith("now") else [0, 0, 0, 0] if "success" in spec else [1, 0, 0, 0]
     tasks = [Task(argv=["sh", "-c", f"exit {c}"], id=f"t{i}") for i, c in enumerate(codes)]
-    outs = list(run_many(tasks, max_concurrent=1, halt=spec, ordered=True, memory_probe=FixedProbe(BIG)))
+    outs = list(run_many(tasks, max_concurrent=1, halt=spec, ordered=True, memory_probe=FixedProbe(BIG),
+                         allow_empty_answer=True))  # the exit statuses are the verdicts
     assert [o.verdict for o in outs[:started]] == verdicts
     assert [o.verdict for o in outs[started:]] == ["skipped"] * (len(codes) - started)
 
@@ -396,7 +399,7 @@ def test_keyboard_interrupt_cancels_started_tasks_and_leaves_nothing(tmp_path: P
 
 def test_closing_a_batch_early_cancels_the_rest() -> None:
     token, env = marker()
-    tasks = [Task(argv=["true"], id="quick")] + [Task(argv=["sleep", "60"], id=f"s{i}", env=env) for i in range(2)]
+    tasks = [Task(argv=ANSWERS, id="quick")] + [Task(argv=["sleep", "60"], id=f"s{i}", env=env) for i in range(2)]
     batch = run_many(tasks, max_concurrent=3, memory_probe=FixedProbe(BIG))
     first = next(batch)
     assert first.id == "quick"
@@ -410,7 +413,7 @@ def test_closing_a_batch_early_cancels_the_rest() -> None:
 def test_halt_now_cancels_the_running_tasks() -> None:
     token, env = marker()
     tasks = [Task(argv=["sleep", "60"], id=f"s{i}", env=env) for i in range(2)] + [Task(argv=["false"], id="bad")]
-    tasks += [Task(argv=["true"], id="never")]
+    tasks += [Task(argv=ANSWERS, id="never")]
     outs = list(run_many(tasks, max_concurrent=3, halt="now", memory_probe=FixedProbe(BIG)))
     got = one_each(outs, ["s0", "s1", "bad", "never"])
     assert got["bad"].verdict == "failed"
@@ -429,11 +432,11 @@ def test_halt_soon_lets_running_tasks_finish_and_starts_nothing_new() -> None:
             yield t
         for i in range(5):
             pulled.append(f"later{i}")
-            yield Task(argv=["true"], id=f"later{i}")
+            yield Task(argv=ANSWERS, id=f"later{i}")
 
     later = [f"later{i}" for i in range(5)]
-    outs = one_each(run_many(tasks(), max_concurrent=2, halt="soon", memory_probe=FixedProbe(BIG)),
-                    ["bad", "slow", *later])
+    outs = one_each(run_many(tasks(), max_concurrent=2, halt="soon", memory_probe=FixedProbe(BIG),
+                             allow_empty_answer=True), ["bad", "slow", *later])  # exits are the verdicts
     assert outs["bad"].verdict == "failed" and outs["slow"].ok
     # the rest is read only to give each task its outcome: none of them started
     assert all(outs[i].verdict == "skipped" and outs[i].attempts == 0 for i in later)
@@ -450,7 +453,7 @@ def test_arun_many_with_an_async_source_in_order() -> None:
     async def source() -> AsyncIterator[Task]:
         for i in range(6):
             await asyncio.sleep(0.01)
-            yield Task(argv=["sh", "-c", f"sleep 0.{5 - i}; exit {i % 2}"], id=f"a{i}")
+            yield Task(argv=["sh", "-c", f"sleep 0.{5 - i}; exit {i % 2}"], id=f"a{i}", allow_empty_answer=True)
 
     async def main() -> list[spoolparse.Outcome]:
         return [o async for o in spoolparse.arun_many(source(), max_concurrent=3, ordered=True,
@@ -463,7 +466,7 @@ def test_arun_many_with_an_async_source_in_order() -> None:
 
 def test_arun_many_raises_what_the_async_source_raised() -> None:
     async def source() -> AsyncIterator[list[str]]:
-        yield ["true"]
+        yield ANSWERS
         raise RuntimeError("source broke")
 
     async def main() -> list[str]:
@@ -477,7 +480,7 @@ def test_arun_many_leaving_early_kills_the_rest() -> None:
     token, env = marker()
 
     def tasks() -> Iterator[Task]:
-        yield Task(argv=["true"], id="quick")
+        yield Task(argv=ANSWERS, id="quick")
         for i in range(5):
             yield Task(argv=["sleep", "60"], id=f"s{i}", env=env)
 
@@ -503,7 +506,7 @@ def test_ten_thousand_streamed_tasks_keep_parent_memory_and_fds_bounded() -> Non
         nonlocal produced
         for _ in range(n):
             produced += 1
-            yield ["true"]
+            yield ANSWERS
 
     me = psutil.Process()
     batch = run_many(tasks(), max_concurrent=50, memory_probe=FixedProbe(BIG))
@@ -551,7 +554,7 @@ def test_a_timeout_fires_on_time_behind_another_tasks_large_backlog(tmp_path: Pa
 @pytest.mark.slow
 def test_a_slow_reader_does_not_hold_back_supervision() -> None:
     """The loop runs in its own thread: a timeout fires on time while the reader dwells on an outcome."""
-    tasks = [Task(["true"], id="quick"), Task(["sleep", "30"], id="stuck", timeout=0.5)]
+    tasks = [Task(ANSWERS, id="quick"), Task(["sleep", "30"], id="stuck", timeout=0.5)]
     with run_many(tasks, max_concurrent=2, grace=0.2, memory_probe=FixedProbe(BIG)) as batch:
         first = next(batch)
         time.sleep(3)  # the reader is busy with the first outcome
@@ -619,7 +622,7 @@ def test_the_deadline_heap_stays_bounded_when_tasks_end_long_before_their_timeou
     # each task is armed for an hour and ends at once: its heap entry goes stale; behind the live entry of
     # the long task started first, stale entries must not pile up for the hour (they hold finished slots)
     tasks = [Task(argv=["sleep", "4"], id="long", timeout=3600)]
-    tasks += [Task(argv=["true"], id=str(i), timeout=3600) for i in range(300)]
+    tasks += [Task(argv=ANSWERS, id=str(i), timeout=3600) for i in range(300)]
     batch = run_many(tasks, max_concurrent=4, memory_probe=FixedProbe(BIG))
     assert isinstance(batch, Batch)
     peak = 0
@@ -712,15 +715,15 @@ def test_the_next_task_starts_when_the_reader_takes_an_outcome_not_at_the_next_t
 
     def read() -> None:
         if driver == "run_many":
-            got.extend(o.id for o in run_many([["true"]] * 4, max_concurrent=1))
+            got.extend(o.id for o in run_many([ANSWERS] * 4, max_concurrent=1))
         else:
             async def source() -> AsyncIterator[list[str]]:
                 for _ in range(4):
                     await asyncio.sleep(0)
-                    yield ["true"]
+                    yield ANSWERS
 
             async def main() -> None:
-                tasks: Any = source() if driver.endswith("source") else [["true"]] * 4
+                tasks: Any = source() if driver.endswith("source") else [ANSWERS] * 4
                 got.extend([o.id async for o in spoolparse.arun_many(tasks, max_concurrent=1)])
 
             asyncio.run(main())
@@ -741,7 +744,7 @@ def test_an_input_slow_to_give_its_next_task_holds_up_no_timeout() -> None:
     def tasks() -> Iterator[Task]:
         yield Task(["sleep", "30"], id="slow", timeout=0.5)
         released.append(timed_out.wait(20))
-        yield Task(["true"], id="after")
+        yield Task(ANSWERS, id="after")
 
     got = []
     for o in run_many(tasks(), max_concurrent=2):
@@ -757,8 +760,8 @@ def test_an_input_that_fails_fails_the_batch_after_the_tasks_it_gave() -> None:
     batch, as it was raised: after the outcomes of the tasks read before it, with the children ended."""
 
     def tasks() -> Iterator[Any]:
-        yield ["true"]
-        yield ["true"]
+        yield ANSWERS
+        yield ANSWERS
         raise LookupError("the task source broke")
 
     got: list[str] = []
@@ -997,7 +1000,7 @@ def test_an_input_that_waits_to_be_opened_holds_up_no_other_task(tmp_path: Path)
     tasks = [
         Task(argv=["cat"], input=fifo, id="fifo"),
         Task(argv=["sleep", "30"], timeout=0.5, id="sleeper"),
-        Task(argv=["true"], id="quick"),
+        Task(argv=ANSWERS, id="quick"),
     ]
     once = threading.Lock()
     written: list[bool] = []
@@ -1038,7 +1041,8 @@ def test_a_large_parent_does_not_lend_its_size_to_its_tasks_peaks() -> None:
         "for i in range(0, len(big), 4096): big[i] = 1\n"
         "from spoolparse.runner import Task, run_many\n"
         f"hog = {HOG!r} + ['--mib', '20', '--hold', '1.5']\n"
-        "outs = run_many([Task(['true'], id='true'), Task(hog, id='hog')], max_concurrent=2, sample_interval=0.1)\n"
+        "outs = run_many([Task(['true'], id='true'), Task(hog, id='hog')], max_concurrent=2, sample_interval=0.1,\n"
+        "                allow_empty_answer=True)\n"  # (`true` answers nothing: its peak is the point)
         "print(json.dumps({o.id: [o.verdict, o.peak_memory, o.peak_source] for o in outs}))\n"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False)
@@ -1121,19 +1125,19 @@ def test_a_task_whose_memory_is_not_a_byte_count_is_its_own_spawn_error(odd: dic
     """A ``Task`` given to ``run_many`` directly skips the batch file's checks: a ``memory`` of ``"2G"`` raised a
     ``TypeError`` out of the loop (every other task lost its outcome), and a negative one reserved less than
     nothing, so admission let more tasks start than memory allows."""
-    outs = {o.id: o for o in run_many([Task(["true"], id="odd", **odd), Task(["true"], id="fine")])}
+    outs = {o.id: o for o in run_many([Task(ANSWERS, id="odd", **odd), Task(ANSWERS, id="fine")])}
     assert sorted(outs) == ["fine", "odd"]
     assert outs["odd"].verdict == "spawn_error" and "must be a positive number of bytes" in str(outs["odd"].error)
     assert outs["fine"].ok
-    floats = list(run_many([Task(["true"], id="f", memory=1.5 * 2**30)]))  # a float of bytes is a byte count
+    floats = list(run_many([Task(ANSWERS, id="f", memory=1.5 * 2**30)]))  # a float of bytes is a byte count
     assert floats[0].ok
 
 
 def test_a_task_of_the_wrong_shape_is_its_own_outcome() -> None:
     """An id that is no string was compared, as given, with a set of ids: a list raised ``TypeError`` out of
     ``run_many``. An argv that is a string ran its first letter."""
-    outs = {o.id: o for o in run_many([Task(["true"], id=["x"]),  # type: ignore[arg-type]
-                                       Task("true", id="string-argv"), Task(["true"], id="fine")])}
+    outs = {o.id: o for o in run_many([Task(ANSWERS, id=["x"]),  # type: ignore[arg-type]
+                                       Task("true", id="string-argv"), Task(ANSWERS, id="fine")])}
     assert sorted(outs) == ['["x"]', "fine", "string-argv"], outs  # its JSON text, as a task line's id is
     assert outs['["x"]'].ok and outs["fine"].ok
     assert outs["string-argv"].verdict == "spawn_error" and "not a string" in str(outs["string-argv"].error)
@@ -1142,14 +1146,15 @@ def test_a_task_of_the_wrong_shape_is_its_own_outcome() -> None:
 def test_text_that_is_not_unicode_is_written_not_a_crash(tmp_path: Path) -> None:
     """Python hands undecodable bytes of a file name as lone surrogates (``os.listdir``: ``'\\udcff'``): such an
     argument, or id, made the job log's writer raise ``TypeError`` out of ``run_many``, and every outcome after
-    it was lost. Written with the surrogates spelled out, and a resumed batch still knows those tasks done."""
+    it was lost. Written as Python's ``json.dumps`` writes them, and a resumed batch still knows those tasks done."""
     log = tmp_path / "jobs.ndjson"
     say = ["sh", "-c", "echo '{\"text\": \"read\"}'"]
-    tasks = [Task([*say, "name-\udcff.txt"], id="arg"), Task(["true"], id="id-\udcff"), Task(["true"], id="fine")]
+    tasks = [Task([*say, "name-\udcff.txt"], id="arg"), Task(say, id="id-\udcff"), Task(say, id="fine")]
     outs = {o.id: o for o in run_many(tasks, joblog=str(log))}
     assert sorted(outs) == sorted(t.id for t in tasks if t.id) and all(o.ok for o in outs.values()), outs
     lines = [json.loads(line) for line in log.read_bytes().splitlines()]
-    assert len(lines) == 3 and any("\\udcff" in line["cmd"][-1] for line in lines), lines
+    assert len(lines) == 3 and any(line["cmd"][-1] == "name-\udcff.txt" for line in lines), lines
+    assert {line["id"] for line in lines} == {"arg", "id-\udcff", "fine"}
     again = list(run_many([Task(list(t.argv), id=t.id) for t in tasks], joblog=str(log), resume=True))
     assert again == [], again
 

@@ -15,7 +15,7 @@ import pytest
 
 from spoolparse.runner.joblog import finished_ok
 
-from .helpers import as_from_a_terminal
+from .helpers import ANSWERS, as_from_a_terminal
 from .runner_support import HOG, MiB, marked_pids, marker, wait_for, wait_gone
 
 CLI = [sys.executable, "-m", "spoolparse"]
@@ -39,7 +39,7 @@ def test_batch_prints_one_outcome_per_line_and_exits_1_on_a_failure(tmp_path: Pa
         b"{not json\n",
         b"\n",
         {"id": "nocmd"},
-        ["true"],
+        ANSWERS,
     ])
     p = subprocess.run([*CLI, "batch", str(tasks), "-j", "2", "--memory-per-task", "10M"], capture_output=True)
     assert p.returncode == 1, p.stderr
@@ -54,7 +54,7 @@ def test_batch_prints_one_outcome_per_line_and_exits_1_on_a_failure(tmp_path: Pa
 
 
 def test_batch_reads_stdin_and_exits_0_when_all_ok() -> None:
-    lines = b"".join(orjson.dumps({"cmd": ["true"]}) + b"\n" for _ in range(5))
+    lines = b"".join(orjson.dumps({"cmd": ANSWERS}) + b"\n" for _ in range(5))
     p = subprocess.run([*CLI, "batch", "-", "-j", "3", "--ordered"], input=lines, capture_output=True)
     assert p.returncode == 0, p.stderr
     assert [o["id"] for o in _outcomes(p.stdout)] == ["1", "2", "3", "4", "5"]
@@ -76,7 +76,7 @@ def test_batch_supervises_while_stdin_is_slow_to_give_the_next_task() -> None:
         assert ready, "no outcome while stdin stayed open"
         first = orjson.loads(p.stdout.readline())
         assert (first["id"], first["verdict"]) == ("slow", "timeout")
-        p.stdin.write(orjson.dumps({"id": "after", "cmd": ["true"]}) + b"\n")
+        p.stdin.write(orjson.dumps({"id": "after", "cmd": ANSWERS}) + b"\n")
         p.stdin.close()
         assert p.stderr is not None
         rest, err = p.stdout.read(), p.stderr.read()
@@ -193,10 +193,10 @@ def test_sigterm_hup_and_quit_are_handled_like_ctrl_c(tmp_path: Path, sig: signa
 def test_resume_after_an_interrupted_batch(tmp_path: Path) -> None:
     flag = tmp_path / "fast-now"
     log = tmp_path / "jobs.ndjson"
-    slow = ["sh", "-c", f'test -e "{flag}" || sleep 60']
+    slow = ["sh", "-c", f'test -e "{flag}" || sleep 60; {ANSWERS[2]}']
     tasks = _write_tasks(tmp_path / "t.jsonl", [
-        {"id": "q1", "cmd": ["true"]}, {"id": "s1", "cmd": slow}, {"id": "q2", "cmd": ["true"]},
-        {"id": "s2", "cmd": slow}, {"id": "q3", "cmd": ["true"]},
+        {"id": "q1", "cmd": ANSWERS}, {"id": "s1", "cmd": slow}, {"id": "q2", "cmd": ANSWERS},
+        {"id": "s2", "cmd": slow}, {"id": "q3", "cmd": ANSWERS},
     ])
     p = subprocess.Popen([*CLI, "batch", str(tasks), "-j", "5", "--joblog", str(log)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal)
@@ -221,7 +221,8 @@ def test_resume_after_an_interrupted_batch(tmp_path: Path) -> None:
 
 def test_progress_line_on_request(tmp_path: Path) -> None:
     tasks = _write_tasks(tmp_path / "t.jsonl", [{"cmd": ["sleep", "0.3"]} for _ in range(3)])
-    p = subprocess.run([*CLI, "batch", str(tasks), "-j", "2", "--progress"], capture_output=True)
+    p = subprocess.run([*CLI, "batch", str(tasks), "-j", "2", "--progress", "--allow-empty-answer"],
+                       capture_output=True)
     assert p.returncode == 0
     assert b"done 3/3 | running 0 | queued 0 | failed 0 | memory " in p.stderr  # the total: tasks from a file
     assert b"spoolparse: batch: -j 2" in p.stderr
@@ -271,7 +272,7 @@ def test_calibrate_records_its_estimate_and_batch_reserves_it_for_that_command(t
     assert report["recorded"] == str(path)
     assert recorded(str(path)) == {key: report["memory_per_task"]}
     # --no-record leaves the file as it was
-    again = subprocess.run([*CLI, "calibrate", "--no-record", "--max-concurrency", "1", "--", "true"],
+    again = subprocess.run([*CLI, "calibrate", "--no-record", "--max-concurrency", "1", "--", *ANSWERS],
                            capture_output=True, env=env)
     assert again.returncode == 0 and "recorded" not in json.loads(again.stdout)
     assert set(recorded(str(path))) == {key}
@@ -361,8 +362,8 @@ def test_a_hostile_calibrations_file_is_a_warning_and_no_calibration(tmp_path: P
     path = tmp_path / "calibrations.json"
     _hostile(path, kind)
     env = {**os.environ, "SPOOLPARSE_CALIBRATIONS": str(path)}
-    p = subprocess.run([*CLI, "batch", "-"], input=b'{"id":"a","cmd":["true"]}\n', capture_output=True, env=env,
-                       timeout=60)
+    p = subprocess.run([*CLI, "batch", "-"], input=b'{"id":"a","cmd":["true"],"allow_empty_answer":true}\n',
+                       capture_output=True, env=env, timeout=60)
     assert p.returncode == 0 and [o["verdict"] for o in _outcomes(p.stdout)] == ["ok"], p.stderr
     err = p.stderr.decode()
     assert err.startswith(f"spoolparse: warning: calibrations file {str(path)!r} {HOSTILE[kind]}"), err
@@ -476,7 +477,7 @@ def test_calibrate_as_root_never_writes_where_another_user_points_it(
         os.lchown(cache / "spoolparse", *other_user)
     path = cache / "spoolparse" / "calibrations.json"
     env = {**os.environ, "SPOOLPARSE_CALIBRATIONS": str(path)}
-    p = subprocess.run([*CLI, "calibrate", "--max-concurrency", "1", "--", "true"], capture_output=True, env=env,
+    p = subprocess.run([*CLI, "calibrate", "--max-concurrency", "1", "--", *ANSWERS], capture_output=True, env=env,
                        timeout=120)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["recorded"] is None
@@ -495,7 +496,7 @@ def test_calibrate_as_root_never_writes_where_another_user_points_it(
 
 def test_the_progress_header_says_what_bounds_the_concurrency(tmp_path: Path) -> None:
     tasks = tmp_path / "t.jsonl"
-    tasks.write_text('{"id": "a", "cmd": ["true"]}\n')
+    tasks.write_text('{"id": "a", "cmd": ["true"], "allow_empty_answer": true}\n')
     for extra, bounds in ((["-j", "3"], ["-j 3 (-j)"]), ([], ["(CPUs: ", "(memory: ("])):
         p = subprocess.run([*CLI, "batch", str(tasks), "--progress", *extra], capture_output=True, text=True)
         assert p.returncode == 0, p.stderr

@@ -22,6 +22,11 @@ So the memory of the streaming path is ``max_retained`` (the item being built)
 plus one read window. An object past ``max_retained`` is drained and reported
 dropped.
 
+A document whose brackets are still open where the stream ends was cut off
+(a killed CLI, a full disk): :attr:`DocumentScanner.cut_off` says so, for the
+verdict, and an array held whole is then read item by item as a streamed one
+is, so the items before the cut are not lost with it.
+
 .. seealso:: :class:`spoolparse.lines.LineScanner`, the line-by-line path.
 """
 
@@ -265,6 +270,8 @@ class DocumentScanner:
         self._size = 0
         self._broken = False
         self._closed = False
+        #: Why the document is not whole (its brackets still open where the stream ended), or ``None``.
+        self.cut_off: str | None = None
 
     # The line scanner's counters are the parser's counters.
     def _count_invalid(self) -> None:
@@ -360,18 +367,33 @@ class DocumentScanner:
             return out
         if self._whole is not None:
             whole, self._whole = self._whole, None
-            self._decode_whole(whole, out)
-        elif self._array is not None:
+            self._decode_whole(whole, out)  # an array cut off goes on below, as a streamed one
+            if self._broken or self._array is None:
+                return out
+        if self._array is not None:
+            arr = self._array
+            if arr.depth > 0 or arr.in_str:
+                self._cut("array", b"]", partial=arr.current is not None)
             try:
-                self._array.close()
+                arr.close()
             except (ijson_lazy.module().JSONError, UnicodeDecodeError):
-                self._count_invalid()
+                if self.cut_off is None:  # a document cut off is said as such, not as a bad line
+                    self._count_invalid()
             self._settle(out)
         else:
             key = probe_type(self._head) or ""
             self.scanner.lines += 1
             out.append(Dropped(1, self._size, key, "over_ceiling" if self.scanner.retain(key) == KEEP else "oversize"))
         return out
+
+    def _cut(self, what: str, closer: bytes, *, partial: bool) -> None:
+        """The document ends before its closing bracket: say so; an item (or the object) it cuts is a line that
+        could not be read."""
+        self.cut_off = (f"the JSON document is cut off: the {what} ends after {self._size} bytes, before its "
+                        f"closing {closer.decode()}")
+        if partial:
+            self.scanner.lines += 1
+            self._count_invalid()
 
     def _decode_whole(self, data: bytearray, out: list[Record]) -> None:
         start = _skip_blank(bytes(data[: _limits.PROBE_BYTES]))
@@ -382,6 +404,9 @@ class DocumentScanner:
             # valid JSON orjson refuses (a lone surrogate escape, invalid UTF-8 in a string) is
             # read as a kept line would be, rather than losing the whole document
             doc = lenient_loads(bytes(view)) if self._loads is None else None
+            if doc is None and _open_at_end(view):
+                self._read_cut_off(data, start, out)
+                return
             if doc is None or doc is TOO_DEEP:
                 if doc is TOO_DEEP:
                     self.scanner.too_deep += 1
@@ -397,6 +422,19 @@ class DocumentScanner:
             while end > start and data[end - 1] in _BLANK:
                 end -= 1
             self._emit(doc, end - start, out)
+
+    def _read_cut_off(self, data: bytearray, start: int, out: list[Record]) -> None:
+        """A document held whole that ends before its brackets close: an array is read as a streamed one is (the
+        items before the cut are had, :meth:`end` says the rest); an object is one line that could not be read."""
+        if data[start : start + 1] != b"[":
+            self._cut("object", b"}", partial=True)
+            return
+        self._array = _ArrayStream(self.scanner.max_retained)
+        step = _limits.READ_CHUNK
+        for a in range(start, len(data), step):
+            self._push(bytes(data[a : a + step]), out)
+        if self._broken:  # not JSON before the cut (counted): still an array that never closed
+            self._cut("array", b"]", partial=False)
 
     def _emit(self, value: Any, size: int, out: list[Record], *, cut: bool = False) -> None:
         sc = self.scanner
@@ -414,6 +452,22 @@ class DocumentScanner:
             out.append(Dropped(sc.lines, size, key, "oversize"))
         elif decision == NOTE:
             out.append(Noted(sc.lines, key, size))
+
+
+def _open_at_end(data: bytes | memoryview) -> bool:
+    """Whether a bracket (or a string) of the JSON text ``data`` is still open at its end: the text was cut off,
+    not malformed before its end. Only a document that failed to decode is scanned (once)."""
+    depth = 0
+    for m in _TOKEN.finditer(data):  # a memoryview is searched in place
+        c = data[m.start()]
+        if c == 0x22:  # "
+            if m.end() - m.start() == 1:
+                return True  # a string the end cuts
+        elif c == 0x7B or c == 0x5B:
+            depth += 1
+        elif c == 0x7D or c == 0x5D:
+            depth -= 1
+    return depth > 0
 
 
 def _orjson_loads(data: bytes | memoryview) -> Any:

@@ -4,11 +4,13 @@ orjson writes the summaries, events and job-log lines, fast; it refuses two
 things a transcript can legally hold once decoded: integers beyond 64 bits
 (kept exactly when read, so they must be written exactly) and nesting deeper
 than 254 levels; and one a caller can hand us: text with lone surrogates (an
-argument naming a file whose name is not UTF-8). For those (rare) values the
-object is copied once with big integers as marker strings, over-deep parts cut
-and surrogates spelled out, written by orjson, and the markers replaced by the
-digits. NaN and the infinities are written as
-``null`` (JSON has no spelling for them).
+argument or a task id naming a file whose name is not UTF-8). For those (rare)
+values the object is copied once with big integers and lone surrogates as
+markers, over-deep parts cut, written by orjson, and the markers replaced by
+the digits and by ``\\udcff`` escapes, as Python's ``json.dumps`` writes them:
+:func:`loads` (and ``json.loads``) reads the very same text back, never the
+escape spelled out with a backslash, which is other text. NaN and the
+infinities are written as ``null`` (JSON has no spelling for them).
 
 Every text written is escaped a little beyond what JSON requires: U+2028 and U+2029 (line breaks to
 JavaScript and to Python's ``str.splitlines``), DEL and the C1 controls (U+0080 to U+009F: U+0085 is a line
@@ -19,6 +21,7 @@ the same; a reader that splits the output into lines, or a terminal that shows i
 from __future__ import annotations
 
 import decimal
+import json
 import os
 import re
 from typing import IO, Any
@@ -26,8 +29,9 @@ from typing import IO, Any
 import orjson
 
 from .._regex import regex
+from .reading import SURROGATE_ESCAPE, exact_ints
 
-__all__ = ["dumps", "write", "text", "encodable", "escape_breaks", "MAX_DEPTH"]
+__all__ = ["dumps", "loads", "write", "encodable", "escape_breaks", "MAX_DEPTH"]
 
 #: Deepest nesting written; deeper values become a short note (orjson's own limit is 254).
 MAX_DEPTH = 250
@@ -58,7 +62,30 @@ def dumps(obj: Any, *, pretty: bool = False, non_str_keys: bool = True) -> bytes
     safe = _safe(obj, tag, 0)
     out = orjson.dumps(safe, option=opts | orjson.OPT_NON_STR_KEYS, default=str)
     marker = re.compile(rb'"\\u0000int' + tag[4:].encode() + rb'(-?[0-9]+)"')
-    return escape_breaks(marker.sub(lambda m: m.group(1), out))
+    out = marker.sub(lambda m: m.group(1), out)
+    if b"\\u0000sur" + tag[4:].encode() in out:
+        out = re.sub(rb"\\u0000sur" + tag[4:].encode() + rb"([0-9a-f]{4})", rb"\\u\1", out)
+    return escape_breaks(out)
+
+
+def loads(data: bytes) -> Any:
+    """JSON ``data`` (a line :func:`dumps` wrote: a job log's, an outcome's) read back exactly: by orjson, and by
+    the standard library when it holds a lone surrogate escape, which orjson refuses. A :class:`ValueError`
+    (orjson's own words) when it is not JSON."""
+    try:
+        return exact_ints(orjson.loads(data), data)  # an integer past 64 bits exact: orjson makes a float
+    except orjson.JSONDecodeError as e:
+        if SURROGATE_ESCAPE.search(data) is None:
+            raise
+        refused = e
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        raise refused from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 #: A top-level string longer than this (characters) is written in pieces of this size.
@@ -87,7 +114,7 @@ def write(stream: IO[bytes], obj: Any, *, pretty: bool = False) -> None:
         stream.write(b'"')
         for at in range(0, len(text), _PIECE):
             # escaping is per character: pieces join
-            stream.write(escape_breaks(orjson.dumps(text[at : at + _PIECE])[1:-1]))
+            stream.write(dumps(text[at : at + _PIECE])[1:-1])  # a lone surrogate in it too
         stream.write(b'"')
 
 
@@ -101,14 +128,20 @@ def encodable(s: str) -> bool:
     return True
 
 
-def text(s: str) -> str:
-    """``s`` as JSON can hold it: a lone surrogate is spelled out (``\\udcff``, six characters). The same text
-    every time: an id read back from a job log is compared with ``text(id)``."""
-    return s if encodable(s) else s.encode("utf-8", "backslashreplace").decode("utf-8")
+_SURROGATE = regex("[\ud800-\udfff]")
 
 
-def _key(k: Any) -> str:
-    return text(k) if isinstance(k, str) else _int_text(k) if isinstance(k, int) else str(k)
+def _marked(s: str, tag: str) -> str:
+    """``s`` with each lone surrogate as a marker (``tag`` and its code in hex) that :func:`dumps` writes as the
+    escape itself: spelled out here (``\\udcff``, six characters), it would read back as other text."""
+    if encodable(s):
+        return s
+    mark = "\x00sur" + tag[4:]
+    return _SURROGATE.sub(lambda m: f"{mark}{ord(m.group()):04x}", s)
+
+
+def _key(k: Any, tag: str) -> str:
+    return _marked(k, tag) if isinstance(k, str) else _int_text(k) if isinstance(k, int) else str(k)
 
 
 def _int_text(n: int) -> str:
@@ -121,7 +154,7 @@ def _int_text(n: int) -> str:
 
 def _safe(value: Any, tag: str, depth: int) -> Any:
     if isinstance(value, str):
-        return text(value)
+        return _marked(value, tag)
     if isinstance(value, bool) or value is None or isinstance(value, float):
         return value
     if isinstance(value, int):
@@ -129,7 +162,7 @@ def _safe(value: Any, tag: str, depth: int) -> Any:
     if depth >= MAX_DEPTH:
         return f"[nested deeper than {MAX_DEPTH} levels, not written]"
     if isinstance(value, dict):
-        return {_key(k): _safe(v, tag, depth + 1) for k, v in value.items()}
+        return {_key(k, tag): _safe(v, tag, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_safe(v, tag, depth + 1) for v in value]
     return str(value)

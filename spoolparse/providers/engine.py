@@ -41,6 +41,7 @@ grammar explains any of them (:class:`~spoolparse.providers.base.Answer`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -160,6 +161,8 @@ class Engine:
         # read as generic for want of any event a grammar claims: the first one after that detects again
         self._blind = False
         self._doc: Record | None = None  # a document withheld until it is known to be the whole input
+        # a named provider's first events, looked at for another CLI's own mark (None: not, or no longer)
+        self._looked: int | None = 0 if self.auto is None and provider.grammar is not None else None
         self._begin_stream()
         self._closed = False
         self._reset_retain()
@@ -251,6 +254,8 @@ class Engine:
             if switch is not None:
                 return self._redecide(rec, *switch)
             self._hold(rec)
+        elif self._looked is not None and type(rec) is Event:
+            self._another_cli(rec)
         return self._feed(rec)
 
     def close(self, objects: int) -> list[LiveEvent]:
@@ -582,6 +587,29 @@ class Engine:
 
     # -- re-deciding --------------------------------------------------------------------------------------------
 
+    def _another_cli(self, rec: Event) -> None:
+        """A named provider is read as named, whatever the stream says; but an event among its first
+        ``DETECT_EVENTS`` that carries another CLI's own mark, and none of the named one's (Claude Code's init
+        read as Qwen Code's, or the reverse: the same events, told apart by their marks only), is said once,
+        as auto-detection would have said it in switching: the usage, the price and the traps read are the
+        named CLI's."""
+        assert self._looked is not None and self.fold is not None
+        self._looked += 1
+        if self._looked > _limits.DETECT_EVENTS:
+            self._looked = None
+            return
+        name = self.fold.name
+        if not any(rec.type in e.owns for e in TABLE if e.name != name):
+            return  # no other CLI owns a mark on this type (decided from the table: no provider is imported)
+        claims, owned = _every_grammar().claims(rec.type, rec.data)
+        if not owned or name in claims:
+            return
+        other = min(claims)
+        self.notes.add(f"--provider {name}: line {rec.lineno}: {self._describe(claims[other])} is {other}'s, "
+                       f"not {name}'s: read as {name}, as --provider says")
+        self._looked = None
+
+
     def _contradicted(self, rec: Record) -> tuple[str, Shape] | None:
         """Another grammar claims an event the chosen one does not know, where that may re-decide: the grammar
         and the shape it fits, or ``None``."""
@@ -639,6 +667,13 @@ class Engine:
                 self._feed(r)  # read before, as another CLI's: the live events were given then
             self._hold(rec)
         return self._feed(rec)
+
+
+@functools.cache
+def _every_grammar() -> Index:
+    """Every registered provider's grammar by key, for a named provider's check (made once, when first asked;
+    a provider is imported when an event of a type it owns a mark on is looked up)."""
+    return Index(list(TABLE), lambda e: load(e.at))
 
 
 def _synthetic_note(ev: Event) -> Noted:

@@ -35,7 +35,8 @@ def build(
     for line in records(outcomes):
         fold.add(line.record, long=line.long)
     if joblog is not None:
-        with open(joblog, "rb") as f:
-            for line in records(f):
-                fold.add_attempt(line.record)
+        from ..runner.joblog import attempts  # the one reader: its link checks, torn lines said once
+
+        for rec in attempts(joblog):
+            fold.add_attempt(rec)
     return fold.report(), fold

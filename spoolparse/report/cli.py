@@ -49,6 +49,7 @@ def _check_file(path: str, what: str) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from ..runner.cli import _runner_messages
     from . import build
     from .html import page
     from .text import write
@@ -66,11 +67,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UsageError(f"cannot write {args.html}: {e.strerror}") from None
     try:
-        if args.outcomes == "-":
-            report, fold = build(sys.stdin.buffer, joblog=args.joblog, results=args.results, rows=html_out is not None)
-        else:
-            with open(args.outcomes, "rb") as f:
-                report, fold = build(f, joblog=args.joblog, results=args.results, rows=html_out is not None)
+        with _runner_messages():  # the job log's reader warns of torn lines as batch --resume's does
+            if args.outcomes == "-":
+                report, fold = build(sys.stdin.buffer, joblog=args.joblog, results=args.results,
+                                     rows=html_out is not None)
+            else:
+                with open(args.outcomes, "rb") as f:
+                    report, fold = build(f, joblog=args.joblog, results=args.results, rows=html_out is not None)
         if html_out is not None:
             source = "stdin" if args.outcomes == "-" else os.path.basename(args.outcomes)
             html_out.write(page(report, fold.rows(), source=source, path=args.html))

@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-import orjson
-
 from .._decode import ijson_lazy as _ijson
+from .._decode.jsonout import loads
 from ..types import SUMMARY_FIELDS
 
 __all__ = ["Line", "records", "MAX_LINE", "HEAD", "TAIL"]
@@ -77,8 +76,8 @@ def records(stream: IO[bytes]) -> Iterator[Line]:
 
 def _decode(line: bytes) -> dict[str, Any] | None:
     try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        obj = loads(line)  # as written: an id or a command with a lone surrogate (a file name's byte) too
+    except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
 

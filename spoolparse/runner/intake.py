@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _limits
-from .._decode.jsonout import text as json_text
 from ..errors import Error
 from .ids import SeenIds, duplicate_error
 from .tasks import Outcome, Task, TaskLike, as_task
@@ -303,7 +302,7 @@ class Intake:
             tid = str(task.id)
             if not self._ids.add(tid):  # never merged with the first, nor skipped for it on --resume
                 task = InvalidTask(tid, duplicate_error(tid))
-            elif json_text(tid) in self.skip:  # as its job log line spells it
+            elif tid in self.skip:
                 self.skipped += 1
                 continue
             self.held, self.held_seq = task, self.seq

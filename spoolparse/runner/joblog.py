@@ -28,11 +28,9 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from typing import IO, Literal, TypeAlias, cast
+from typing import IO, Any, Literal, TypeAlias, cast
 
-import orjson
-
-from .._decode.jsonout import dumps
+from .._decode.jsonout import dumps, loads
 from .._dirfd import open_named
 from .._signals import WholeWrites
 from ..types import JobLogRecord, Verdict
@@ -43,7 +41,7 @@ from .tasks import Outcome
 #: ``"failed"``: skip only those whose final outcome was ``ok``, run the others again (``--resume-failed``).
 Resume: TypeAlias = bool | Literal["failed"]
 
-__all__ = ["JobLog", "Resume", "DoneIds", "done_ids", "finished_ok"]
+__all__ = ["JobLog", "Resume", "DoneIds", "attempts", "done_ids", "finished_ok"]
 
 log = logging.getLogger("spoolparse.runner")
 
@@ -145,10 +143,13 @@ def finished_ok(path: str | os.PathLike[str]) -> set[str]:
     return done_ids(path, "failed")
 
 
-def _final_verdicts(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
-    """(id, verdict) of each final record of the log, in order; none for a missing log. A line that is not a
-    JSON object (one cut short by a crash, ended by the next run's :class:`JobLog`) is torn: ignored, and said
-    once (a warning naming the first and how many) when the whole log was read."""
+def attempts(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Every record of the job log at ``path``, in order; none for a missing log. The one reader of a job log
+    (``--resume``, the Ray driver, ``report --joblog``): opened as :func:`~spoolparse._dirfd.open_named` opens
+    it (a link on the way followed only when it is ours or root's), each line read back exactly
+    (:func:`~spoolparse._decode.jsonout.loads`: an id with a lone surrogate too). A line that is not a JSON
+    object (one cut short by a crash, ended by the next run's :class:`JobLog`) is torn: ignored, and said once
+    (a warning naming the first and how many) when the whole log was read."""
     try:
         f = open(open_named(os.fspath(path), os.O_RDONLY, what="job log"), "rb")  # noqa: SIM115
     except FileNotFoundError:
@@ -159,21 +160,27 @@ def _final_verdicts(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
             if line.isspace():
                 continue  # the newline that ended a torn line is one of these (no copy of a long line made)
             try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
+                rec = loads(line)
+            except ValueError:
                 rec = None
             if not isinstance(rec, dict):
                 torn += 1
                 first = first or number
                 continue
-            if rec.get("final") and isinstance(rec.get("id"), str):
-                yield rec["id"], str(rec.get("verdict"))
+            yield rec
     if torn == 1:
         log.warning("job log %r: line %d is cut short or not JSON, ignored (its task runs again unless another "
                     "line says it is done)", os.fspath(path), first)
     elif torn:
         log.warning("job log %r: %d lines are cut short or not JSON (the first: line %d), ignored (their tasks run "
                     "again unless other lines say they are done)", os.fspath(path), torn, first)
+
+
+def _final_verdicts(path: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
+    """(id, verdict) of each final record of the log, in order (see :func:`attempts`)."""
+    for rec in attempts(path):
+        if rec.get("final") and isinstance(rec.get("id"), str):
+            yield rec["id"], str(rec.get("verdict"))
 
 
 def _skipped(verdict: str, resume: Resume) -> bool:

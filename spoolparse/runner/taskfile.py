@@ -11,15 +11,14 @@ counted apart (:attr:`TaskLines.blank`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-import orjson
-
 from .. import _limits
 from .._cli_common import parse_duration, parse_size
-from .._decode.reading import SURROGATE_ESCAPE, exact_ints
+from .._decode.jsonout import loads
 from ..errors import Error, UsageError
 from .intake import InvalidTask
 from .tasks import SIZE_KEYS, Task, id_text
@@ -48,27 +47,19 @@ def bounded_lines(stream: IO[bytes], limit: int) -> Iterator[bytes | int]:
         yield size
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def read_line(line: bytes) -> Any:
     """One task line's JSON value; a :class:`ValueError` when it is not JSON.
 
-    orjson reads it; a line it refuses is read by the standard library when it holds a lone surrogate escape
-    (``"\\udcff"``), which is how Python's ``json.dumps`` writes a file name's undecodable bytes: the task
-    then gets that name back as Python spells it, and its command reaches the child byte for byte.
+    A lone surrogate escape (``"\\udcff"``), which is how Python's ``json.dumps`` writes a file name's
+    undecodable bytes, is read as Python reads it (:func:`~spoolparse._decode.jsonout.loads`): its command
+    reaches the child byte for byte. A number as the ``id`` is its text in the line (``1e2``, ``-0``): read
+    as a number and written again, it would be another's id (``100.0``, ``0``).
     """
-    try:
-        return exact_ints(orjson.loads(line), line)  # an integer past 64 bits (an id) exact: orjson makes a float
-    except orjson.JSONDecodeError as e:
-        if SURROGATE_ESCAPE.search(line) is None:
-            raise
-        refused = e
-    try:
-        return json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
-    except (ValueError, RecursionError):
-        raise refused from None  # orjson's own words, as for every other line that is not JSON
+    obj = loads(line)
+    if isinstance(obj, dict) and type(obj.get("id")) in (int, float):
+        with contextlib.suppress(ValueError, RecursionError):  # (read once already: only a deep line can fail)
+            obj["id"] = json.loads(line.decode("utf-8"), parse_int=str, parse_float=str)["id"]
+    return obj
 
 
 def _size_field(obj: dict[str, Any], key: str) -> None:

@@ -71,6 +71,8 @@ class Task:
         unknown = unknown_keys(obj)
         if unknown is not None:
             raise UsageError(unknown)
+        if "cmd" in obj and "argv" in obj:  # which one it means, the line does not say
+            raise UsageError('a task line holds both "cmd" and "argv", two names of its command: keep one')
         cmd = obj.get("cmd", obj.get("argv"))
         if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str) for a in cmd):
             raise UsageError("a task's \"cmd\" must be a non-empty list of strings")
@@ -109,9 +111,9 @@ TASK_KEYS: tuple[str, ...] = ("cmd", *(f.name for f in fields(Task)))
 #: What each key of a task line is, for the documentation (its table is generated from this and checked).
 TASK_KEY_HELP: dict[str, str] = {
     "cmd": "the command, a non-empty list of strings (a bare list as the whole line is a `cmd` too)",
-    "argv": "the same as `cmd`",
+    "argv": "the same as `cmd` (a line holds one of the two)",
     "id": "the task's name in its outcome, the job log and `--results`; unique in the batch (default: the line "
-    "number); anything but a string is its JSON text",
+    "number); anything but a string is its JSON text, a number as the line spells it",
     "input": "text given to the command on its stdin (never logged)",
     "cwd": "the command's working directory (it must exist)",
     "env": "variables added to the environment, names to strings",
