@@ -73,7 +73,6 @@ def normalize_amp_usage(raw: Any) -> dict[str, Any]:
 
 
 class AmpProvider(ClaudeShaped):
-    name: ClassVar[str] = "amp"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:

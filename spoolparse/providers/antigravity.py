@@ -110,7 +110,6 @@ def normalize_antigravity_usage(raw: Any) -> dict[str, Any]:
 
 
 class AntigravityProvider(Provider):
-    name: ClassVar[str] = "antigravity"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:

@@ -228,6 +228,7 @@ class Provider:
     provider that loses its answer to it says so in ``error``.
     """
 
+    #: The provider's name: its grammar's, set from it (a provider without a grammar names itself).
     name: ClassVar[str] = "base"
     #: The CLI's stream, as data (``None``: the generic provider, which has no format of its own).
     grammar: ClassVar[Grammar | None] = None
@@ -264,7 +265,8 @@ class Provider:
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         g = cls.__dict__.get("grammar")
-        if isinstance(g, Grammar):  # the types it looks at are its grammar's: one declaration, not two
+        if isinstance(g, Grammar):  # its name and the types it looks at are its grammar's: one declaration, not two
+            cls.name = g.name
             cls.keep = g.types(KEEP)
             cls.note = g.types(NOTE)
             cls.known = g.types()

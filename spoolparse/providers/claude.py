@@ -170,7 +170,6 @@ def look_alike(name: str, own: tuple[Shape, ...], *, says_answer: str,
 
 
 class ClaudeProvider(Provider):
-    name: ClassVar[str] = "claude"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:

@@ -118,7 +118,6 @@ GRAMMAR = Grammar(
 
 
 class CodexProvider(Provider):
-    name: ClassVar[str] = "codex"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:

@@ -70,7 +70,6 @@ GRAMMAR = Grammar(
 
 
 class CopilotProvider(Provider):
-    name: ClassVar[str] = "copilot"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:

@@ -99,7 +99,6 @@ def _tool(call: Any) -> tuple[str | None, str | None]:
 
 
 class CursorProvider(ClaudeShaped):
-    name: ClassVar[str] = "cursor"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     @staticmethod

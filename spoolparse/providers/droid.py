@@ -62,7 +62,6 @@ GRAMMAR = Grammar(
 
 
 class DroidProvider(Provider):
-    name: ClassVar[str] = "droid"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:

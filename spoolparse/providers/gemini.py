@@ -147,7 +147,6 @@ GRAMMAR = Grammar(
 
 
 class GeminiProvider(Provider):
-    name: ClassVar[str] = "gemini"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self, *, max_text: int | None = None) -> None:

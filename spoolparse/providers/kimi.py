@@ -89,7 +89,6 @@ def _arguments(args: Any) -> Any:
 
 
 class KimiProvider(Provider):
-    name: ClassVar[str] = "kimi"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:

@@ -122,7 +122,6 @@ GRAMMAR = Grammar(
 
 
 class OpencodeProvider(Provider):
-    name: ClassVar[str] = "opencode"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:

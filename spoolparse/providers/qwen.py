@@ -58,7 +58,6 @@ GRAMMAR = look_alike(
 
 
 class QwenProvider(ClaudeShaped):
-    name: ClassVar[str] = "qwen"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     @staticmethod
