@@ -426,3 +426,45 @@ def test_any_fields_any_values(stream: tuple[str, bytes]) -> None:
     assert r.error is None or isinstance(r.error, str)
     for ev in seen:
         ev.as_dict()
+
+
+_COUNT_VALUES = st.one_of(st.integers(-5, 10**12), st.floats(allow_nan=False), st.booleans(), st.text(max_size=3),
+                          st.none(), st.just([1]))
+
+
+@given(st.dictionaries(st.sampled_from(["input_tokens", "output_tokens", "cache_read_input_tokens",
+                                        "cache_creation_input_tokens", "total_tokens", "inputTokens", "outputTokens",
+                                        "cacheReadTokens", "cacheWriteTokens", "cacheReadInputTokens",
+                                        "cacheCreationInputTokens", "other"]), _COUNT_VALUES))
+def test_usage_renamed_from_a_table_keeps_whole_numbers_only(raw: dict[str, Any]) -> None:
+    from spoolparse.providers.amp import normalize_amp_usage
+    from spoolparse.providers.claude import normalize_claude_model_usage, normalize_claude_usage
+    from spoolparse.providers.cursor import normalize_cursor_usage
+    from spoolparse.providers.qwen import normalize_qwen_usage
+
+    def whole(key: str) -> int | None:
+        v = raw.get(key)
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        return v if isinstance(v, int) else None
+
+    def expect(pairs: dict[str, str]) -> dict[str, int]:
+        return {dst: n for src, dst in pairs.items() if (n := whole(src)) is not None}
+
+    assert normalize_amp_usage(raw) == expect({"input_tokens": "input_tokens",
+                                               "cache_read_input_tokens": "cached_input_tokens",
+                                               "cache_creation_input_tokens": "cache_write_input_tokens",
+                                               "output_tokens": "output_tokens"})
+    assert normalize_qwen_usage(raw) == expect({"input_tokens": "input_tokens", "output_tokens": "output_tokens",
+                                                "cache_read_input_tokens": "cached_input_tokens",
+                                                "total_tokens": "total_tokens"})
+    cursor = expect({"inputTokens": "input_tokens", "cacheReadTokens": "cache_read_input_tokens",
+                     "cacheWriteTokens": "cache_creation_input_tokens", "outputTokens": "output_tokens"})
+    assert normalize_cursor_usage(raw) == normalize_claude_usage(cursor)
+    model = expect({"inputTokens": "input_tokens", "cacheReadInputTokens": "cache_read_input_tokens",
+                    "cacheCreationInputTokens": "cache_creation_input_tokens", "outputTokens": "output_tokens"})
+    assert normalize_claude_model_usage(raw) == normalize_claude_usage(model)
+    for f in (normalize_amp_usage, normalize_qwen_usage, normalize_cursor_usage, normalize_claude_model_usage):
+        assert f([1]) == {} and f(None) == {}

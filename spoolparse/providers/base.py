@@ -43,7 +43,7 @@ from .grammar import Grammar
 
 __all__ = [
     "Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip", "size_text", "sum_usage", "MISSING",
-    "TEXTLESS",
+    "TEXTLESS", "renamed_counts",
 ]
 
 #: Kinds of :class:`LiveEvent` (:data:`spoolparse.types.EventKind`).
@@ -179,6 +179,19 @@ def sum_usage(per_model: dict[str, dict[str, Any]]) -> dict[str, Any]:
         for key, value in usage.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 out[key] = out.get(key, 0) + value
+    return out
+
+
+def renamed_counts(raw: Any, names: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The whole-number counts of a usage object under other names: for each ``(source, destination)`` of
+    ``names``, ``raw[source]`` as ``destination`` where it is one (``{}`` when ``raw`` is not an object)."""
+    out: dict[str, Any] = {}
+    if not isinstance(raw, dict):
+        return out
+    for src, dst in names:
+        n = as_int(raw.get(src))
+        if n is not None:
+            out[dst] = n
     return out
 
 

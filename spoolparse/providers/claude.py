@@ -21,7 +21,7 @@ from .._decode.records import Dropped, Event, Noted
 from .._regex import regex
 from . import _peek, traps
 from ._text import message_text
-from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage
+from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, renamed_counts, sum_usage
 from .grammar import NOTE, SKIP, Grammar, Shape, any_of, has, is_, is_not, kind, shape
 
 __all__ = [
@@ -73,15 +73,12 @@ def normalize_claude_model_usage(raw: Any) -> dict[str, Any]:
     """One ``modelUsage`` entry (camelCase, cumulative) → normalized names, as :func:`normalize_claude_usage`."""
     if not isinstance(raw, dict):
         return {}
-    out = normalize_claude_usage(
-        {
-            "input_tokens": raw.get("inputTokens"),
-            "cache_read_input_tokens": raw.get("cacheReadInputTokens"),
-            "cache_creation_input_tokens": raw.get("cacheCreationInputTokens"),
-            "output_tokens": raw.get("outputTokens"),
-        },
-        raw.get("costUSD"),
-    )
+    out = normalize_claude_usage(renamed_counts(raw, (
+        ("inputTokens", "input_tokens"),
+        ("cacheReadInputTokens", "cache_read_input_tokens"),
+        ("cacheCreationInputTokens", "cache_creation_input_tokens"),
+        ("outputTokens", "output_tokens"),
+    )), raw.get("costUSD"))
     searches = as_int(raw.get("webSearchRequests"))
     if searches:
         out["web_search_requests"] = searches
