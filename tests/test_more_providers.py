@@ -468,3 +468,23 @@ def test_usage_renamed_from_a_table_keeps_whole_numbers_only(raw: dict[str, Any]
     assert normalize_claude_model_usage(raw) == normalize_claude_usage(model)
     for f in (normalize_amp_usage, normalize_qwen_usage, normalize_cursor_usage, normalize_claude_model_usage):
         assert f([1]) == {} and f(None) == {}
+
+
+@pytest.mark.parametrize(("name", "line"), [
+    ("claude", lambda sid: {"type": "system", "subtype": "status", "session_id": sid}),
+    ("cursor", lambda sid: {"type": "system", "subtype": "status", "session_id": sid}),
+    ("droid", lambda sid: {"type": "system", "session_id": sid}),
+    ("opencode", lambda sid: {"type": "step_start", "sessionID": sid}),
+    ("kimi", lambda sid: {"type": "session.resume_hint", "session_id": sid}),
+    ("copilot", lambda sid: {"type": "result", "sessionId": sid}),
+])
+def test_a_session_event_marks_each_new_session_id_once(name: str, line: Any) -> None:
+    from spoolparse.lines import Event
+
+    p = PROVIDERS[name]()
+    said = []
+    for n, sid in enumerate(["s1", "s1", "", 7, "s2", "s2", "s1"], 1):
+        d = line(sid)
+        said += [(e.lineno, e.data["session_id"], p.session_id) for e in p.see(Event(n, d["type"], d, 10))
+                 if e.kind == "session"]
+    assert said == [(1, "s1", "s1"), (5, "s2", "s2"), (7, "s1", "s1")], name

@@ -383,6 +383,13 @@ class Provider:
         msg = self.warn(f"answer event {ev.type!r} at line {ev.lineno} carries no text ({field} is {what})")
         return LiveEvent("warning", ev.lineno, ev.type, {"message": msg})
 
+    def take_session(self, sid: Any, n: int, t: str, live: list[LiveEvent], model: str | None = None) -> None:
+        """Take ``sid`` as the run's session id when it is a new one (a non-empty string other than the one held),
+        with a ``session`` event in ``live`` naming it and ``model``."""
+        if isinstance(sid, str) and sid and sid != self.session_id:
+            self.session_id = sid
+            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": model}))
+
     def tool_start(self, n: int, t: str, call_id: str | None, name: str | None, title: Any) -> LiveEvent:
         """A ``tool_start`` event, remembered until its ``tool_end``.
 

@@ -213,10 +213,7 @@ class ClaudeProvider(Provider):
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []
-        sid = d.get("session_id")
-        if isinstance(sid, str) and sid and sid != self.session_id:
-            self.session_id = sid
-            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.init_model}))
+        self.take_session(d.get("session_id"), n, t, live, self.init_model)
         if t == "system":
             self._system(d, n, t, live)
         elif t == "assistant":

@@ -108,10 +108,7 @@ class CursorProvider(ClaudeShaped):
             return super().event(ev)
         d, n, t = ev.data, ev.lineno, ev.type
         live: list[LiveEvent] = []
-        sid = d.get("session_id")
-        if isinstance(sid, str) and sid and sid != self.session_id:
-            self.session_id = sid
-            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.init_model}))
+        self.take_session(d.get("session_id"), n, t, live, self.init_model)
         name, title = _tool(d.get("tool_call"))
         cid = d.get("call_id")
         if d.get("subtype") == "started":

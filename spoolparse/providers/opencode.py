@@ -147,10 +147,7 @@ class OpencodeProvider(Provider):
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []
-        sid = d.get("sessionID")
-        if isinstance(sid, str) and sid and sid != self.session_id:
-            self.session_id = sid
-            live.append(LiveEvent("session", n, t, {"session_id": sid}))
+        self.take_session(d.get("sessionID"), n, t, live)
         part = d.get("part")
         part = part if isinstance(part, dict) else {}
         if t == "text":
