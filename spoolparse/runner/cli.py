@@ -95,28 +95,25 @@ def parse_fraction(text: str) -> float:
 
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
+def _whole(least: int, short: str) -> Callable[[str], int]:
+    """An argument type: a whole number of at least ``least`` (``short``: what a smaller one is told)."""
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{short}: {text!r}")
+        return value
+    return whole
+
+
+_positive = _whole(1, "must be at least 1")
+_count = _whole(0, "must not be negative")
 
 
 def _grace(text: str) -> float:
     return parse_duration(text, zero=True)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
-    return value
 
 
 def _signal(text: str) -> int:
