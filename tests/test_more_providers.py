@@ -488,3 +488,22 @@ def test_a_session_event_marks_each_new_session_id_once(name: str, line: Any) ->
         said += [(e.lineno, e.data["session_id"], p.session_id) for e in p.see(Event(n, d["type"], d, 10))
                  if e.kind == "session"]
     assert said == [(1, "s1", "s1"), (5, "s2", "s2"), (7, "s1", "s1")], name
+
+
+@pytest.mark.parametrize(("name", "piece"), [
+    ("gemini", lambda text, mid: {"type": "message", "role": "assistant", "content": text, "delta": True}),
+    ("opencode", lambda text, mid: {"type": "text", "part": {"messageID": mid, "text": text}}),
+])
+@pytest.mark.parametrize("limit", [0, 3, 5, 9])
+def test_an_answer_joined_past_max_text_is_cut_and_said_once(name: str, piece: Any, limit: int) -> None:
+    from spoolparse.lines import Event
+
+    p = PROVIDERS[name]()
+    p.max_text = limit
+    warned = []
+    for n, text in enumerate(["abcd", "efgh", "ijkl"], 1):
+        d = piece(text, "m1")
+        warned += [(e.lineno, e.data["message"]) for e in p.see(Event(n, d["type"], d, 10)) if e.kind == "warning"]
+    first = next(n for n, end in enumerate((4, 8, 12), 1) if end > limit)
+    assert warned == [(first, f"the answer text passed {limit} characters and was cut at line {first}")], name
+    assert p.conclude().lost is not None

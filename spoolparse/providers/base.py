@@ -39,6 +39,7 @@ from .. import _limits
 from .._decode.records import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from ..types import EVENT_FIELDS, EVENT_KINDS, EventDict, EventKind
 from ._peek import short
+from ._text import BoundedText
 from .grammar import Grammar
 
 __all__ = [
@@ -274,6 +275,8 @@ class Provider:
         self.session_id: str | None = None
         self.model: str | None = None
         self.raw_usage: Any = None  # the usage as the CLI reported it
+        #: Whether the cut of the answer joined from pieces (:meth:`join_text`) was warned about.
+        self.truncation_noted = False
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -389,6 +392,16 @@ class Provider:
         if isinstance(sid, str) and sid and sid != self.session_id:
             self.session_id = sid
             live.append(LiveEvent("session", n, t, {"session_id": sid, "model": model}))
+
+    def join_text(self, buf: BoundedText, piece: str, n: int, t: str, live: list[LiveEvent]) -> None:
+        """Add ``piece`` of the answer to ``buf``, which keeps ``max_text`` characters: the first piece past them is
+        warned about (once, until ``truncation_noted`` is reset)."""
+        buf.limit = self.max_text
+        buf.add(piece)
+        if buf.cut and not self.truncation_noted:
+            self.truncation_noted = True
+            msg = self.warn(f"the answer text passed {self.max_text} characters and was cut at line {n}")
+            live.append(LiveEvent("warning", n, t, {"message": msg}))
 
     def tool_start(self, n: int, t: str, call_id: str | None, name: str | None, title: Any) -> LiveEvent:
         """A ``tool_start`` event, remembered until its ``tool_end``.

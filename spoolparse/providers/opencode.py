@@ -133,7 +133,6 @@ class OpencodeProvider(Provider):
         self.error: str | None = None
         #: The last step's finish reason (the AI SDK's ``finishReason``), where the version gives one.
         self.finish_reason: str | None = None
-        self.truncation_noted = False
         self.step_message: Any = None  # the messageID of the step running now
         self.in_step = False
         self.rejected: str | None = None  # the permissions ``done`` says were rejected
@@ -208,12 +207,7 @@ class OpencodeProvider(Provider):
         if not isinstance(text, str):
             live.append(self.textless(ev, "part.text", text))  # this message's answer is not in hand
             return
-        self.text.limit = self.max_text
-        self.text.add(text)
-        if self.text.cut and not self.truncation_noted:
-            self.truncation_noted = True
-            msg = self.warn(f"the answer text passed {self.max_text} characters and was cut at line {n}")
-            live.append(LiveEvent("warning", n, t, {"message": msg}))
+        self.join_text(self.text, text, n, t, live)
         live.append(LiveEvent("text_delta", n, t, {"text": text}))
 
     def _step(self, part: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:
