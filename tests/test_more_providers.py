@@ -507,3 +507,47 @@ def test_an_answer_joined_past_max_text_is_cut_and_said_once(name: str, piece: A
     first = next(n for n, end in enumerate((4, 8, 12), 1) if end > limit)
     assert warned == [(first, f"the answer text passed {limit} characters and was cut at line {first}")], name
     assert p.conclude().lost is not None
+
+
+def _parts_usage(fresh: Any, read: Any, write: Any, output: Any, reasoning: Any, total: Any,
+                 cost: Any) -> dict[str, Any]:
+    """The normalized usage of a format's parts, as the docs' usage page states the rule."""
+    def whole(v: Any) -> int | None:
+        return None if isinstance(v, bool) else int(v) if isinstance(v, float) and v.is_integer() else (
+            v if isinstance(v, int) else None)
+    fresh, read, write, output, reasoning, total = map(whole, (fresh, read, write, output, reasoning, total))
+    out: dict[str, Any] = {}
+    if {fresh, read, write} != {None}:
+        out["input_tokens"] = (fresh or 0) + (read or 0) + (write or 0)
+    if {output, reasoning} != {None}:
+        out["output_tokens"] = (output or 0) + (reasoning or 0)
+    named = {"cached_input_tokens": read, "cache_write_input_tokens": write, "reasoning_output_tokens": reasoning,
+             "total_tokens": total}
+    out.update({k: v for k, v in named.items() if v is not None})
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        out["cost_usd"] = float(cost)
+    return out
+
+
+_PART = st.one_of(st.none(), st.integers(0, 10**9), st.floats(0, 1e6), st.booleans(), st.text(max_size=2))
+
+
+@given(st.tuples(*[_PART] * 7))
+def test_usage_from_parts_counts_each_token_once(parts: tuple[Any, ...]) -> None:
+    from spoolparse.providers.antigravity import normalize_antigravity_usage
+    from spoolparse.providers.claude import normalize_claude_usage
+    from spoolparse.providers.opencode import normalize_opencode_tokens
+
+    fresh, read, write, output, reasoning, total, cost = parts
+    assert normalize_claude_usage({"input_tokens": fresh, "cache_read_input_tokens": read,
+                                   "cache_creation_input_tokens": write, "output_tokens": output}, cost) == \
+        _parts_usage(fresh, read, write, output, None, None, cost)
+    assert normalize_claude_usage(None, cost) == _parts_usage(None, None, None, None, None, None, cost)
+    assert normalize_opencode_tokens({"input": fresh, "output": output, "reasoning": reasoning, "total": total,
+                                      "cost": cost, "cache": {"read": read, "write": write}}) == \
+        _parts_usage(fresh, read, write, output, reasoning, total, cost)
+    assert normalize_antigravity_usage({"input_tokens": fresh, "cache_read_tokens": read, "output_tokens": output,
+                                        "thinking_tokens": reasoning, "total_tokens": total}) == \
+        _parts_usage(fresh, read, None, output, reasoning, total, None)
+    for f in (normalize_opencode_tokens, normalize_antigravity_usage):
+        assert f(None) == {} and f([1]) == {}

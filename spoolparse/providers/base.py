@@ -44,7 +44,7 @@ from .grammar import Grammar
 
 __all__ = [
     "Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip", "size_text", "sum_usage", "MISSING",
-    "TEXTLESS", "renamed_counts",
+    "TEXTLESS", "renamed_counts", "usage_of",
 ]
 
 #: Kinds of :class:`LiveEvent` (:data:`spoolparse.types.EventKind`).
@@ -193,6 +193,31 @@ def renamed_counts(raw: Any, names: tuple[tuple[str, str], ...]) -> dict[str, An
         n = as_int(raw.get(src))
         if n is not None:
             out[dst] = n
+    return out
+
+
+def usage_of(
+    *, fresh: int | None = None, read: int | None = None, write: int | None = None, output: int | None = None,
+    reasoning: int | None = None, total: int | None = None, cost: Any = None,
+) -> dict[str, Any]:
+    """Normalized usage from the parts a format counts apart, each token once: ``input_tokens`` is every prompt
+    token (``fresh`` ones, cache reads and cache writes), ``output_tokens`` every generated one (with the
+    ``reasoning``); a part not given is left out, and a ``cost`` that is no number too."""
+    out: dict[str, Any] = {}
+    if fresh is not None or read is not None or write is not None:
+        out["input_tokens"] = (fresh or 0) + (read or 0) + (write or 0)
+    if read is not None:
+        out["cached_input_tokens"] = read
+    if write is not None:
+        out["cache_write_input_tokens"] = write
+    if output is not None or reasoning is not None:
+        out["output_tokens"] = (output or 0) + (reasoning or 0)
+    if reasoning is not None:
+        out["reasoning_output_tokens"] = reasoning
+    if total is not None:
+        out["total_tokens"] = total
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        out["cost_usd"] = float(cost)
     return out
 
 

@@ -21,7 +21,7 @@ from .._decode.records import Dropped, Event, Noted
 from .._regex import regex
 from . import _peek, traps
 from ._text import message_text
-from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, renamed_counts, sum_usage
+from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, renamed_counts, sum_usage, usage_of
 from .grammar import NOTE, SKIP, Grammar, Shape, any_of, has, is_, is_not, kind, shape
 
 __all__ = [
@@ -37,23 +37,10 @@ def normalize_claude_usage(raw: Any, cost: Any = None) -> dict[str, Any]:
     the normalized ``input_tokens`` is every prompt token (as OpenAI counts
     them), so it is the sum of the three.
     """
-    out: dict[str, Any] = {}
-    if isinstance(raw, dict):
-        fresh = as_int(raw.get("input_tokens"))
-        read = as_int(raw.get("cache_read_input_tokens"))
-        write = as_int(raw.get("cache_creation_input_tokens"))
-        if fresh is not None or read is not None or write is not None:
-            out["input_tokens"] = (fresh or 0) + (read or 0) + (write or 0)
-        if read is not None:
-            out["cached_input_tokens"] = read
-        if write is not None:
-            out["cache_write_input_tokens"] = write
-        output = as_int(raw.get("output_tokens"))
-        if output is not None:
-            out["output_tokens"] = output
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-        out["cost_usd"] = float(cost)
-    return out
+    raw = raw if isinstance(raw, dict) else {}
+    return usage_of(fresh=as_int(raw.get("input_tokens")), read=as_int(raw.get("cache_read_input_tokens")),
+                    write=as_int(raw.get("cache_creation_input_tokens")), output=as_int(raw.get("output_tokens")),
+                    cost=cost)
 
 
 _TOOL_USE_ID = regex(rb'[{,][ \t]*"tool_use_id"[ \t]*:[ \t]*"([^"\\]*)"')

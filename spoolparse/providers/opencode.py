@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from .._decode.records import Dropped, Event, Noted
 from . import _peek, traps
 from ._text import BoundedText
-from .base import MISSING, Answer, LiveEvent, Provider, as_int, size_text
+from .base import MISSING, Answer, LiveEvent, Provider, as_int, size_text, usage_of
 from .grammar import NOTE, Grammar, is_not, kind, shape
 
 __all__ = ["OpencodeProvider", "normalize_opencode_tokens", "GRAMMAR"]
@@ -34,30 +34,13 @@ def normalize_opencode_tokens(raw: Any) -> dict[str, Any]:
     cache.write``); the normalized counts add them back, so nothing is
     counted twice.
     """
-    out: dict[str, Any] = {}
     if not isinstance(raw, dict):
-        return out
-    fresh, output, reasoning = (as_int(raw.get(k)) for k in ("input", "output", "reasoning"))
+        return {}
     cache = raw.get("cache")
     cache = cache if isinstance(cache, dict) else {}
-    read, write = as_int(cache.get("read")), as_int(cache.get("write"))
-    if fresh is not None or read is not None or write is not None:
-        out["input_tokens"] = (fresh or 0) + (read or 0) + (write or 0)
-    if output is not None or reasoning is not None:
-        out["output_tokens"] = (output or 0) + (reasoning or 0)
-    if read is not None:
-        out["cached_input_tokens"] = read
-    if write is not None:
-        out["cache_write_input_tokens"] = write
-    if reasoning is not None:
-        out["reasoning_output_tokens"] = reasoning
-    total = as_int(raw.get("total"))
-    if total is not None:
-        out["total_tokens"] = total
-    cost = raw.get("cost")
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-        out["cost_usd"] = float(cost)
-    return out
+    return usage_of(fresh=as_int(raw.get("input")), read=as_int(cache.get("read")), write=as_int(cache.get("write")),
+                    output=as_int(raw.get("output")), reasoning=as_int(raw.get("reasoning")),
+                    total=as_int(raw.get("total")), cost=raw.get("cost"))
 
 
 def _add(sums: dict[str, Any], counts: dict[str, Any], keys: tuple[str, ...]) -> None:
