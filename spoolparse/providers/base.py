@@ -202,7 +202,7 @@ def usage_of(
 ) -> dict[str, Any]:
     """Normalized usage from the parts a format counts apart, each token once: ``input_tokens`` is every prompt
     token (``fresh`` ones, cache reads and cache writes), ``output_tokens`` every generated one (with the
-    ``reasoning``); a part not given is left out, and a ``cost`` that is no number too."""
+    ``reasoning``); a part not given is left out, and so is a ``cost`` that is not a number."""
     out: dict[str, Any] = {}
     if fresh is not None or read is not None or write is not None:
         out["input_tokens"] = (fresh or 0) + (read or 0) + (write or 0)
