@@ -34,6 +34,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_STATUSES",
     "COMMANDS",
+    "add_command",
     "exit_status",
     "parse_duration",
     "parse_size",
@@ -56,6 +57,14 @@ COMMANDS: dict[str, str] = {
     "calibrate": "measure a command's peak memory at rising concurrency and recommend -j and --memory-per-task",
     "report": "sum up a batch's outcomes: verdicts, failure causes, tokens and cost, durations, memory",
 }
+
+
+def add_command(sub: Any, name: str, description: str, examples: str, **kw: Any) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` of :data:`COMMANDS`: its line there as its help, ``examples`` printed as
+    written after the options; ``kw`` as ``add_parser`` takes them."""
+    return cast(argparse.ArgumentParser, sub.add_parser(name, help=COMMANDS[name], description=description,
+                                                        epilog=examples,
+                                                        formatter_class=argparse.RawDescriptionHelpFormatter, **kw))
 
 
 # -- exit statuses: the one table (the docs' is generated from EXIT_STATUSES) ----------

@@ -26,6 +26,7 @@ from ._cli_common import (
     EXIT_NOT_FOUND,
     EXIT_SIGNAL_BASE,
     EXIT_USAGE,
+    add_command,
     add_output_options,
     emit_json,
     events_on_stderr,
@@ -110,13 +111,12 @@ def build_parser(command: str | None = None, *, lines_only: bool = False) -> arg
 
 
 def _add_run(sub: Any) -> None:
-    r = sub.add_parser(
+    r = add_command(
+        sub,
         "run",
-        help=COMMANDS["run"],
-        description="Run CMD with its stdout and stderr spooled to nameless files, parse stdout as it is "
+        "Run CMD with its stdout and stderr spooled to nameless files, parse stdout as it is "
         "written, and print one JSON summary on stdout.",
-        epilog=RUN_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        RUN_EXAMPLES,
     )
     r.add_argument(
         "--timeout", type=_seconds, metavar="DURATION",
@@ -148,12 +148,11 @@ def _add_run(sub: Any) -> None:
 
 
 def _add_parse(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "parse",
-        help=COMMANDS["parse"],
-        description="Parse a JSON-lines transcript (a file, or - for stdin) and print one JSON summary.",
-        epilog=PARSE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "Parse a JSON-lines transcript (a file, or - for stdin) and print one JSON summary.",
+        PARSE_EXAMPLES,
     )
     p.add_argument("file", metavar="FILE|-", help="the transcript, or - for stdin")
     _add_bounds(p)

@@ -25,10 +25,11 @@ def _examples() -> list[tuple[Grammar, Any]]:
             if s.example is not None]
 
 
-def test_every_provider_declares_a_grammar_and_its_types_come_from_it() -> None:
+def test_every_provider_declares_a_grammar_and_its_name_and_types_come_from_it() -> None:
     for name, cls in PROVIDERS.items():
         g = cls.grammar
         assert g is not None and g.name == name, name
+        assert cls.name == name and cls().trap_clis == (name,), name
         assert cls.keep == g.types(KEEP) and cls.known == g.types(), name
         assert g.terminal, f"{name}: no terminal event"
         assert all(s.example is not None for s in g.vocabulary if s.read != 0 and s.when), name

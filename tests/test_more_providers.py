@@ -426,3 +426,128 @@ def test_any_fields_any_values(stream: tuple[str, bytes]) -> None:
     assert r.error is None or isinstance(r.error, str)
     for ev in seen:
         ev.as_dict()
+
+
+_COUNT_VALUES = st.one_of(st.integers(-5, 10**12), st.floats(allow_nan=False), st.booleans(), st.text(max_size=3),
+                          st.none(), st.just([1]))
+
+
+@given(st.dictionaries(st.sampled_from(["input_tokens", "output_tokens", "cache_read_input_tokens",
+                                        "cache_creation_input_tokens", "total_tokens", "inputTokens", "outputTokens",
+                                        "cacheReadTokens", "cacheWriteTokens", "cacheReadInputTokens",
+                                        "cacheCreationInputTokens", "other"]), _COUNT_VALUES))
+def test_usage_renamed_from_a_table_keeps_whole_numbers_only(raw: dict[str, Any]) -> None:
+    from spoolparse.providers.amp import normalize_amp_usage
+    from spoolparse.providers.claude import normalize_claude_model_usage, normalize_claude_usage
+    from spoolparse.providers.cursor import normalize_cursor_usage
+    from spoolparse.providers.qwen import normalize_qwen_usage
+
+    def whole(key: str) -> int | None:
+        v = raw.get(key)
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        return v if isinstance(v, int) else None
+
+    def expect(pairs: dict[str, str]) -> dict[str, int]:
+        return {dst: n for src, dst in pairs.items() if (n := whole(src)) is not None}
+
+    assert normalize_amp_usage(raw) == expect({"input_tokens": "input_tokens",
+                                               "cache_read_input_tokens": "cached_input_tokens",
+                                               "cache_creation_input_tokens": "cache_write_input_tokens",
+                                               "output_tokens": "output_tokens"})
+    assert normalize_qwen_usage(raw) == expect({"input_tokens": "input_tokens", "output_tokens": "output_tokens",
+                                                "cache_read_input_tokens": "cached_input_tokens",
+                                                "total_tokens": "total_tokens"})
+    cursor = expect({"inputTokens": "input_tokens", "cacheReadTokens": "cache_read_input_tokens",
+                     "cacheWriteTokens": "cache_creation_input_tokens", "outputTokens": "output_tokens"})
+    assert normalize_cursor_usage(raw) == normalize_claude_usage(cursor)
+    model = expect({"inputTokens": "input_tokens", "cacheReadInputTokens": "cache_read_input_tokens",
+                    "cacheCreationInputTokens": "cache_creation_input_tokens", "outputTokens": "output_tokens"})
+    assert normalize_claude_model_usage(raw) == normalize_claude_usage(model)
+    for f in (normalize_amp_usage, normalize_qwen_usage, normalize_cursor_usage, normalize_claude_model_usage):
+        assert f([1]) == {} and f(None) == {}
+
+
+@pytest.mark.parametrize(("name", "line"), [
+    ("claude", lambda sid: {"type": "system", "subtype": "status", "session_id": sid}),
+    ("cursor", lambda sid: {"type": "system", "subtype": "status", "session_id": sid}),
+    ("droid", lambda sid: {"type": "system", "session_id": sid}),
+    ("opencode", lambda sid: {"type": "step_start", "sessionID": sid}),
+    ("kimi", lambda sid: {"type": "session.resume_hint", "session_id": sid}),
+    ("copilot", lambda sid: {"type": "result", "sessionId": sid}),
+])
+def test_a_session_event_marks_each_new_session_id_once(name: str, line: Any) -> None:
+    from spoolparse.lines import Event
+
+    p = PROVIDERS[name]()
+    said = []
+    for n, sid in enumerate(["s1", "s1", "", 7, "s2", "s2", "s1"], 1):
+        d = line(sid)
+        said += [(e.lineno, e.data["session_id"], p.session_id) for e in p.see(Event(n, d["type"], d, 10))
+                 if e.kind == "session"]
+    assert said == [(1, "s1", "s1"), (5, "s2", "s2"), (7, "s1", "s1")], name
+
+
+@pytest.mark.parametrize(("name", "piece"), [
+    ("gemini", lambda text, mid: {"type": "message", "role": "assistant", "content": text, "delta": True}),
+    ("opencode", lambda text, mid: {"type": "text", "part": {"messageID": mid, "text": text}}),
+])
+@pytest.mark.parametrize("limit", [0, 3, 5, 9])
+def test_an_answer_joined_past_max_text_is_cut_and_said_once(name: str, piece: Any, limit: int) -> None:
+    from spoolparse.lines import Event
+
+    p = PROVIDERS[name]()
+    p.max_text = limit
+    warned = []
+    for n, text in enumerate(["abcd", "efgh", "ijkl"], 1):
+        d = piece(text, "m1")
+        warned += [(e.lineno, e.data["message"]) for e in p.see(Event(n, d["type"], d, 10)) if e.kind == "warning"]
+    first = next(n for n, end in enumerate((4, 8, 12), 1) if end > limit)
+    assert warned == [(first, f"the answer text passed {limit} characters and was cut at line {first}")], name
+    assert p.conclude().lost is not None
+
+
+def _parts_usage(fresh: Any, read: Any, write: Any, output: Any, reasoning: Any, total: Any,
+                 cost: Any) -> dict[str, Any]:
+    """The normalized usage of a format's parts, as the docs' usage page states the rule."""
+    def whole(v: Any) -> int | None:
+        return None if isinstance(v, bool) else int(v) if isinstance(v, float) and v.is_integer() else (
+            v if isinstance(v, int) else None)
+    fresh, read, write, output, reasoning, total = map(whole, (fresh, read, write, output, reasoning, total))
+    out: dict[str, Any] = {}
+    if {fresh, read, write} != {None}:
+        out["input_tokens"] = (fresh or 0) + (read or 0) + (write or 0)
+    if {output, reasoning} != {None}:
+        out["output_tokens"] = (output or 0) + (reasoning or 0)
+    named = {"cached_input_tokens": read, "cache_write_input_tokens": write, "reasoning_output_tokens": reasoning,
+             "total_tokens": total}
+    out.update({k: v for k, v in named.items() if v is not None})
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        out["cost_usd"] = float(cost)
+    return out
+
+
+_PART = st.one_of(st.none(), st.integers(0, 10**9), st.floats(0, 1e6), st.booleans(), st.text(max_size=2))
+
+
+@given(st.tuples(*[_PART] * 7))
+def test_usage_from_parts_counts_each_token_once(parts: tuple[Any, ...]) -> None:
+    from spoolparse.providers.antigravity import normalize_antigravity_usage
+    from spoolparse.providers.claude import normalize_claude_usage
+    from spoolparse.providers.opencode import normalize_opencode_tokens
+
+    fresh, read, write, output, reasoning, total, cost = parts
+    assert normalize_claude_usage({"input_tokens": fresh, "cache_read_input_tokens": read,
+                                   "cache_creation_input_tokens": write, "output_tokens": output}, cost) == \
+        _parts_usage(fresh, read, write, output, None, None, cost)
+    assert normalize_claude_usage(None, cost) == _parts_usage(None, None, None, None, None, None, cost)
+    assert normalize_opencode_tokens({"input": fresh, "output": output, "reasoning": reasoning, "total": total,
+                                      "cost": cost, "cache": {"read": read, "write": write}}) == \
+        _parts_usage(fresh, read, write, output, reasoning, total, cost)
+    assert normalize_antigravity_usage({"input_tokens": fresh, "cache_read_tokens": read, "output_tokens": output,
+                                        "thinking_tokens": reasoning, "total_tokens": total}) == \
+        _parts_usage(fresh, read, None, output, reasoning, total, None)
+    for f in (normalize_opencode_tokens, normalize_antigravity_usage):
+        assert f(None) == {} and f([1]) == {}

@@ -501,3 +501,25 @@ def test_the_progress_header_says_what_bounds_the_concurrency(tmp_path: Path) ->
         p = subprocess.run([*CLI, "batch", str(tasks), "--progress", *extra], capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
         assert any(b in p.stderr.splitlines()[0] for b in bounds), p.stderr
+
+
+@pytest.mark.parametrize(("argv", "least"), [
+    (["batch", "-", "-j"], 1), (["batch", "-", "--pids-max"], 1), (["calibrate", "--max-concurrency"], 1),
+    (["batch", "-", "--retries"], 0), (["batch", "-", "--requeues"], 0),
+])
+@pytest.mark.parametrize("value", ["-2", "-1", "0", "1", "7", "x", "2.5", ""])
+def test_whole_number_flags_take_their_least_and_more(argv: list[str], least: int, value: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from spoolparse.cli import build_parser
+
+    parser = build_parser(argv[0])
+    if value.lstrip("-").isdigit() and int(value) >= least:
+        args = parser.parse_args([*argv, value])
+        assert int(value) in vars(args).values(), (argv, value)
+        return
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args([*argv, value])
+    assert stop.value.code == 2
+    why = (f"not a whole number: {value!r}" if not value.lstrip("-").isdigit() else
+           f"must be at least 1: {value!r}" if least == 1 else f"must not be negative: {value!r}")
+    assert why in capsys.readouterr().err.strip().splitlines()[-1], (argv, value)

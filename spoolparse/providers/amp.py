@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ._claudelike import ClaudeShaped
-from .base import Answer, LiveEvent, as_int
+from .base import Answer, LiveEvent, as_int, renamed_counts
 from .claude import look_alike
 from .grammar import NOTE, Grammar, is_, prefix, shape
 
@@ -57,23 +57,15 @@ _COUNTS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_toke
 
 def normalize_amp_usage(raw: Any) -> dict[str, Any]:
     """Amp usage → normalized names (its ``input_tokens`` already counts the cache)."""
-    out: dict[str, Any] = {}
-    if not isinstance(raw, dict):
-        return out
-    for src, dst in (
+    return renamed_counts(raw, (
         ("input_tokens", "input_tokens"),
         ("cache_read_input_tokens", "cached_input_tokens"),
         ("cache_creation_input_tokens", "cache_write_input_tokens"),
         ("output_tokens", "output_tokens"),
-    ):
-        n = as_int(raw.get(src))
-        if n is not None:
-            out[dst] = n
-    return out
+    ))
 
 
 class AmpProvider(ClaudeShaped):
-    name: ClassVar[str] = "amp"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:

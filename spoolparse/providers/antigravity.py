@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from .._decode.records import Dropped, Event
 from . import _peek, traps
 from ._text import BoundedText
-from .base import Answer, LiveEvent, Provider, as_int, message_of
+from .base import Answer, LiveEvent, Provider, as_int, message_of, usage_of
 from .grammar import Grammar, any_of, is_, kind, lacks, shape
 
 __all__ = ["AntigravityProvider", "GRAMMAR", "normalize_antigravity_usage"]
@@ -90,27 +90,14 @@ def normalize_antigravity_usage(raw: Any) -> dict[str, Any]:
     ``cache_read_tokens`` → ``cached_input_tokens``, ``thinking_tokens`` →
     ``reasoning_output_tokens``.
     """
-    out: dict[str, Any] = {}
     if not isinstance(raw, dict):
-        return out
-    fresh, read, output, thinking, total = (
-        as_int(raw.get(k)) for k in ("input_tokens", "cache_read_tokens", "output_tokens", "thinking_tokens",
-                                     "total_tokens"))
-    if fresh is not None or read is not None:
-        out["input_tokens"] = (fresh or 0) + (read or 0)
-    if output is not None or thinking is not None:
-        out["output_tokens"] = (output or 0) + (thinking or 0)
-    if read is not None:
-        out["cached_input_tokens"] = read
-    if thinking is not None:
-        out["reasoning_output_tokens"] = thinking
-    if total is not None:
-        out["total_tokens"] = total
-    return out
+        return {}
+    return usage_of(fresh=as_int(raw.get("input_tokens")), read=as_int(raw.get("cache_read_tokens")),
+                    output=as_int(raw.get("output_tokens")), reasoning=as_int(raw.get("thinking_tokens")),
+                    total=as_int(raw.get("total_tokens")))
 
 
 class AntigravityProvider(Provider):
-    name: ClassVar[str] = "antigravity"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:

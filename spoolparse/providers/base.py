@@ -39,11 +39,12 @@ from .. import _limits
 from .._decode.records import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
 from ..types import EVENT_FIELDS, EVENT_KINDS, EventDict, EventKind
 from ._peek import short
+from ._text import BoundedText
 from .grammar import Grammar
 
 __all__ = [
     "Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip", "size_text", "sum_usage", "MISSING",
-    "TEXTLESS",
+    "TEXTLESS", "renamed_counts", "usage_of",
 ]
 
 #: Kinds of :class:`LiveEvent` (:data:`spoolparse.types.EventKind`).
@@ -182,6 +183,44 @@ def sum_usage(per_model: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def renamed_counts(raw: Any, names: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The whole-number counts of a usage object under other names: for each ``(source, destination)`` of
+    ``names``, ``raw[source]`` as ``destination`` where it is one (``{}`` when ``raw`` is not an object)."""
+    out: dict[str, Any] = {}
+    if not isinstance(raw, dict):
+        return out
+    for src, dst in names:
+        n = as_int(raw.get(src))
+        if n is not None:
+            out[dst] = n
+    return out
+
+
+def usage_of(
+    *, fresh: int | None = None, read: int | None = None, write: int | None = None, output: int | None = None,
+    reasoning: int | None = None, total: int | None = None, cost: Any = None,
+) -> dict[str, Any]:
+    """Normalized usage from the parts a format counts apart, each token once: ``input_tokens`` is every prompt
+    token (``fresh`` ones, cache reads and cache writes), ``output_tokens`` every generated one (with the
+    ``reasoning``); a part not given is left out, and so is a ``cost`` that is not a number."""
+    out: dict[str, Any] = {}
+    if fresh is not None or read is not None or write is not None:
+        out["input_tokens"] = (fresh or 0) + (read or 0) + (write or 0)
+    if read is not None:
+        out["cached_input_tokens"] = read
+    if write is not None:
+        out["cache_write_input_tokens"] = write
+    if output is not None or reasoning is not None:
+        out["output_tokens"] = (output or 0) + (reasoning or 0)
+    if reasoning is not None:
+        out["reasoning_output_tokens"] = reasoning
+    if total is not None:
+        out["total_tokens"] = total
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        out["cost_usd"] = float(cost)
+    return out
+
+
 def size_text(n: int) -> str:
     """Bytes for people: ``3.1 MiB``, ``512 KiB``, ``900 bytes``."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -228,6 +267,7 @@ class Provider:
     provider that loses its answer to it says so in ``error``.
     """
 
+    #: The provider's name: its grammar's, set from it (a provider without a grammar names itself).
     name: ClassVar[str] = "base"
     #: The CLI's stream, as data (``None``: the generic provider, which has no format of its own).
     grammar: ClassVar[Grammar | None] = None
@@ -260,11 +300,14 @@ class Provider:
         self.session_id: str | None = None
         self.model: str | None = None
         self.raw_usage: Any = None  # the usage as the CLI reported it
+        #: Whether the cut of the answer joined from pieces (:meth:`join_text`) was warned about.
+        self.truncation_noted = False
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         g = cls.__dict__.get("grammar")
-        if isinstance(g, Grammar):  # the types it looks at are its grammar's: one declaration, not two
+        if isinstance(g, Grammar):  # its name and the types it looks at are its grammar's: one declaration, not two
+            cls.name = g.name
             cls.keep = g.types(KEEP)
             cls.note = g.types(NOTE)
             cls.known = g.types()
@@ -367,6 +410,23 @@ class Provider:
         what = "missing" if value is MISSING else f"{_json_kind(value)}, not a string"
         msg = self.warn(f"answer event {ev.type!r} at line {ev.lineno} carries no text ({field} is {what})")
         return LiveEvent("warning", ev.lineno, ev.type, {"message": msg})
+
+    def take_session(self, sid: Any, n: int, t: str, live: list[LiveEvent], model: str | None = None) -> None:
+        """Take ``sid`` as the run's session id when it is a new one (a non-empty string other than the one held),
+        with a ``session`` event in ``live`` naming it and ``model``."""
+        if isinstance(sid, str) and sid and sid != self.session_id:
+            self.session_id = sid
+            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": model}))
+
+    def join_text(self, buf: BoundedText, piece: str, n: int, t: str, live: list[LiveEvent]) -> None:
+        """Add ``piece`` of the answer to ``buf``, which keeps ``max_text`` characters: the first piece past them is
+        warned about (once, until ``truncation_noted`` is reset)."""
+        buf.limit = self.max_text
+        buf.add(piece)
+        if buf.cut and not self.truncation_noted:
+            self.truncation_noted = True
+            msg = self.warn(f"the answer text passed {self.max_text} characters and was cut at line {n}")
+            live.append(LiveEvent("warning", n, t, {"message": msg}))
 
     def tool_start(self, n: int, t: str, call_id: str | None, name: str | None, title: Any) -> LiveEvent:
         """A ``tool_start`` event, remembered until its ``tool_end``.

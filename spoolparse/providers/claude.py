@@ -21,7 +21,7 @@ from .._decode.records import Dropped, Event, Noted
 from .._regex import regex
 from . import _peek, traps
 from ._text import message_text
-from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, sum_usage
+from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, renamed_counts, sum_usage, usage_of
 from .grammar import NOTE, SKIP, Grammar, Shape, any_of, has, is_, is_not, kind, shape
 
 __all__ = [
@@ -37,23 +37,10 @@ def normalize_claude_usage(raw: Any, cost: Any = None) -> dict[str, Any]:
     the normalized ``input_tokens`` is every prompt token (as OpenAI counts
     them), so it is the sum of the three.
     """
-    out: dict[str, Any] = {}
-    if isinstance(raw, dict):
-        fresh = as_int(raw.get("input_tokens"))
-        read = as_int(raw.get("cache_read_input_tokens"))
-        write = as_int(raw.get("cache_creation_input_tokens"))
-        if fresh is not None or read is not None or write is not None:
-            out["input_tokens"] = (fresh or 0) + (read or 0) + (write or 0)
-        if read is not None:
-            out["cached_input_tokens"] = read
-        if write is not None:
-            out["cache_write_input_tokens"] = write
-        output = as_int(raw.get("output_tokens"))
-        if output is not None:
-            out["output_tokens"] = output
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-        out["cost_usd"] = float(cost)
-    return out
+    raw = raw if isinstance(raw, dict) else {}
+    return usage_of(fresh=as_int(raw.get("input_tokens")), read=as_int(raw.get("cache_read_input_tokens")),
+                    write=as_int(raw.get("cache_creation_input_tokens")), output=as_int(raw.get("output_tokens")),
+                    cost=cost)
 
 
 _TOOL_USE_ID = regex(rb'[{,][ \t]*"tool_use_id"[ \t]*:[ \t]*"([^"\\]*)"')
@@ -73,15 +60,12 @@ def normalize_claude_model_usage(raw: Any) -> dict[str, Any]:
     """One ``modelUsage`` entry (camelCase, cumulative) → normalized names, as :func:`normalize_claude_usage`."""
     if not isinstance(raw, dict):
         return {}
-    out = normalize_claude_usage(
-        {
-            "input_tokens": raw.get("inputTokens"),
-            "cache_read_input_tokens": raw.get("cacheReadInputTokens"),
-            "cache_creation_input_tokens": raw.get("cacheCreationInputTokens"),
-            "output_tokens": raw.get("outputTokens"),
-        },
-        raw.get("costUSD"),
-    )
+    out = normalize_claude_usage(renamed_counts(raw, (
+        ("inputTokens", "input_tokens"),
+        ("cacheReadInputTokens", "cache_read_input_tokens"),
+        ("cacheCreationInputTokens", "cache_creation_input_tokens"),
+        ("outputTokens", "output_tokens"),
+    )), raw.get("costUSD"))
     searches = as_int(raw.get("webSearchRequests"))
     if searches:
         out["web_search_requests"] = searches
@@ -170,7 +154,6 @@ def look_alike(name: str, own: tuple[Shape, ...], *, says_answer: str,
 
 
 class ClaudeProvider(Provider):
-    name: ClassVar[str] = "claude"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
@@ -217,10 +200,7 @@ class ClaudeProvider(Provider):
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []
-        sid = d.get("session_id")
-        if isinstance(sid, str) and sid and sid != self.session_id:
-            self.session_id = sid
-            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.init_model}))
+        self.take_session(d.get("session_id"), n, t, live, self.init_model)
         if t == "system":
             self._system(d, n, t, live)
         elif t == "assistant":

@@ -118,7 +118,6 @@ GRAMMAR = Grammar(
 
 
 class CodexProvider(Provider):
-    name: ClassVar[str] = "codex"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
@@ -149,13 +148,7 @@ class CodexProvider(Provider):
             item = item if isinstance(item, dict) else {}
             kind = t.partition("/")[2]
             if kind in ("agent_message", "assistant_message"):
-                text = item.get("text", MISSING)
-                if isinstance(text, str):
-                    self.text = text
-                    self.answer_from = n
-                    live.append(LiveEvent("text", n, t, {"text": text}))
-                else:
-                    live.append(self.textless(ev, "item.text", text))
+                self._answer(ev, "item.text", item.get("text", MISSING), live)
             elif kind == "plan":
                 text = item.get("text")
                 if isinstance(text, str):
@@ -184,9 +177,7 @@ class CodexProvider(Provider):
                 self.result_seen = True
                 text = d.get("result", d.get("text"))
                 if isinstance(text, str):
-                    self.text = text
-                    self.answer_from = n
-                    live.append(LiveEvent("text", n, t, {"text": text}))
+                    self._answer(ev, "result", text, live)
                 self._usage(d.get("usage"), n, t, live)
                 sid = d.get("session_id")
                 if isinstance(sid, str):
@@ -199,6 +190,16 @@ class CodexProvider(Provider):
             self._legacy(t[4:], ev, live)
         return live
 
+    def _answer(self, ev: Event, field: str, text: Any, live: list[LiveEvent]) -> None:
+        """An answer line's text (``field``): the answer from here on, with a ``text`` event; a missing or
+        non-string one loses the answer (:meth:`~spoolparse.providers.base.Provider.textless`)."""
+        if isinstance(text, str):
+            self.text = text
+            self.answer_from = ev.lineno
+            live.append(LiveEvent("text", ev.lineno, ev.type, {"text": text}))
+        else:
+            live.append(self.textless(ev, field, text))
+
     def _legacy(self, kind: str, ev: Event, live: list[LiveEvent]) -> None:
         d, t, n = ev.data, ev.type, ev.lineno
         msg = d.get("msg")
@@ -207,13 +208,7 @@ class CodexProvider(Provider):
         if isinstance(model, str) and model:
             self.model = model
         if kind == "agent_message":
-            text = msg.get("message", MISSING)
-            if isinstance(text, str):
-                self.text = text
-                self.answer_from = n
-                live.append(LiveEvent("text", n, t, {"text": text}))
-            else:
-                live.append(self.textless(ev, "msg.message", text))
+            self._answer(ev, "msg.message", msg.get("message", MISSING), live)
         elif kind == "task_complete":
             text = msg.get("last_agent_message")
             if isinstance(text, str) and self.text is None:

@@ -70,7 +70,6 @@ GRAMMAR = Grammar(
 
 
 class CopilotProvider(Provider):
-    name: ClassVar[str] = "copilot"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
@@ -84,11 +83,6 @@ class CopilotProvider(Provider):
         self.result_seen = False
         self.exit_code: int | None = None
         self.error: str | None = None
-
-    def _session(self, sid: Any, n: int, t: str, live: list[LiveEvent]) -> None:
-        if isinstance(sid, str) and sid and sid != self.session_id:
-            self.session_id = sid
-            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.model}))
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
@@ -127,7 +121,7 @@ class CopilotProvider(Provider):
             model = data.get("selectedModel") or data.get("model")
             if isinstance(model, str) and model and self.model is None:
                 self.model = model
-            self._session(data.get("sessionId"), n, t, live)
+            self.take_session(data.get("sessionId"), n, t, live, self.model)
         elif t == "session.usage_checkpoint":
             # billing totals only (premium requests, nano-AIU, API time): kept whole in raw_usage, no tokens
             self.checkpoint = {k: v for k, v in data.items()
@@ -137,7 +131,7 @@ class CopilotProvider(Provider):
             live.append(LiveEvent("error", n, t, {"message": self.error}))
         elif t == "result":
             self.result_seen = True
-            self._session(d.get("sessionId"), n, t, live)
+            self.take_session(d.get("sessionId"), n, t, live, self.model)
             usage = d.get("usage")
             if isinstance(usage, dict):
                 self.raw = dict(usage)

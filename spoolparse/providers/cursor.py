@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from .._decode.records import Dropped, Event, Noted
 from ._claudelike import ClaudeShaped
-from .base import LiveEvent
+from .base import LiveEvent, renamed_counts
 from .claude import FAMILY, LOOKALIKES, look_alike, normalize_claude_usage
 from .grammar import SKIP, Grammar, has, is_, kind, lacks, shape
 
@@ -67,14 +67,12 @@ def normalize_cursor_usage(raw: Any) -> dict[str, Any]:
     ``input_tokens`` does: the normalized ``input_tokens`` is the three summed,
     by :func:`~spoolparse.providers.claude.normalize_claude_usage`'s rule.
     """
-    if not isinstance(raw, dict):
-        return {}
-    return normalize_claude_usage({
-        "input_tokens": raw.get("inputTokens"),
-        "cache_read_input_tokens": raw.get("cacheReadTokens"),
-        "cache_creation_input_tokens": raw.get("cacheWriteTokens"),
-        "output_tokens": raw.get("outputTokens"),
-    })
+    return normalize_claude_usage(renamed_counts(raw, (
+        ("inputTokens", "input_tokens"),
+        ("cacheReadTokens", "cache_read_input_tokens"),
+        ("cacheWriteTokens", "cache_creation_input_tokens"),
+        ("outputTokens", "output_tokens"),
+    )))
 
 
 def _tool(call: Any) -> tuple[str | None, str | None]:
@@ -99,7 +97,6 @@ def _tool(call: Any) -> tuple[str | None, str | None]:
 
 
 class CursorProvider(ClaudeShaped):
-    name: ClassVar[str] = "cursor"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     @staticmethod
@@ -111,10 +108,7 @@ class CursorProvider(ClaudeShaped):
             return super().event(ev)
         d, n, t = ev.data, ev.lineno, ev.type
         live: list[LiveEvent] = []
-        sid = d.get("session_id")
-        if isinstance(sid, str) and sid and sid != self.session_id:
-            self.session_id = sid
-            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.init_model}))
+        self.take_session(d.get("session_id"), n, t, live, self.init_model)
         name, title = _tool(d.get("tool_call"))
         cid = d.get("call_id")
         if d.get("subtype") == "started":

@@ -62,7 +62,6 @@ GRAMMAR = Grammar(
 
 
 class DroidProvider(Provider):
-    name: ClassVar[str] = "droid"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
@@ -76,10 +75,7 @@ class DroidProvider(Provider):
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []
-        sid = d.get("session_id")
-        if isinstance(sid, str) and sid and sid != self.session_id:
-            self.session_id = sid
-            live.append(LiveEvent("session", n, t, {"session_id": sid, "model": self.model}))
+        self.take_session(d.get("session_id"), n, t, live, self.model)
         if t == "system":
             model = d.get("model")
             if isinstance(model, str) and model:

@@ -147,7 +147,6 @@ GRAMMAR = Grammar(
 
 
 class GeminiProvider(Provider):
-    name: ClassVar[str] = "gemini"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self, *, max_text: int | None = None) -> None:
@@ -166,7 +165,6 @@ class GeminiProvider(Provider):
         self.last_said: str | None = None  # the last error event, whatever its severity
         #: Why the CLI stopped the agent (a known trap), when it did: its success after that is no finished run.
         self.stopped: str | None = None
-        self.truncation_noted = False
         # the assistant message streaming now, for its ``text`` event when a tool call or the result ends it
         self.message = BoundedText(self.max_text)
 
@@ -178,12 +176,7 @@ class GeminiProvider(Provider):
             if d.get("role") == "assistant" and not isinstance(content, str):
                 live.append(self.textless(ev, "content", content))  # a part of the joined answer is not in hand
             elif d.get("role") == "assistant":
-                self.text.limit = self.max_text
-                self.text.add(content)
-                if self.text.cut and not self.truncation_noted:
-                    self.truncation_noted = True
-                    text = self.warn(f"the answer text passed {self.max_text} characters and was cut at line {n}")
-                    live.append(LiveEvent("warning", n, t, {"message": text}))
+                self.join_text(self.text, content, n, t, live)
                 if d.get("delta") is True:
                     if not self.live:
                         return live

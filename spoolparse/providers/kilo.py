@@ -24,5 +24,4 @@ GRAMMAR = dataclasses.replace(OPENCODE, name="kilo", detected=False)
 
 
 class KiloProvider(OpencodeProvider):
-    name: ClassVar[str] = "kilo"
     grammar: ClassVar[Grammar] = GRAMMAR

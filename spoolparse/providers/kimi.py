@@ -89,7 +89,6 @@ def _arguments(args: Any) -> Any:
 
 
 class KimiProvider(Provider):
-    name: ClassVar[str] = "kimi"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
@@ -104,10 +103,7 @@ class KimiProvider(Provider):
         live: list[LiveEvent] = []
         if t == "session.resume_hint":
             # after the answer, not a message: a line dropped before it still loses the answer
-            sid = d.get("session_id")
-            if isinstance(sid, str) and sid and sid != self.session_id:
-                self.session_id = sid
-                live.append(LiveEvent("session", n, t, {"session_id": sid, "model": None}))
+            self.take_session(d.get("session_id"), n, t, live)
             return live
         role = d.get("role")
         # Lines are untyped: only a dropped line after the last decoded one may have been the answer.

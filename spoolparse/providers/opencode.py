@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from .._decode.records import Dropped, Event, Noted
 from . import _peek, traps
 from ._text import BoundedText
-from .base import MISSING, Answer, LiveEvent, Provider, as_int, size_text
+from .base import MISSING, Answer, LiveEvent, Provider, as_int, size_text, usage_of
 from .grammar import NOTE, Grammar, is_not, kind, shape
 
 __all__ = ["OpencodeProvider", "normalize_opencode_tokens", "GRAMMAR"]
@@ -34,30 +34,13 @@ def normalize_opencode_tokens(raw: Any) -> dict[str, Any]:
     cache.write``); the normalized counts add them back, so nothing is
     counted twice.
     """
-    out: dict[str, Any] = {}
     if not isinstance(raw, dict):
-        return out
-    fresh, output, reasoning = (as_int(raw.get(k)) for k in ("input", "output", "reasoning"))
+        return {}
     cache = raw.get("cache")
     cache = cache if isinstance(cache, dict) else {}
-    read, write = as_int(cache.get("read")), as_int(cache.get("write"))
-    if fresh is not None or read is not None or write is not None:
-        out["input_tokens"] = (fresh or 0) + (read or 0) + (write or 0)
-    if output is not None or reasoning is not None:
-        out["output_tokens"] = (output or 0) + (reasoning or 0)
-    if read is not None:
-        out["cached_input_tokens"] = read
-    if write is not None:
-        out["cache_write_input_tokens"] = write
-    if reasoning is not None:
-        out["reasoning_output_tokens"] = reasoning
-    total = as_int(raw.get("total"))
-    if total is not None:
-        out["total_tokens"] = total
-    cost = raw.get("cost")
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-        out["cost_usd"] = float(cost)
-    return out
+    return usage_of(fresh=as_int(raw.get("input")), read=as_int(cache.get("read")), write=as_int(cache.get("write")),
+                    output=as_int(raw.get("output")), reasoning=as_int(raw.get("reasoning")),
+                    total=as_int(raw.get("total")), cost=raw.get("cost"))
 
 
 def _add(sums: dict[str, Any], counts: dict[str, Any], keys: tuple[str, ...]) -> None:
@@ -122,7 +105,6 @@ GRAMMAR = Grammar(
 
 
 class OpencodeProvider(Provider):
-    name: ClassVar[str] = "opencode"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     def __init__(self) -> None:
@@ -134,7 +116,6 @@ class OpencodeProvider(Provider):
         self.error: str | None = None
         #: The last step's finish reason (the AI SDK's ``finishReason``), where the version gives one.
         self.finish_reason: str | None = None
-        self.truncation_noted = False
         self.step_message: Any = None  # the messageID of the step running now
         self.in_step = False
         self.rejected: str | None = None  # the permissions ``done`` says were rejected
@@ -148,10 +129,7 @@ class OpencodeProvider(Provider):
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno
         live: list[LiveEvent] = []
-        sid = d.get("sessionID")
-        if isinstance(sid, str) and sid and sid != self.session_id:
-            self.session_id = sid
-            live.append(LiveEvent("session", n, t, {"session_id": sid}))
+        self.take_session(d.get("sessionID"), n, t, live)
         part = d.get("part")
         part = part if isinstance(part, dict) else {}
         if t == "text":
@@ -212,12 +190,7 @@ class OpencodeProvider(Provider):
         if not isinstance(text, str):
             live.append(self.textless(ev, "part.text", text))  # this message's answer is not in hand
             return
-        self.text.limit = self.max_text
-        self.text.add(text)
-        if self.text.cut and not self.truncation_noted:
-            self.truncation_noted = True
-            msg = self.warn(f"the answer text passed {self.max_text} characters and was cut at line {n}")
-            live.append(LiveEvent("warning", n, t, {"message": msg}))
+        self.join_text(self.text, text, n, t, live)
         live.append(LiveEvent("text_delta", n, t, {"text": text}))
 
     def _step(self, part: dict[str, Any], n: int, t: str, live: list[LiveEvent]) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ._claudelike import ClaudeShaped
-from .base import LiveEvent, as_int
+from .base import LiveEvent, renamed_counts
 from .claude import look_alike
 from .grammar import Grammar, has, is_, shape
 
@@ -29,19 +29,12 @@ __all__ = ["QwenProvider", "normalize_qwen_usage", "GRAMMAR"]
 
 def normalize_qwen_usage(raw: Any) -> dict[str, Any]:
     """Qwen Code usage → normalized names (its ``input_tokens`` already counts cached tokens)."""
-    out: dict[str, Any] = {}
-    if not isinstance(raw, dict):
-        return out
-    for src, dst in (
+    return renamed_counts(raw, (
         ("input_tokens", "input_tokens"),
         ("output_tokens", "output_tokens"),
         ("cache_read_input_tokens", "cached_input_tokens"),
         ("total_tokens", "total_tokens"),
-    ):
-        n = as_int(raw.get(src))
-        if n is not None:
-            out[dst] = n
-    return out
+    ))
 
 
 #: ``qwen -p … --output-format stream-json`` (``json``: the same events as one array): Claude Code's stream, told
@@ -58,7 +51,6 @@ GRAMMAR = look_alike(
 
 
 class QwenProvider(ClaudeShaped):
-    name: ClassVar[str] = "qwen"
     grammar: ClassVar[Grammar] = GRAMMAR
 
     @staticmethod

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import IO, Any
 
-from .._cli_common import COMMANDS, emit_json, warn
+from .._cli_common import add_command, emit_json, warn
 from ..errors import UsageError
 
 __all__ = ["register"]
@@ -23,14 +23,13 @@ examples:
 
 def register(sub: Any) -> None:
     """Add ``report`` to the ``spoolparse`` command."""
-    r = sub.add_parser(
+    r = add_command(
+        sub,
         "report",
-        help=COMMANDS["report"],
-        description="Read the NDJSON outcomes of 'spoolparse batch' (a file, or - for stdin) once and print "
+        "Read the NDJSON outcomes of 'spoolparse batch' (a file, or - for stdin) once and print "
         "counts by verdict, failures grouped by cause, tokens and cost by CLI and model, durations, attempts "
         "and peak memory; as tables on stdout, as JSON (--json), and as one HTML page (--html FILE).",
-        epilog=REPORT_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        REPORT_EXAMPLES,
     )
     r.add_argument("outcomes", metavar="OUTCOMES|-", help="the outcomes batch printed, or - for stdin")
     r.add_argument("--joblog", metavar="FILE", help="the batch's job log: tells retries from memory requeues")

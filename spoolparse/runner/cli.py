@@ -26,11 +26,11 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .. import _limits
 from .._cli_common import (
-    COMMANDS,
     EXIT_INTERRUPTED,
     EXIT_NOT_OK,
     EXIT_OK,
     EXIT_SIGNAL_BASE,
+    add_command,
     add_output_options,
     emit_json,
     fail,
@@ -95,28 +95,25 @@ def parse_fraction(text: str) -> float:
 
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
+def _whole(least: int, short: str) -> Callable[[str], int]:
+    """An argument type: a whole number of at least ``least`` (``short``: what a smaller one is told)."""
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{short}: {text!r}")
+        return value
+    return whole
+
+
+_positive = _whole(1, "must be at least 1")
+_count = _whole(0, "must not be negative")
 
 
 def _grace(text: str) -> float:
     return parse_duration(text, zero=True)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
-    return value
 
 
 def _signal(text: str) -> int:
@@ -140,14 +137,13 @@ def _stop_at(p: argparse.ArgumentParser, help: str, **kw: Any) -> None:
 
 def register(sub: Any) -> None:
     """Add ``batch`` and ``calibrate`` to the ``spoolparse`` command."""
-    b = sub.add_parser(
+    b = add_command(
+        sub,
         "batch",
-        help=COMMANDS["batch"],
-        description="Run the tasks of TASKS.jsonl (or - for stdin), at most -j at once, starting each only when "
+        "Run the tasks of TASKS.jsonl (or - for stdin), at most -j at once, starting each only when "
         "memory allows; print one NDJSON outcome per task as it ends. Exit 0 when every task is ok, 1 when one "
         "is not, 2 on a usage error, 125 on a failure of spoolparse itself, 128+N on signal N.",
-        epilog=BATCH_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        BATCH_EXAMPLES,
         # an option not given is left out: BatchOptions holds every default (one place)
         argument_default=argparse.SUPPRESS,
     )
@@ -224,14 +220,13 @@ def register(sub: Any) -> None:
                    "stderr is a terminal and carries no events)")
     b.set_defaults(func=_cmd_batch)
 
-    c = sub.add_parser(
+    c = add_command(
+        sub,
         "calibrate",
-        help=COMMANDS["calibrate"],
-        description="Run CMD at concurrency 1, 2, 4, ... sampling each run's process-tree peak memory and wall "
+        "Run CMD at concurrency 1, 2, 4, ... sampling each run's process-tree peak memory and wall "
         "time; stop before memory pressure; print the per-task peak and the recommended -j and "
         "--memory-per-task for this host as one JSON object.",
-        epilog=CALIBRATE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        CALIBRATE_EXAMPLES,
     )
     c.add_argument("--max-concurrency", type=_positive, default=8, metavar="N", help="highest level (default: 8)")
     c.add_argument("--timeout", type=parse_duration, metavar="DURATION", help="per run")
