@@ -151,7 +151,8 @@ def run(
     """
     opts = ChildOptions.of(options, changes, caller="run")  # checked before anything starts
     timeout = opts.timeout
-    child = Child(args, opts, live=on_event is not None)
+    child = Child(args, opts, live=on_event is not None, launch=False)
+    launched = False
     assert child.stderr is not None
     waiter: SpoolWaiter | None = None
     # the listener is called from a thread of its own: one that is slow, or blocks on a full pipe, holds up no
@@ -166,6 +167,11 @@ def run(
             listener(ev)
 
     try:
+        # a signal while the child starts is raised here, once it is ours: it is ended and its summary made as
+        # for a signal at any later instant (raised inside launch, the child would go without a summary)
+        with deferred():
+            child.launch()
+            launched = True
         waiter = SpoolWaiter((child.stdout.fileno(), child.stderr.fileno()), child.pidfd)
         if on_start is not None:
             on_start(child)
@@ -182,7 +188,10 @@ def run(
                 budget = LOOK if not relay.room else Budget(
                     min(_limits.FOLLOW_STEP, relay.byte_room), now + _limits.PARSE_BUDGET, relay.room
                 )
-            step = child.step(now, budget)
+            # a step is never cut by a signal: one raised inside the parse (in a provider's first import, in a
+            # record half folded) would leave the parser halfway, and the interrupted run's summary read from it
+            with deferred():
+                step = child.step(now, budget)
             if relay is not None:
                 relay.put(deliver, None, step.events, step.read)
             if child.life.leader_exited:
@@ -205,6 +214,8 @@ def run(
         else:
             res = _deliver_rest(child, relay, deliver, bell, keep_output=keep_output, timeout=timeout)
     except BaseException as exc:
+        if not launched:
+            raise  # the start failed (a SpawnError): launch has closed what it had made
         # the whole cleanup held: a signal meanwhile (a second Ctrl-C) takes effect after it, never halfway through
         # (the child's end, what it had come to, its spools closed)
         with deferred():
