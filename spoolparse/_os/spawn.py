@@ -82,6 +82,7 @@ _PR_SET_PDEATHSIG = 1
 _local = threading.local()
 
 
+@functools.cache  # on first use: finding libc compiles patterns (ctypes.util, Python 3.10), not at import
 def _load_prctl() -> Any:
     if not sys.platform.startswith("linux"):
         return None
@@ -95,12 +96,9 @@ def _load_prctl() -> Any:
     return fn
 
 
-_prctl = _load_prctl()
-
-
 def deathsig_preexec() -> Callable[[], None] | None:
     """A ``preexec_fn`` part: SIGKILL the child when its parent thread dies (``None`` off Linux)."""
-    prctl = _prctl
+    prctl = _load_prctl()
     if prctl is None:
         return None
     parent = os.getpid()
