@@ -138,6 +138,9 @@ def interrupts() -> Iterator[None]:
         keep = signal.SIG_IGN if _raised and _ends_the_process else None
         for sig, old in saved.items():
             signal.signal(sig, keep if keep is not None else old)
+        # the block's signal is the block's: a bare KeyboardInterrupt in a later one (a program's own Ctrl-C,
+        # with Python's handler back) must not be taken for it by as_interrupted
+        _raised.clear()
 
 
 @contextlib.contextmanager

@@ -324,3 +324,15 @@ def test_a_signal_as_an_outcome_is_taken_loses_it_not() -> None:
         driver._handoff = deque(driver._handoff)
         assert driver.take() == "b"
     driver.join()
+
+
+def test_a_signal_of_an_ended_interrupts_block_is_not_taken_for_a_later_ctrl_c() -> None:
+    """A SIGTERM that ended one ``interrupts()`` block (a command run in-process, a test) is that block's: a bare
+    KeyboardInterrupt raised later, with Python's own handler back, stays a Ctrl-C (a batch's cancelled tasks
+    said "SIGTERM to spoolparse" for it)."""
+    from spoolparse._signals import Interrupted, as_interrupted, interrupts
+
+    with pytest.raises(Interrupted), interrupts():
+        signal.raise_signal(signal.SIGTERM)
+    later = KeyboardInterrupt()
+    assert as_interrupted(later) is later
