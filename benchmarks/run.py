@@ -2,7 +2,7 @@
 """Every spoolparse benchmark, side by side with its peers, in one run.
 
     python benchmarks/run.py                # full: 128 MiB, 1 GiB, 128 MiB + one 200 MiB line
-    python benchmarks/run.py --quick        # smaller inputs, under two minutes
+    python benchmarks/run.py --quick        # smaller inputs and fewer tasks
     python benchmarks/run.py --skip-naive   # leave out the whole-text path (it peaks ~12 GiB on 1 GiB)
 
 1. parse throughput and peak RSS: spoolparse.parse vs the naive whole-text
@@ -405,7 +405,7 @@ def start_goals(start: dict[str, Any] | None) -> list[tuple[str, str, bool]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smaller inputs and fewer tasks (under two minutes)")
+    ap.add_argument("--quick", action="store_true", help="smaller inputs and fewer tasks")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported (default 3)")
     ap.add_argument("--skip-naive", action="store_true", help="leave out the whole-text peers (huge peak RSS)")
     ap.add_argument("--data-dir", type=Path, default=DATA, help=f"where the inputs go (default {DATA})")
