@@ -242,3 +242,16 @@ def test_a_named_provider_the_streams_marks_contradict_is_read_as_named_with_a_w
     assert got["provider"] == named and got["detected_by"] == "--provider"
     if got["ok"]:
         assert got["text"] == parse(path).text  # the answer auto-detection reads
+
+
+def test_a_given_candidate_that_renames_a_registered_grammar_is_detected() -> None:
+    """Detection names what it finds by the grammar that claims it: a given subclass that names itself otherwise
+    (MyClaude with Claude's grammar) is chosen for Claude's stream, not a KeyError."""
+    from spoolparse.providers import AutoProvider
+    from spoolparse.providers.claude import ClaudeProvider
+
+    class MyClaude(ClaudeProvider):
+        name = "myclaude"
+
+    r = parse(FIXTURES / "claude" / "empty_result.jsonl", provider=AutoProvider([MyClaude]))
+    assert r.provider == "myclaude"

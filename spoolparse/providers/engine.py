@@ -91,7 +91,9 @@ class AutoProvider(Provider):
         imported as it is seen; given ones from their grammars."""
         if self._given is None:
             return Index([e for e in TABLE if e.detected], lambda e: load(e.at))
-        given = {c.name: c for c in self._given}
+        # by grammar: detection names what it finds by the grammar that claims it (a given subclass may name
+        # itself otherwise, MyClaude(ClaudeProvider) with Claude's grammar)
+        given = {c.grammar.name: c for c in self._given if c.grammar is not None}
         rows = [_evidence_of(c, f"{c.__module__}:{c.__qualname__}") for c in self._given]
         return Index(rows, lambda e: given[e.name])
 

@@ -63,7 +63,7 @@ def of(cls: type[Provider], at: str) -> Evidence:
     g = cls.grammar
     assert g is not None, f"{cls.name} has no grammar"
     return Evidence(
-        cls.name, at, g.detected, g.family, g.typed, g.types(), g.types(KEEP), frozenset(s.key for s in g.starts),
+        g.name, at, g.detected, g.family, g.typed, g.types(), g.types(KEEP), frozenset(s.key for s in g.starts),
         frozenset(s.key for s in (*g.vocabulary, *([g.document] if g.document else ())) if s.own),
     )
 
