@@ -123,3 +123,24 @@ def test_the_guardian_removes_a_cgroup_with_one_nested_in_it() -> None:
         for d in (inner, outer):
             with contextlib.suppress(OSError):
                 os.rmdir(d)
+
+
+def test_the_guardian_never_kills_the_pids_it_excludes_in_a_cgroup(tmp_path: Path) -> None:
+    """A thread of spoolparse's may sit in a task's cgroup while it starts the task (a joined start): the
+    guardian's cgroup kill passes over the pids it excludes (ours and its parent's), as the sweep does."""
+    from spoolparse._os.guardian import _kill_cgroup
+
+    d = tmp_path / "task"
+    d.mkdir()
+    (d / "cgroup.procs").write_text(f"{os.getpid()}\n")
+    assert _kill_cgroup(str(d), frozenset({os.getpid()})) is False  # still there (a plain directory here)
+    assert d.exists()
+
+
+def test_a_cgroup_that_cannot_be_joined_is_the_starts_failure_not_the_programs(tmp_path: Path) -> None:
+    from spoolparse._os.joined import JoinError, joined
+
+    missing = str(tmp_path / "gone")
+    with pytest.raises(JoinError) as e, joined([missing], []):
+        pass
+    assert e.value.filename == os.path.join(missing, "tasks")

@@ -363,7 +363,7 @@ if _FORK_HOOK:
 # -- the guardian process --------------------------------------------------------
 
 
-def _kill_cgroup(path: str) -> bool:
+def _kill_cgroup(path: str, exclude: frozenset[int] = frozenset()) -> bool:
     """SIGKILL what is in the cgroup and in the cgroups nested in it (a task that runs a runner of its own), and
     remove them, deepest first; ``True`` once all are gone (or were never made), ``False`` while any is left:
     tried again until :data:`GIVE_UP`, then left to the next runner's sweep."""
@@ -377,6 +377,8 @@ def _kill_cgroup(path: str) -> bool:
         except (OSError, ValueError):
             pids = []
         for pid in pids:
+            if pid in exclude:  # never ours: a thread of our parent's may be in a task's cgroup, starting it
+                continue
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         try:
@@ -489,7 +491,7 @@ def serve(fd: int, parent: int = 0) -> None:
     owned = bool(owner)
     while groups or cgroups or marks or owned:
         groups = {g for g in groups if not _kill_group(g)}
-        cgroups = {c for c in cgroups if not _kill_cgroup(c)}
+        cgroups = {c for c in cgroups if not _kill_cgroup(c, exclude)}
         marks = {m for m in marks if _kill_marked(m, exclude)}
         if owned:
             found = _kill_marked(owner, exclude, OWNER_VAR)

@@ -28,7 +28,7 @@ import os
 import threading
 from collections.abc import Iterator
 
-__all__ = ["homes", "joined"]
+__all__ = ["homes", "joined", "JoinError"]
 
 log = logging.getLogger("spoolparse")
 
@@ -66,6 +66,11 @@ def homes(cgroups: list[str]) -> list[str] | None:
     return out
 
 
+class JoinError(OSError):
+    """The thread could not join a task's cgroup (its ``filename``: the ``tasks`` file): the start failed before
+    any program was run, so nothing about the program is to blame."""
+
+
 def _move(tasks: str, tid: bytes) -> None:
     fd = os.open(tasks, os.O_WRONLY | os.O_CLOEXEC)
     try:
@@ -82,7 +87,11 @@ def joined(cgroups: list[str], back: list[str]) -> Iterator[None]:
     moved = 0
     try:
         for d in cgroups:
-            _move(os.path.join(d, "tasks"), tid)
+            tasks = os.path.join(d, "tasks")
+            try:
+                _move(tasks, tid)
+            except OSError as e:
+                raise JoinError(e.errno, e.strerror, tasks) from None
             moved += 1
         yield
     finally:

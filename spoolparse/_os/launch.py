@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import SpawnError
 from .cgroup import Cgroup
 from .guardian import Registration, guardian
-from .joined import homes, joined
+from .joined import JoinError, homes, joined
 from .spawn import Gate, deathsig_preexec, explain_exec_error, gated_argv, spawn, start_way
 
 __all__ = ["Launch"]
@@ -125,7 +125,8 @@ class Launch:
                         env=self.env, start_new_session=True, preexec_fn=self.preexec,
                     )
             except (OSError, ValueError) as e:
-                raise self.error(e) from None
+                # a cgroup that could not be joined is the start's failure, not the program's
+                raise self.error(e, exec_failed=not isinstance(e, JoinError)) from None
 
         try:
             # PR_SET_PDEATHSIG is the forking thread's: those starts fork from one that outlives the child
