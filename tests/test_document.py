@@ -276,3 +276,13 @@ def test_the_events_before_a_cut_are_read_held_whole_or_streamed() -> None:
         assert s["partial_text"] == "the answer" and s["lines"] == 3 and s["invalid_lines"] == 0, s
     s = summary_of(data, [])
     assert s["ok"] is True and s["text"] == "the answer", s
+
+
+def test_a_cut_items_levels_are_not_kept_while_its_rest_is_skipped() -> None:
+    """An array item past max_retained is closed for the decoder where it is cut; the levels that open after the
+    cut are counted, not kept (the stack grew a byte for every '[' of an oversized, deeply nested item)."""
+    from spoolparse._decode.document import _ArrayStream
+
+    a = _ArrayStream(64)
+    a.feed(b'[{"type": "x", "v": ' + b"[" * 100_000)
+    assert len(a.stack) <= 64

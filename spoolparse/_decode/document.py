@@ -221,10 +221,10 @@ class _ArrayStream:
                 self.stack = bytearray()
                 self.current = _Item()
                 self.items.append(self.current)
-            if self.depth >= 2:
+            if self.depth >= 2 and not self.skipping:  # (a cut item's levels were closed at the cut)
                 self.stack.append(c)
         elif c == 0x7D or c == 0x5D:  # } ]
-            if self.depth >= 2 and self.stack:
+            if self.depth >= 2 and self.stack and not self.skipping:
                 self.stack.pop()
             self.depth -= 1
             if self.depth == 1 and self.current is not None:
@@ -240,6 +240,7 @@ class _ArrayStream:
         # Close the item here for ijson (valid after any of , { [ } ]) and skip its rest.
         out += data[emit:k] if c == 0x2C else data[emit : k + 1]
         out += b"".join(_CLOSE[x] for x in reversed(self.stack))
+        self.stack = bytearray()  # the levels it held are closed: what follows of the item is only counted
         self.current.cut = True
         self.skipping = True
         return k + 1
