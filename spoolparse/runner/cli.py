@@ -529,8 +529,12 @@ def _run_batch(
         e = as_interrupted(caught)  # Ray's waits make ours a bare KeyboardInterrupt, whatever the signal
         if batch is not None:
             batch.interrupted_by(e)  # the cancelled tasks' error names the signal we got
-            # the one in hand when the signal came, then every ended task's: its final job-log line, then it
-            for outcome in [*batch.unprinted(), *batch.close()]:
+            # the one in hand when the signal came (its final job-log line was written as it was handed out),
+            # then every ended task's: its final job-log line, then it
+            for outcome in batch.unprinted():
+                with contextlib.suppress(OSError):
+                    emit_json(outcome.to_dict(), out=out)
+            for outcome in batch.close():
                 batch.emitted(outcome)
                 with contextlib.suppress(OSError):
                     emit_json(outcome.to_dict(), out=out)
