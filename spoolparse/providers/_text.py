@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _limits
+
 __all__ = ["BoundedText", "message_text"]
 
 
@@ -36,7 +38,7 @@ class BoundedText:
     however finely it was cut.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int = _limits.MAX_RETAINED) -> None:
         self.limit = max(0, limit)
         self._parts: list[str] = []
         self._pending: list[str] = []  # the latest small pieces, joined into one part once they add up

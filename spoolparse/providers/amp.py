@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ._claudelike import ClaudeShaped
-from .base import Answer, LiveEvent, as_int, renamed_counts
+from .base import Answer, LiveEvent, as_int, fresh, renamed_counts
 from .claude import look_alike
 from .grammar import NOTE, Grammar, is_, prefix, shape
 
@@ -67,15 +67,12 @@ def normalize_amp_usage(raw: Any) -> dict[str, Any]:
 
 class AmpProvider(ClaudeShaped):
     grammar: ClassVar[Grammar] = GRAMMAR
-
-    def __init__(self) -> None:
-        super().__init__()
-        # The run's usage is its assistant messages' (the result prints none): the sums of the messages
-        # before the current one, and the current one's id and largest counts (its lines repeat them).
-        self.message_sums: dict[str, int] = {}
-        self.messages = 0
-        self._mid: Any = None
-        self._counts: dict[str, int] = {}
+    # The run's usage is its assistant messages' (the result prints none): the sums of the messages
+    # before the current one, and the current one's id and largest counts (its lines repeat them).
+    message_sums: dict[str, int] = fresh(dict)
+    messages: int = 0
+    _mid: Any = None
+    _counts: dict[str, int] = fresh(dict)
 
     @staticmethod
     def normalize_usage(raw: Any) -> dict[str, Any]:

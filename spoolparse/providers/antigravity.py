@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from .._decode.records import Dropped, Event
 from . import _peek, traps
 from ._text import BoundedText
-from .base import Answer, LiveEvent, Provider, as_int, message_of, usage_of
+from .base import Answer, LiveEvent, Provider, as_int, fresh, message_of, usage_of
 from .grammar import Grammar, any_of, is_, kind, lacks, shape
 
 __all__ = ["AntigravityProvider", "GRAMMAR", "normalize_antigravity_usage"]
@@ -99,20 +99,17 @@ def normalize_antigravity_usage(raw: Any) -> dict[str, Any]:
 
 class AntigravityProvider(Provider):
     grammar: ClassVar[Grammar] = GRAMMAR
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.response: str | None = None
-        self.status: str | None = None
-        self.failure: str | None = None
-        self.last_error: str | None = None  # the last error event: the failure when no result follows it
-        self.said: str | None = None  # the result's error, even on a success
-        self.step_usage: dict[str, int] = {}  # summed per-step usage, for a result without any
-        self._step: Any = None  # the agent_response step being written
-        self._text = BoundedText(self.max_text)  # its fragments, up to max_text characters
-        # a line dropped since the last tool step: when the result has no response, the answer is taken from
-        # the step updates, and that line may have been one of them
-        self._dropped_since_tool: Dropped | None = None
+    response: str | None = None
+    status: str | None = None
+    failure: str | None = None
+    last_error: str | None = None  # the last error event: the failure when no result follows it
+    said: str | None = None  # the result's error, even on a success
+    step_usage: dict[str, int] = fresh(dict)  # summed per-step usage, for a result without any
+    _step: Any = None  # the agent_response step being written
+    _text: BoundedText = fresh(BoundedText)  # its fragments, up to max_text characters
+    # a line dropped since the last tool step: when the result has no response, the answer is taken from
+    # the step updates, and that line may have been one of them
+    _dropped_since_tool: Dropped | None = None
 
     def _session(self, sid: Any, n: int, t: str) -> list[LiveEvent]:
         if isinstance(sid, str) and sid and self.session_id is None:

@@ -31,9 +31,9 @@ Providers are sans-I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from .. import _limits
 from .._decode.records import KEEP, NOTE, SKIP, Dropped, Event, Noted, Record
@@ -44,8 +44,10 @@ from .grammar import Grammar
 
 __all__ = [
     "Answer", "LiveEvent", "Provider", "Notes", "as_int", "message_of", "clip", "size_text", "sum_usage", "MISSING",
-    "TEXTLESS", "renamed_counts", "usage_of",
+    "TEXTLESS", "renamed_counts", "usage_of", "fresh",
 ]
+
+_T = TypeVar("_T")
 
 #: Kinds of :class:`LiveEvent` (:data:`spoolparse.types.EventKind`).
 KINDS = EVENT_KINDS
@@ -257,6 +259,44 @@ def message_of(value: Any) -> str | None:
     return None
 
 
+class _Fresh:
+    """A run-state field's start value made anew for each run (:func:`fresh`)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+def fresh(make: Callable[[], _T]) -> _T:
+    """Declare a run-state field whose start value is made anew for each run, as a mutable one must be:
+    ``usage: dict[str, Any] = fresh(dict)``."""
+    return cast(_T, _Fresh(make))
+
+
+def _same(value: Any) -> Callable[[], Any]:
+    return lambda: value
+
+
+def _declared_state(cls: type) -> list[tuple[str, Callable[[], Any]]]:
+    """The run state ``cls`` itself declares: its annotated class attributes with a start value, but ``ClassVar``s
+    (with postponed annotations their annotations are strings)."""
+    state: list[tuple[str, Callable[[], Any]]] = []
+    # (not inspect.get_annotations: importing inspect would cost every parse's start-up some 6 ms)
+    for name, note in cls.__dict__.get("__annotations__", {}).items():  # noqa: RUF063
+        if name not in cls.__dict__ or "ClassVar" in str(note):
+            continue
+        value = cls.__dict__[name]
+        if isinstance(value, _Fresh):
+            state.append((name, value.make))
+            delattr(cls, name)  # never read from the class: every instance has its own
+        elif type(value).__hash__ is None:  # a list, a dict: one object would be shared by every run
+            raise TypeError(f"{cls.__name__}.{name}: a mutable start value must be made anew: use fresh(...)")
+        else:
+            state.append((name, _same(value)))
+    return state
+
+
 class Provider:
     """Base class: declare ``grammar`` and override :meth:`event` and :meth:`answer`.
 
@@ -265,6 +305,11 @@ class Provider:
     including the ones skipped. All three are the grammar's keys by read mode.
     A retained event that is dropped for its size gets a warning by default — a
     provider that loses its answer to it says so in ``error``.
+
+    A provider's state of one run is declared, as a dataclass's fields are: an
+    annotated class attribute with its start value (``text: str | None = None``;
+    a mutable one made anew with :func:`fresh`). Each instance starts with its
+    own copy of every field, and :meth:`restart` sets them all back.
     """
 
     #: The provider's name: its grammar's, set from it (a provider without a grammar names itself).
@@ -274,6 +319,8 @@ class Provider:
     keep: ClassVar[frozenset[str]] = frozenset()
     note: ClassVar[frozenset[str]] = frozenset()
     known: ClassVar[frozenset[str]] = frozenset()
+    #: The declared run state of the class and its bases: each field and what makes its start value.
+    _run_state: ClassVar[tuple[tuple[str, Callable[[], Any]], ...]] = ()
 
     def __init__(self) -> None:
         self.notes = Notes()
@@ -302,9 +349,12 @@ class Provider:
         self.raw_usage: Any = None  # the usage as the CLI reported it
         #: Whether the cut of the answer joined from pieces (:meth:`join_text`) was warned about.
         self.truncation_noted = False
+        for name, make in self._run_state:
+            setattr(self, name, make())
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
+        cls._run_state = (*cls._run_state, *_declared_state(cls))
         g = cls.__dict__.get("grammar")
         if isinstance(g, Grammar):  # its name and the types it looks at are its grammar's: one declaration, not two
             cls.name = g.name

@@ -21,7 +21,7 @@ from .._decode.records import Dropped, Event, Noted
 from .._regex import regex
 from . import _peek, traps
 from ._text import message_text
-from .base import Answer, LiveEvent, Provider, as_int, clip, message_of, renamed_counts, sum_usage, usage_of
+from .base import Answer, LiveEvent, Provider, as_int, clip, fresh, message_of, renamed_counts, sum_usage, usage_of
 from .grammar import NOTE, SKIP, Grammar, Shape, any_of, has, is_, is_not, kind, shape
 
 __all__ = [
@@ -155,29 +155,26 @@ def look_alike(name: str, own: tuple[Shape, ...], *, says_answer: str,
 
 class ClaudeProvider(Provider):
     grammar: ClassVar[Grammar] = GRAMMAR
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.init_model: str | None = None
-        self.message_model: str | None = None
-        self.result_seen = False
-        self.result_text: str | None = None
-        self.result_error: str | None = None
-        self.result_reason: str | None = None
-        self.last_text: str | None = None
-        #: Where a message that may stand in for an empty result can begin: after the last main-agent message that
-        #: set or cleared ``last_text`` (a line lost there may have been the one it would be).
-        self.said_from = 0
-        self.api_error: str | None = None
-        self.usage: dict[str, Any] = {}
-        self.usage_model: str | None = None
-        self.in_turn = False
-        # running usage for live views, per API message (the result's usage is the run's own):
-        # totals of the messages before the current one, and the current one's id and counts
-        self.usage_before: dict[str, Any] = {}
-        self.message_id: Any = None
-        self.message_usage: dict[str, Any] = {}
-        self.usage_by_model: dict[str, dict[str, Any]] | None = None
+    init_model: str | None = None
+    message_model: str | None = None
+    result_seen: bool = False
+    result_text: str | None = None
+    result_error: str | None = None
+    result_reason: str | None = None
+    last_text: str | None = None
+    #: Where a message that may stand in for an empty result can begin: after the last main-agent message that
+    #: set or cleared ``last_text`` (a line lost there may have been the one it would be).
+    said_from: int = 0
+    api_error: str | None = None
+    usage: dict[str, Any] = fresh(dict)
+    usage_model: str | None = None
+    in_turn: bool = False
+    # running usage for live views, per API message (the result's usage is the run's own):
+    # totals of the messages before the current one, and the current one's id and counts
+    usage_before: dict[str, Any] = fresh(dict)
+    message_id: Any = None
+    message_usage: dict[str, Any] = fresh(dict)
+    usage_by_model: dict[str, dict[str, Any]] | None = None
 
     def new_turn(self, line: int) -> None:
         self.result_seen = False

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from .._decode.records import Event, Noted
 from .._regex import regex
 from . import _peek
-from .base import MISSING, Answer, LiveEvent, Provider, as_int, message_of
+from .base import MISSING, Answer, LiveEvent, Provider, as_int, fresh, message_of
 from .grammar import NOTE, SKIP, Grammar, any_of, has, lacks, shape
 
 __all__ = ["CodexProvider", "normalize_codex_usage", "GRAMMAR"]
@@ -119,15 +119,12 @@ GRAMMAR = Grammar(
 
 class CodexProvider(Provider):
     grammar: ClassVar[Grammar] = GRAMMAR
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.text: str | None = None
-        self.plan_text: str | None = None
-        self.usage: dict[str, Any] = {}
-        self.failed: str | None = None
-        self.last_error: str | None = None
-        self.result_seen = False
+    text: str | None = None
+    plan_text: str | None = None
+    usage: dict[str, Any] = fresh(dict)
+    failed: str | None = None
+    last_error: str | None = None
+    result_seen: bool = False
 
     def new_turn(self, line: int) -> None:
         self.text = self.plan_text = self.failed = self.last_error = None

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from .._decode.records import Event, Noted
 from . import _peek
-from .base import Answer, LiveEvent, Provider, as_int, clip, message_of
+from .base import Answer, LiveEvent, Provider, as_int, clip, fresh, message_of
 from .grammar import NOTE, SKIP, Grammar, has, kind, shape
 
 __all__ = ["CopilotProvider", "GRAMMAR"]
@@ -71,18 +71,15 @@ GRAMMAR = Grammar(
 
 class CopilotProvider(Provider):
     grammar: ClassVar[Grammar] = GRAMMAR
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.text: str | None = None
-        self.output_tokens = 0
-        self.counted = False
-        self.raw: dict[str, Any] = {}
-        #: The last ``session.usage_checkpoint``'s totals (cumulative: each replaces the one before).
-        self.checkpoint: dict[str, Any] = {}
-        self.result_seen = False
-        self.exit_code: int | None = None
-        self.error: str | None = None
+    text: str | None = None
+    output_tokens: int = 0
+    counted: bool = False
+    raw: dict[str, Any] = fresh(dict)
+    #: The last ``session.usage_checkpoint``'s totals (cumulative: each replaces the one before).
+    checkpoint: dict[str, Any] = fresh(dict)
+    result_seen: bool = False
+    exit_code: int | None = None
+    error: str | None = None
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno

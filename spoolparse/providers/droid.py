@@ -63,14 +63,11 @@ GRAMMAR = Grammar(
 
 class DroidProvider(Provider):
     grammar: ClassVar[Grammar] = GRAMMAR
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_text: str | None = None
-        self.said_from = 0  # where a message that may stand in for an empty completion can begin
-        self.final_text: str | None = None
-        self.completed = False
-        self.error: str | None = None
+    last_text: str | None = None
+    said_from: int = 0  # where a message that may stand in for an empty completion can begin
+    final_text: str | None = None
+    completed: bool = False
+    error: str | None = None
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno

@@ -23,7 +23,7 @@ from .._decode.records import Dropped, Event, Noted
 from .._regex import regex
 from . import _peek, traps
 from ._text import BoundedText
-from .base import MISSING, Answer, LiveEvent, Provider, as_int, clip, message_of, size_text, sum_usage
+from .base import MISSING, Answer, LiveEvent, Provider, as_int, clip, fresh, message_of, size_text, sum_usage
 from .grammar import NOTE, Grammar, any_of, has, kind, shape
 
 __all__ = ["GeminiProvider", "normalize_gemini_stats", "gemini_counts", "GRAMMAR"]
@@ -148,25 +148,25 @@ GRAMMAR = Grammar(
 
 class GeminiProvider(Provider):
     grammar: ClassVar[Grammar] = GRAMMAR
+    text: BoundedText = fresh(BoundedText)
+    document_text: str | None = None
+    usage: dict[str, Any] = fresh(dict)
+    usage_by_model: dict[str, dict[str, Any]] | None = None
+    document_cut: bool = False
+    status: str | None = None
+    result_seen: bool = False
+    result_error: str | None = None
+    last_error: str | None = None
+    last_said: str | None = None  # the last error event, whatever its severity
+    #: Why the CLI stopped the agent (a known trap), when it did: its success after that is no finished run.
+    stopped: str | None = None
+    # the assistant message streaming now, for its ``text`` event when a tool call or the result ends it
+    message: BoundedText = fresh(BoundedText)
 
     def __init__(self, *, max_text: int | None = None) -> None:
         super().__init__()
         if max_text is not None:
             self.max_text = max_text
-        self.text = BoundedText(self.max_text)
-        self.document_text: str | None = None
-        self.usage: dict[str, Any] = {}
-        self.usage_by_model: dict[str, dict[str, Any]] | None = None
-        self.document_cut = False
-        self.status: str | None = None
-        self.result_seen = False
-        self.result_error: str | None = None
-        self.last_error: str | None = None
-        self.last_said: str | None = None  # the last error event, whatever its severity
-        #: Why the CLI stopped the agent (a known trap), when it did: its success after that is no finished run.
-        self.stopped: str | None = None
-        # the assistant message streaming now, for its ``text`` event when a tool call or the result ends it
-        self.message = BoundedText(self.max_text)
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from .._decode.records import KEEP, Dropped, Event
 from . import _peek
-from .base import Answer, LiveEvent, Provider, as_int, message_of
+from .base import Answer, LiveEvent, Provider, as_int, fresh, message_of
 
 __all__ = ["GenericProvider"]
 
@@ -44,12 +44,9 @@ _FAILED_STATUSES = frozenset({"error", "failed", "failure", "fail"})
 
 class GenericProvider(Provider):
     name: ClassVar[str] = "generic"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.text: str | None = None
-        self.usage: dict[str, Any] = {}
-        self.error: str | None = None
+    text: str | None = None
+    usage: dict[str, Any] = fresh(dict)
+    error: str | None = None
 
     def retain(self, key: str) -> int:
         return KEEP

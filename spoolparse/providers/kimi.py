@@ -90,13 +90,10 @@ def _arguments(args: Any) -> Any:
 
 class KimiProvider(Provider):
     grammar: ClassVar[Grammar] = GRAMMAR
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.final_text: str | None = None
-        self.last_text: str | None = None
-        #: Why the turn was blocked (a known trap), if it was.
-        self.blocked: str | None = None
+    final_text: str | None = None
+    last_text: str | None = None
+    #: Why the turn was blocked (a known trap), if it was.
+    blocked: str | None = None
 
     def event(self, ev: Event) -> list[LiveEvent]:
         d, t, n = ev.data, ev.type, ev.lineno

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from .._decode.records import Dropped, Event, Noted
 from . import _peek, traps
 from ._text import BoundedText
-from .base import MISSING, Answer, LiveEvent, Provider, as_int, size_text, usage_of
+from .base import MISSING, Answer, LiveEvent, Provider, as_int, fresh, size_text, usage_of
 from .grammar import NOTE, Grammar, is_not, kind, shape
 
 __all__ = ["OpencodeProvider", "normalize_opencode_tokens", "GRAMMAR"]
@@ -106,20 +106,17 @@ GRAMMAR = Grammar(
 
 class OpencodeProvider(Provider):
     grammar: ClassVar[Grammar] = GRAMMAR
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.text = BoundedText(self.max_text)
-        self.message_id: Any = None
-        self.sums: dict[str, Any] = {}
-        self.steps = 0
-        self.error: str | None = None
-        #: The last step's finish reason (the AI SDK's ``finishReason``), where the version gives one.
-        self.finish_reason: str | None = None
-        self.step_message: Any = None  # the messageID of the step running now
-        self.in_step = False
-        self.rejected: str | None = None  # the permissions ``done`` says were rejected
-        self.unread_part: int | None = None  # a text part dropped since the last one read, whose message is unknown
+    text: BoundedText = fresh(BoundedText)
+    message_id: Any = None
+    sums: dict[str, Any] = fresh(dict)
+    steps: int = 0
+    error: str | None = None
+    #: The last step's finish reason (the AI SDK's ``finishReason``), where the version gives one.
+    finish_reason: str | None = None
+    step_message: Any = None  # the messageID of the step running now
+    in_step: bool = False
+    rejected: str | None = None  # the permissions ``done`` says were rejected
+    unread_part: int | None = None  # a text part dropped since the last one read, whose message is unknown
 
     def new_turn(self, line: int) -> None:
         self.text.clear()
