@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from types import TracebackType
 from typing import IO
 
 from . import _limits
+from ._closing import Closing
 from ._decode.longline import Spill
 from ._decode.probe import probe_type
 from ._decode.reading import read_json
@@ -74,7 +74,7 @@ class LineScanner(_LineScanner):
     spill = _spill_beside_spools  # the public scanner (the parser's, the reader's) spills beside the spools
 
 
-class LineReader:
+class LineReader(Closing):
     """Read JSON lines from a binary file with bounded memory.
 
     Iterating yields :class:`Event` for each kept object and :class:`Dropped`
@@ -142,14 +142,6 @@ class LineReader:
     def close(self) -> None:
         if self._owns:
             self._file.close()
-
-    def __enter__(self) -> LineReader:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def iter_lines(

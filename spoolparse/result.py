@@ -5,9 +5,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import IO, Any, cast
 
+from ._closing import Closing
 from .errors import CalledProcessError, TimeoutExpired
 from .types import SUMMARY_FIELDS as _SUMMARY_FIELDS
 from .types import CostSource, Summary
@@ -20,7 +20,7 @@ SUMMARY_FIELDS = _SUMMARY_FIELDS
 
 
 @dataclass(eq=False)
-class Result:
+class Result(Closing):
     """What a run (or a parse) produced.
 
     Like :class:`subprocess.CompletedProcess`, it has ``args`` and
@@ -129,11 +129,3 @@ class Result:
             if f is not None:
                 f.close()
         self.stdout = self.stderr = None
-
-    def __enter__(self) -> Result:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

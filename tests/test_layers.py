@@ -21,9 +21,9 @@ PACKAGE = ROOT / "spoolparse"
 #: The layers, lowest first: each may import its own and those below it, never those above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # what everything may use: bounds, errors, the public data model, terminal text, our own signals, dir fds,
-    # patterns compiled on first use
+    # patterns compiled on first use, what closes as a context manager
     ("base", ("spoolparse._limits", "spoolparse.errors", "spoolparse.types", "spoolparse._terminal",
-              "spoolparse._signals", "spoolparse._dirfd", "spoolparse._regex")),
+              "spoolparse._signals", "spoolparse._dirfd", "spoolparse._regex", "spoolparse._closing")),
     # the operating system's side of a child: starting, containing, waiting, ending it
     ("os", ("spoolparse._os",)),
     # the files a child's output goes to: where spools live, how they are made and closed, when one is full

@@ -7,7 +7,7 @@ held until they tell its type (:class:`Probing`). Then, chosen from
 * :class:`Kept` — held (in memory up to ``SPILL_BYTES``, then in a spill file:
   :class:`Held`) until its end, then decoded; past ``max_retained`` it is
   dropped and drained (it, :class:`Unsure` and :class:`Scanning` are
-  :class:`Holding`);
+  :class:`Holding`, a :class:`Typed` line);
 * :class:`Noting` — drained, keeping its first and last bytes for the note;
 * :class:`Skipped` — drained, counting its size (and a reason, when a kept line
   was lost on the way);
@@ -35,8 +35,8 @@ from .probe import compose, unsure
 from .records import KEEP, NOTE, SKIP, Buffer, Dropped, Noted, Record, RetainFn
 from .topkeys import TopKeys
 
-__all__ = ["Scanner", "Line", "Held", "Probing", "Holding", "Kept", "Noting", "Skipped", "NotAnObject", "Unsure",
-           "Scanning", "AFTER_PROBE", "UNSURE", "NOT_AN_OBJECT"]
+__all__ = ["Scanner", "Line", "Held", "Probing", "Typed", "Holding", "Kept", "Noting", "Skipped", "NotAnObject",
+           "Unsure", "Scanning", "AFTER_PROBE", "UNSURE", "NOT_AN_OBJECT"]
 
 _NOTE_HEAD = _limits.NOTE_HEAD
 _NOTE_TAIL = _limits.NOTE_TAIL
@@ -165,6 +165,11 @@ class Line:
     def __init__(self, size: int) -> None:
         self.size = size
 
+    @classmethod
+    def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
+        """The line's state once its probe decided: its first bytes, ``head``, are taken; ``key`` is its type."""
+        return cls(len(head))
+
     def take(self, sc: Scanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
         """More of the line, ``buf[pos:stop]`` (``newline``: its end follows); the state it goes on in."""
         self.size += stop - pos
@@ -210,19 +215,32 @@ class Probing(Line):
         return len(self.head)
 
 
-class Holding(Line):
-    """A line whose bytes are held (:class:`Held`), and the key it is held as."""
+class Typed(Line):
+    """A line of a type key (a loss is recorded under it)."""
 
-    __slots__ = ("held", "key")
+    __slots__ = ("key",)
 
-    def __init__(self, held: Held, size: int, key: str) -> None:
+    def __init__(self, key: str, size: int) -> None:
         super().__init__(size)
-        self.held = held
         self.key = key
 
     @classmethod
     def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
-        return cls(Held(head, sc.spiller()), len(head), key)
+        return cls(key, len(head))
+
+
+class Holding(Typed):
+    """A line whose bytes are held (:class:`Held`)."""
+
+    __slots__ = ("held",)
+
+    def __init__(self, key: str, size: int, held: Held) -> None:
+        super().__init__(key, size)
+        self.held = held
+
+    @classmethod
+    def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
+        return cls(key, len(head), Held(head, sc.spiller()))
 
     def held_bytes(self) -> int:
         return len(self.held.pend)
@@ -246,14 +264,13 @@ class Kept(Holding):
         sc.end_held(self.held, self.key, out)
 
 
-class Noting(Line):
+class Noting(Typed):
     """A line its type notes: drained, its first and (so far) last bytes kept."""
 
-    __slots__ = ("head", "key", "tail")
+    __slots__ = ("head", "tail")
 
     def __init__(self, key: str, size: int, head: bytes, tail: bytes) -> None:
-        super().__init__(size)
-        self.key = key
+        super().__init__(key, size)
         self.head = head
         self.tail = tail
 
@@ -274,20 +291,15 @@ class Noting(Line):
             out.append(Noted(sc.lines, self.key, self.size, self.head, self.tail))
 
 
-class Skipped(Line):
+class Skipped(Typed):
     """A line drained unread. ``reason`` ``"oversize"``: skipped by its type, reported only past ``max_line``;
     any other: a kept line lost on the way, always reported."""
 
-    __slots__ = ("key", "reason")
+    __slots__ = ("reason",)
 
-    def __init__(self, key: str, size: int, reason: str) -> None:
-        super().__init__(size)
-        self.key = key
+    def __init__(self, key: str, size: int, reason: str = "oversize") -> None:
+        super().__init__(key, size)
         self.reason = reason
-
-    @classmethod
-    def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
-        return cls(key, len(head), "oversize")
 
     def done(self, sc: Scanner, out: list[Record]) -> None:
         if self.reason != "oversize" or self.size > sc.max_line:
@@ -298,10 +310,6 @@ class NotAnObject(Line):
     """A line whose first bytes are no JSON object: drained and counted invalid."""
 
     __slots__ = ()
-
-    @classmethod
-    def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
-        return cls(len(head))
 
     def done(self, sc: Scanner, out: list[Record]) -> None:
         sc.invalid_lines += 1
@@ -316,7 +324,7 @@ class Unsure(Holding):
 
     @classmethod
     def start(cls, sc: Scanner, head: bytearray, key: str) -> Line:
-        return cls(Held(head, sc.spiller()), len(head), key)._past_max_line(sc)
+        return cls(key, len(head), Held(head, sc.spiller()))._past_max_line(sc)
 
     def take(self, sc: Scanner, buf: Buffer, pos: int, stop: int, newline: bool) -> Line:
         ok = self.held.add_from(buf, pos, stop)
@@ -329,7 +337,7 @@ class Unsure(Holding):
         """Past ``max_line`` the line is no longer decoded whole: its top-level keys are scanned instead."""
         if self.size <= sc.max_line:
             return self
-        line = Scanning(TopKeys(), self.held, self.size, self.key)
+        line = Scanning(self.key, self.size, self.held, TopKeys())
         try:
             for window in self.held.windows():
                 line.keys.feed(window)
@@ -348,8 +356,8 @@ class Scanning(Holding):
 
     __slots__ = ("keys", "reason")
 
-    def __init__(self, keys: TopKeys, held: Held, size: int, key: str) -> None:
-        super().__init__(held, size, key)
+    def __init__(self, key: str, size: int, held: Held, keys: TopKeys) -> None:
+        super().__init__(key, size, held)
         self.keys = keys
         self.reason = ""
 
@@ -371,13 +379,13 @@ class Scanning(Holding):
         key = compose(keys.top, keys.sub, keys.msg)
         decision = sc.retain(key)
         if decision == KEEP and not self.reason:
-            return Kept(self.held, self.size, key)
+            return Kept(key, self.size, self.held)
         line: Line
         if decision == NOTE:
             try:
                 line = Noting(key, self.size, *self.held.ends())
             except OSError:
-                line = Skipped(key, self.size, "oversize")
+                line = Skipped(key, self.size)
         else:
             line = Skipped(key, self.size, (self.reason or "over_ceiling") if decision == KEEP else "oversize")
         self.held.drop()

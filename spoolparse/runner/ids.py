@@ -31,6 +31,7 @@ import os
 import struct
 from typing import IO
 
+from .._closing import Closing
 from ..errors import SpoolFullError
 from ..spool import open_spool, resolve_spool_dir
 
@@ -79,7 +80,7 @@ class _Table:
         return self.used * 2 >= self.slots
 
 
-class SeenIds:
+class SeenIds(Closing):
     """The ids added so far, each with a small value (0 to 255): :meth:`add` says whether an id is new (and
     records it), :meth:`put` and :meth:`get` set and read its value. Close it (or use it as a context manager)
     to free its spill file; ``spill_dir`` is where that goes (default: where spools go)."""
@@ -92,12 +93,6 @@ class SeenIds:
         self._slots: IO[bytes] | None = None  # the tables past the first
         self._slots_end = 0
         self._fallback: dict[str, int] | None = None  # the ids read once the spill file failed
-
-    def __enter__(self) -> SeenIds:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         for f in (self._ids, self._slots):
