@@ -62,3 +62,45 @@ def test_an_outcome_is_final_in_the_job_log_as_it_is_handed_out(tmp_path: Path) 
     assert batch.all_out
     log.close()
     assert [r["id"] for r in map(json.loads, path.read_text().splitlines())] == ["a", "b", "c", "d"]
+
+
+def test_a_signal_as_the_batch_hands_an_outcome_out_loses_it_nowhere(tmp_path: Path) -> None:
+    """A signal the instant the reader's take returns (before the outcome was known to be in hand) lost it: taken
+    from the loop, never printed, never in the job log. Now it is handed out, job-log line written, under held
+    signals: the reader cut short gets it from ``unprinted``, and every task has its one outcome."""
+    import signal
+    import sys
+
+    from spoolparse.runner.driver import Driver
+    from spoolparse.runner.scheduler import Batch
+
+    path = tmp_path / "jobs.ndjson"
+    tasks = [{"id": f"t{i}", "argv": ["true"]} for i in range(4)]
+    seen: list[str] = []
+    fired = []
+
+    def at_return(frame: object, event: str, arg: object) -> None:
+        code = getattr(frame, "f_code", None)
+        if event == "return" and code is Driver.take.__code__ and len(seen) == 1 and not fired:
+            fired.append(True)
+            signal.raise_signal(signal.SIGINT)  # its handler runs as the take returns
+
+    batch = Batch(tasks, joblog=str(path), max_concurrent=1, allow_empty_answer=True, spool_dir=str(tmp_path))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for out in batch:
+                seen.append(out.id)
+                batch.printed(out)
+                sys.setprofile(at_return)
+        sys.setprofile(None)
+        assert fired
+        in_hand = batch.unprinted()
+        assert len(in_hand) == 1 and in_hand[0].id not in seen  # the outcome the signal came on, still in hand
+        closed = batch.close()  # the rest, each final in the job log as it is returned
+    finally:
+        sys.setprofile(None)
+        batch.close()
+    ids = seen + [o.id for o in in_hand] + [o.id for o in closed]
+    assert len(ids) == len(set(ids)) == 4  # one outcome each, none lost, none twice
+    finals = [r["id"] for r in map(json.loads, path.read_text().splitlines()) if r["final"]]
+    assert sorted(finals) == sorted(ids)  # and each one final in the job log: --resume runs none again

@@ -534,8 +534,7 @@ def _run_batch(
             for outcome in batch.unprinted():
                 with contextlib.suppress(OSError):
                     emit_json(outcome.to_dict(), out=out)
-            for outcome in batch.close():
-                batch.emitted(outcome)
+            for outcome in batch.close():  # each final in the job log as close() returns it
                 with contextlib.suppress(OSError):
                     emit_json(outcome.to_dict(), out=out)
         if progress is not None:

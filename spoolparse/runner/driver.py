@@ -87,26 +87,36 @@ class Driver(Generic[T]):
         """Outcomes made and not yet taken."""
         return len(self._handoff)
 
-    def take(self) -> T:
-        """The next item, waiting for the loop; :class:`StopIteration` once it ended (its exception, if any)."""
+    def take(self, hand: Callable[[T], None] | None = None) -> T:
+        """The next item, waiting for the loop; :class:`StopIteration` once it ended (its exception, if any).
+
+        ``hand`` is called with the item before the take returns, with the ending signals held from the item's
+        leaving the queue to its being handed: a signal there cannot lose it."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._drive, name=self._name, daemon=True)
             self._thread.start()
         with self._cv:
             while not self._handoff and not self._ended:
                 self._cv.wait(_limits.SIGNAL_SLICE)  # a signal another thread took is seen here within this
-            # A signal the instant the item is taken would lose it (taken, never handed out): held over the take,
-            # and when it comes there, raised with the item put back for the next take.
-            item = None
-            try:
-                with deferred():
+        # Only this thread takes: what the wait saw is still there. A signal the instant the item is taken would
+        # lose it (taken, never handed out): held over the take, and when it comes there, raised with the item
+        # handed (``hand``), or put back for the next take. The loop's lock is not held while it is handed.
+        item = None
+        handed = False
+        try:
+            with deferred():
+                with self._cv:
                     item = self._handoff.popleft() if self._handoff else None
                     if item is not None and len(self._handoff) == self._room_at:
                         self._on_room()  # the reader caught up: the loop may start tasks again
-            except BaseException:
-                if item is not None:
+                if item is not None and hand is not None:
+                    hand(item)
+                    handed = True
+        except BaseException:
+            if item is not None and not handed:
+                with self._cv:
                     self._handoff.appendleft(item)
-                raise
+            raise
         if item is not None:
             return item
         if self._error is not None:

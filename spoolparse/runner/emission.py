@@ -9,12 +9,14 @@ waits go once nothing can fill them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Container, Iterator
 from typing import Any
 
+from .._closing import Closing
 from .._signals import deferred
 from .intake import Intake
 from .joblog import JobLog
@@ -24,14 +26,12 @@ from .verdicts import cancelled_error
 __all__ = ["Emission", "HandsOut", "Holds"]
 
 
-class HandsOut(Iterator[Outcome]):
+class HandsOut(Closing, Iterator[Outcome]):
     """A batch (local or on Ray) as its reader sees it: outcomes, each final in the job log before it is seen.
 
     An outcome's final job-log line is written (to the kernel: no fsync) as
-    the outcome is handed out, before the reader can print it; outcomes
-    handed out another way (those :meth:`close` returns) get theirs when
-    :meth:`emitted` is called for each, which the reader does before it
-    prints one. An outcome a reader of ``spoolparse batch`` has seen is so
+    the outcome is handed out, before the reader can print it; so are those
+    :meth:`close` returns, before it returns them. An outcome a reader of ``spoolparse batch`` has seen is so
     always in the job log, and ``--resume`` never runs it again, even after a
     ``kill -9``. What is left: a crash after the job-log line and before
     the outcome line is whole on stdout (a reader not reading holds that
@@ -45,6 +45,9 @@ class HandsOut(Iterator[Outcome]):
 
     joblog: JobLog | None
     intake: Intake
+    #: Outcomes of the tasks :meth:`close` cancelled.
+    cancelled: list[Outcome]
+    _closed = True  # until the batch is whole: one whose making failed has nothing to close
     _handed: Outcome | None = None  # handed to the reader, not yet known to be printed
     _cancel_cause: str | None = None  # what a cancelled task's error says (see interrupted_by)
 
@@ -64,6 +67,34 @@ class HandsOut(Iterator[Outcome]):
         """The ids ``resume`` skips."""
         return self.intake.skip
 
+    def close(self) -> list[Outcome]:
+        """Cancel what is running (TERM, a short grace, KILL), delete its spools and cgroups; idempotent.
+
+        Returns the ``cancelled`` outcomes (also in :attr:`cancelled`).
+        """
+        if not self._closed:
+            self._stop_running()
+            # handed out by this return: final in the job log before the caller can print them (and before the
+            # log closes), as the iteration's outcomes are
+            for outcome in self.cancelled:
+                self.emitted(outcome)
+        self._finish_cleanup()
+        return self.cancelled
+
+    def __del__(self) -> None:
+        # a batch dropped unfinished still kills its children and frees its fds
+        with contextlib.suppress(Exception):
+            if not self._closed:
+                self.close()
+
+    def _stop_running(self) -> None:
+        """Stop what runs: what is cancelled goes to :attr:`cancelled`."""
+        raise NotImplementedError
+
+    def _finish_cleanup(self) -> None:
+        """The batch is over for its reader: free what it holds (idempotent)."""
+        raise NotImplementedError
+
     def _take(self) -> Outcome:
         """The next outcome, or :class:`StopIteration`."""
         raise NotImplementedError
@@ -82,9 +113,15 @@ class HandsOut(Iterator[Outcome]):
             with deferred():  # the batch's cleanup whole (its job log closed last)
                 self._all_out()
             raise
+        if self._handed is not out:  # a backend that does not hand it out itself as it takes it
+            self._hand(out)
+        return out
+
+    def _hand(self, out: Outcome) -> None:
+        """``out`` goes to the reader: in hand until printed, its final job-log line written now. A backend's
+        :meth:`_take` calls it as it takes ``out``, under held signals, so that no signal comes between."""
         self._handed = out
         self.emitted(out)
-        return out
 
     def emitted(self, outcome: Outcome) -> None:
         """Say that ``outcome`` is about to reach its reader: its final job-log line is written now, whole."""

@@ -188,22 +188,10 @@ class RayBatch(HandsOut):
         """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
         self._stop.set()
 
-    def close(self) -> list[Outcome]:
-        """Cancel every node's agents, kill the node runners, leave Ray if we joined it; idempotent."""
+    def _stop_running(self) -> None:
+        """Cancel every node's agents (their outcomes are ``cancelled``); :meth:`_finish_cleanup` then kills the
+        node runners and leaves Ray if we joined it."""
         self._gen.close()
-        self._finish_cleanup()
-        return self.cancelled
-
-    def __enter__(self) -> RayBatch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            if not getattr(self, "_closed", True):
-                self.close()
 
     # -- nodes ---------------------------------------------------------------------
 

@@ -205,15 +205,15 @@ class Batch(HandsOut):
         if self._closed and not self._driver.started:
             raise StopIteration
         try:
-            return self._driver.take()
+            return self._driver.take(self._hand)
         except StopIteration:
             raise
         except BaseException as e:  # Ctrl-C (or a signal made an exception) while waiting: cancel, as the loop did
             self.interrupted_by(e)
-            self._stop_driver()
+            self._stop_running()
             raise
 
-    def _stop_driver(self) -> None:
+    def _stop_running(self) -> None:
         """Stop the loop (it cancels what runs) and wait for it; undelivered outcomes become :attr:`cancelled`'s
         first."""
         self._stop.set()
@@ -241,27 +241,6 @@ class Batch(HandsOut):
         """Thread-safe: cancel the batch at the loop's next tick (iteration then ends)."""
         self._stop.set()
         self._waker.wake()
-
-    def close(self) -> list[Outcome]:
-        """Cancel what is running (TERM, short grace, KILL), delete spools and cgroups; idempotent.
-
-        Returns the ``cancelled`` outcomes (also in :attr:`cancelled`).
-        """
-        self._stop_driver()
-        self._finish_cleanup()
-        return self.cancelled
-
-    def __del__(self) -> None:
-        # a batch dropped unfinished still kills its children and frees its fds
-        with contextlib.suppress(Exception):
-            if not getattr(self, "_closed", True):
-                self.close()
-
-    def __enter__(self) -> Batch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- the input ---------------------------------------------------------
 
