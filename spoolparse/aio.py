@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -168,7 +169,7 @@ class AsyncRun:
     # -- starting and stopping ----------------------------------------------
 
     async def __aenter__(self) -> AsyncRun:
-        self.start()
+        await self._start_off_loop()
         return self
 
     async def __aexit__(
@@ -177,12 +178,49 @@ class AsyncRun:
         await self.aclose()
 
     def start(self) -> None:
-        """Start the child (``async with`` does this)."""
-        if self._child is not None:
+        """Start the child now, on the loop's thread. ``async with`` starts it in a worker thread instead: the
+        loop goes on while the spools, the cgroup and the input are made and the child is exec'd."""
+        loop = self._starting()
+        try:
+            child = Child(self.args, self.options, read_buffer=_loop_buffer(loop), close_in_background=True)
+        except BaseException:
+            self._loop = None  # nothing was started
+            raise
+        self._adopt(child, loop)
+
+    def _starting(self) -> asyncio.AbstractEventLoop:
+        if self._child is not None or self._loop is not None:
             raise UsageError("this run was already started")
-        loop = asyncio.get_running_loop()
-        child = Child(self.args, self.options, read_buffer=_loop_buffer(loop), close_in_background=True)
-        self._child, self._loop = child, loop
+        self._loop = asyncio.get_running_loop()
+        return self._loop
+
+    async def _start_off_loop(self) -> None:
+        loop = self._starting()
+        abandoned = threading.Event()
+
+        def make() -> Child | None:
+            child = Child(self.args, self.options, read_buffer=_loop_buffer(loop), close_in_background=True)
+            if abandoned.is_set():  # the start was cancelled while the child was made: nobody will follow it
+                _end_unfollowed(child)
+                return None
+            return child
+
+        made = loop.run_in_executor(None, make)
+        try:
+            child = await asyncio.shield(made)
+        except asyncio.CancelledError:
+            # the child may be made yet: ended by the thread, or by this callback once it is handed over
+            abandoned.set()
+            made.add_done_callback(_end_made)
+            raise
+        except BaseException:
+            self._loop = None  # nothing was started (a SpawnError: what the start made is closed)
+            raise
+        assert child is not None
+        self._adopt(child, loop)
+
+    def _adopt(self, child: Child, loop: asyncio.AbstractEventLoop) -> None:
+        self._child = child
         try:
             if child.pidfd >= 0:
                 loop.add_reader(child.pidfd, self._on_exit)
@@ -477,6 +515,19 @@ class AsyncRun:
             self._waiter = None
             self._woken = False
             self.wakeups += 1
+
+
+def _end_unfollowed(child: Child) -> None:
+    """A child made for a start that was cancelled meanwhile: ended, reaped and closed (never raises)."""
+    child.kill_now()
+    child.close()
+
+
+def _end_made(made: asyncio.Future[Child | None]) -> None:
+    if not made.cancelled() and made.exception() is None:
+        child = made.result()
+        if child is not None:
+            _end_unfollowed(child)
 
 
 def open_run(

@@ -458,3 +458,88 @@ def test_a_deadline_whose_first_look_fails_is_looked_at_again(tmp_path: Path, mo
     assert gone, "the timeout waited for the consumer after a failed look"
     assert res.timed_out and not res.ok
     res.close()
+
+
+def test_the_loop_runs_on_while_a_child_is_started(tmp_path: Path) -> None:
+    """``async with open_run`` makes the child (spools, cgroup, input, exec) in a worker thread: an input that
+    is a FIFO without a writer blocked the whole loop in ``open`` until another thread wrote to it."""
+    fifo = tmp_path / "input"
+    os.mkfifo(fifo)
+    opened_by: list[str] = []
+
+    def fallback() -> None:  # the old behaviour: nobody on the loop can open it; this thread does, late
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            return  # the loop's writer had it (or nobody reads: the start went on)
+        opened_by.append("thread")
+        os.write(fd, b"x\n")
+        os.close(fd)
+
+    async def main() -> spoolparse.Result:
+        async def writer() -> None:
+            while True:
+                try:
+                    fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until the start opens it to read
+                except OSError:
+                    await asyncio.sleep(0.01)
+                    continue
+                opened_by.append("loop")
+                os.write(fd, b'{"type":"x"}\n')
+                os.close(fd)
+                return
+
+        task = asyncio.create_task(writer())
+        import threading
+
+        late = threading.Timer(3.0, fallback)
+        late.start()
+        try:
+            async with spoolparse.open_run(["cat"], input=fifo, allow_empty_answer=True) as run:
+                result = await run.wait()
+        finally:
+            late.cancel()
+        await task
+        return result
+
+    r = asyncio.run(main())
+    assert opened_by == ["loop"]  # the loop's own writer got to it while the start waited in its thread
+    assert r.returncode == 0 and r.lines == 1
+
+
+def test_a_start_cancelled_while_the_child_is_made_leaves_no_child(tmp_path: Path) -> None:
+    """The start's thread goes on after the await is cancelled: what it makes, it ends (nothing escapes)."""
+    import threading
+
+    fifo = tmp_path / "input"
+    os.mkfifo(fifo)
+    token = f"spoolparse-test-{os.getpid()}-{id(fifo)}"
+
+    def writer() -> None:  # opens the FIFO once (a reader must be there), so that the start goes on
+        fd = os.open(fifo, os.O_WRONLY)
+        os.close(fd)
+
+    async def main() -> None:
+        run = spoolparse.open_run(["sh", "-c", f"exec sleep 60 # {token}"], input=fifo)
+        start = asyncio.create_task(run.__aenter__())
+        await asyncio.sleep(0.2)  # the worker thread waits in open() for a writer
+        start.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await start
+        threading.Thread(target=writer, daemon=True).start()  # now the start goes on, for nobody
+
+    late = threading.Timer(3.0, writer)  # the loop blocked in open(): it goes on late (and the test fails)
+    late.daemon = True
+    late.start()
+    try:
+        asyncio.run(main())  # returns once the start's thread is done (the default executor is joined)
+    finally:
+        late.cancel()
+    alive = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if token.encode() in (proc / "cmdline").read_bytes():
+                alive.append(proc.name)
+        except OSError:
+            continue
+    assert alive == []
