@@ -43,7 +43,7 @@ from typing import IO
 
 from . import _limits
 from ._dirfd import NotOurs, make_unique_dir, open_path, own_dir, refusal
-from ._os.proc import pid_gone
+from ._os.identity import Survey, identity, parse
 from ._signals import helper_thread
 from .errors import SpoolDirError, SpoolDirWarning, SpoolFullError
 
@@ -220,7 +220,8 @@ def open_spool(directory: str) -> IO[bytes]:
 PLACEMENT_SPOOLS = 512
 PLACEMENT_PAUSE = 1.0
 
-#: ``<spool dir>/PLACEMENTS<uid>/<pid>-<random>``: where spools are made on an ext4 without a journal.
+#: ``<spool dir>/PLACEMENTS<uid>/<identity>-<random>`` (``<pid>-<start>-<pid namespace>``): where spools are made
+#: on an ext4 without a journal.
 PLACEMENTS = "spoolparse-"
 
 _LONG = struct.calcsize("l")
@@ -279,12 +280,14 @@ class _Top:
             _spread_subdirectories(self.fd)
 
     def sweep(self) -> None:
-        """Remove the placements of processes that are gone without removing theirs (killed): empty
-        directories, since a spool never has a name."""
-        me = os.getpid()
+        """Remove the placements of processes provably gone without removing theirs (killed): empty
+        directories, since a spool never has a name. A placement is named ``<identity>-<random>``
+        (:mod:`~spoolparse._os.identity`): a pid number alone would take the placement of a live process in
+        another PID namespace sharing the directory for a dead one's, and its next spools would fail."""
+        survey = Survey()
         for name in os.listdir(self.fd):
-            pid = name.partition("-")[0]
-            if pid.isdigit() and int(pid) != me and pid_gone(int(pid)):
+            who = parse(name.rpartition("-")[0])
+            if who is not None and survey.gone(who):
                 with contextlib.suppress(OSError):
                     os.rmdir(name, dir_fd=self.fd)
 
@@ -314,7 +317,9 @@ class _Place:
 
     def __init__(self, top: _Top) -> None:
         self.top = top
-        self.name, self.fd = make_unique_dir(top.fd, f"{os.getpid()}-")  # a mkdtemp through the descriptor
+        # a mkdtemp through the descriptor, named after us (without an identity, never swept: nothing proves
+        # its maker gone)
+        self.name, self.fd = make_unique_dir(top.fd, f"{identity() or os.getpid()}-")
         self.path = os.path.join(top.path, self.name)
         self.spools = 0
         self.last = time.monotonic()
@@ -345,8 +350,9 @@ _exited = False
 
 def placement(directory: str) -> str:
     """The directory this process makes new spools of ``directory`` in: ``directory`` itself, except on an
-    ext4 without a journal, where it is ``directory/spoolparse-<uid>/<pid>-<random>`` (made here, removed at
-    exit; one left by a killed process is removed by the next that makes one).
+    ext4 without a journal, where it is ``directory/spoolparse-<uid>/<pid>-<start>-<pidns>-<random>`` (made
+    here, removed at exit; one left by a killed process is removed by the next that makes one, once its maker
+    is provably gone).
 
     Why: there a new inode skips, one by one, every inode of its block group freed in the last seconds (the
     last minutes while the inode table is not written back) — the kernel's ``recently_deleted`` in

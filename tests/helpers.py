@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -108,3 +110,27 @@ def on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, bytes, byt
         if slave >= 0:
             os.close(slave)
     return proc.returncode, out, drawn
+
+
+#: Run a command in a time namespace of its own, its clock 1,000 s ahead of ours.
+BOOTTIME = ["unshare", "--time", "--boottime", "1000"]
+
+
+def time_namespaces() -> bool:
+    """Whether this host can make time namespaces (Linux 5.6, unshare(1))."""
+    return shutil.which("unshare") is not None and subprocess.run(
+        [*BOOTTIME, "true"], capture_output=True, check=False).returncode == 0
+
+
+def identity_of_child(alive: bool, clock: list[str]) -> tuple[str, subprocess.Popen[bytes]]:
+    """The identity a runner started now has (and its process: running with ``alive``, else reaped), started
+    through ``clock`` (a time namespace of its own, or nothing)."""
+    code = "from spoolparse._os.identity import identity; import sys, time; print(identity(), flush=True); " \
+           "sys.stdin.read()"
+    p = subprocess.Popen([*clock, sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert p.stdout is not None and p.stdin is not None
+    ident = p.stdout.readline().decode().strip()
+    if not alive:
+        p.stdin.close()
+        p.wait()
+    return ident, p

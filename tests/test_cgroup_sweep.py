@@ -20,6 +20,7 @@ import pytest
 
 from spoolparse._os.cgroup import Placement, sweep_stale
 
+from .helpers import BOOTTIME, identity_of_child, time_namespaces
 from .runner_support import escapee_tag, sleeping, wait_for
 
 WHERE = Placement.detect()
@@ -107,32 +108,10 @@ def test_a_host_sweep_spares_the_live_tasks_of_a_runner_in_another_pid_namespace
                 os.rmdir(d)
 
 
-def _identity_of_child(alive: bool, clock: list[str]) -> tuple[str, subprocess.Popen[bytes]]:
-    """The identity a runner started now has (and its process: running with ``alive``, else reaped), started
-    through ``clock`` (a time namespace of its own, or nothing)."""
-    code = "from spoolparse._os.identity import identity; import sys, time; print(identity(), flush=True); " \
-           "sys.stdin.read()"
-    p = subprocess.Popen([*clock, sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert p.stdout is not None and p.stdin is not None
-    ident = p.stdout.readline().decode().strip()
-    if not alive:
-        p.stdin.close()
-        p.wait()
-    return ident, p
-
-
-_BOOTTIME = ["unshare", "--time", "--boottime", "1000"]  # its clock 1,000 s ahead of ours
-
-
-def _time_namespaces() -> bool:
-    return shutil.which("unshare") is not None and subprocess.run(
-        [*_BOOTTIME, "true"], capture_output=True, check=False).returncode == 0
-
-
 @pytest.mark.parametrize("clock", [
     pytest.param([], id="our clock"),
-    pytest.param(_BOOTTIME, id="time namespace",
-                 marks=pytest.mark.skipif(not _time_namespaces(), reason="needs unshare --time (Linux 5.6)")),
+    pytest.param(BOOTTIME, id="time namespace",
+                 marks=pytest.mark.skipif(not time_namespaces(), reason="needs unshare --time (Linux 5.6)")),
 ])
 @pytest.mark.parametrize("case", ["dead", "pid reused", "alive", "pid alone"])
 def test_the_sweep_takes_a_cgroup_whose_runner_is_provably_gone_and_no_other(case: str, clock: list[str]) -> None:
@@ -141,7 +120,7 @@ def test_the_sweep_takes_a_cgroup_whose_runner_is_provably_gone_and_no_other(cas
     # the same
     parent = WHERE.memory_parent
     assert parent is not None
-    ident, p = _identity_of_child(alive=case in ("pid reused", "alive"), clock=clock)
+    ident, p = identity_of_child(alive=case in ("pid reused", "alive"), clock=clock)
     if case == "pid reused":
         pid, start, ns = ident.split("-")
         ident = f"{pid}-{int(start) - 1}-{ns}"  # that pid's number, held now by a process started later

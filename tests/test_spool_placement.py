@@ -8,6 +8,7 @@ on disk is looked at after they exit.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -26,8 +27,9 @@ from hypothesis import strategies as st
 
 from spoolparse import SpoolFullError
 from spoolparse import spool as spool_mod
+from spoolparse._os.identity import identity, parse
 
-from .helpers import ROOT
+from .helpers import ROOT, identity_of_child
 
 UID = os.geteuid()
 
@@ -122,6 +124,7 @@ def test_spools_are_made_in_a_directory_of_the_process_own_removed_at_exit(tmp_p
     placement = os.path.dirname(str(seen["target"]))
     assert os.path.dirname(placement) == str(tmp_path / f"spoolparse-{UID}")
     assert os.path.basename(placement).startswith(f"{seen['pid']}-")
+    assert parse(os.path.basename(placement).rpartition("-")[0]) is not None  # named after its maker's identity
     assert os.path.basename(str(seen["target"])).startswith("#")  # O_TMPFILE: no name
     assert seen["top"] == [os.path.basename(placement)]
     assert isinstance(seen["flags"], int) and seen["flags"] & spool_mod._FS_TOPDIR_FL  # chattr +T
@@ -136,6 +139,34 @@ def test_the_placement_of_a_killed_process_is_removed_by_the_next_process(tmp_pa
     seen = _one_spool(tmp_path)
     assert seen["top"] == [os.path.basename(os.path.dirname(str(seen["target"])))]  # the dead one's is swept
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("case", ["dead", "pid reused", "alive", "pid alone"])
+def test_a_placement_is_swept_once_its_maker_is_provably_gone_and_no_other(tmp_path: Path, case: str) -> None:
+    """A placement is named after its maker's identity, as a task cgroup is: a pid number alone (an older
+    name, or the number of a live spoolparse in another PID namespace sharing the directory) proves nothing, and
+    removing a live process's placement made its next spools fail."""
+    _needs_ext4_without_journal(tmp_path)
+    ident, p = identity_of_child(alive=case in ("pid reused", "alive"), clock=[])
+    if case == "pid reused":
+        pid, start, ns = ident.split("-")
+        ident = f"{pid}-{int(start) - 1}-{ns}"  # that pid's number, held now by a process started later
+    top = tmp_path / f"spoolparse-{UID}"
+    top.mkdir(mode=0o700)
+    theirs = top / (f"{ident}-0badcafe" if case != "pid alone" else f"{p.pid}-0badcafe")
+    theirs.mkdir(mode=0o700)
+    try:
+        spool_mod.open_spool(str(tmp_path)).close()  # this process's first spool there: it sweeps first
+        mine = os.path.basename(spool_mod.placement(str(tmp_path)))
+        assert mine.startswith(f"{identity()}-")
+        assert theirs.exists() == (case in ("alive", "pid alone"))
+    finally:
+        if p.returncode is None:
+            assert p.stdin is not None
+            p.stdin.close()
+            p.wait()
+        with contextlib.suppress(OSError):
+            theirs.rmdir()
 
 
 def test_a_placement_removed_meanwhile_leaves_the_spools_in_the_directory(
