@@ -387,6 +387,29 @@ def test_a_joined_start_leaves_the_starting_thread_where_it_was() -> None:
         assert mine() == before
 
 
+def test_the_main_thread_never_steps_into_a_tasks_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cgroup v1 charges the memory of the whole process to its main thread's cgroup: a joined start from the
+    main thread (``run``) put all of spoolparse under the task's memory limit while it forked. It is made by
+    the spawner thread instead."""
+    import threading
+
+    import spoolparse
+    from spoolparse._os import joined
+
+    movers: list[bool] = []
+    real = joined._move
+
+    def move(tasks: str, tid: bytes) -> None:
+        movers.append(threading.current_thread() is threading.main_thread())
+        real(tasks, tid)
+
+    monkeypatch.setattr(joined, "_move", move)
+    with spoolparse.run(["sh", "-c", "cat /proc/self/cgroup >&2"], containment="auto", allow_empty_answer=True) as r:
+        if not any(":memory:" in line and "/spoolparse-" in line for line in r.stderr_tail.splitlines()):
+            pytest.skip("needs a task cgroup v1 (root on a cgroup v1 host)")
+    assert movers and not any(movers)  # joined and came back, never by the main thread
+
+
 _JOINED_NOT_HELD = """
 import sys
 import spoolparse

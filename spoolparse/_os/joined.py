@@ -13,8 +13,9 @@ cgroup's ``cgroup.procs`` (v1 lists a process with any thread there): no
 kill of a cgroup by us signals ourselves (:meth:`.cgroup.ChildCgroup.kill`,
 :func:`.cgroup.destroy`). The memory the thread touches meanwhile stays
 charged to our own cgroup (v1 charges an address space's owner, the main
-thread), and the fork counts in the child's ``pids.max``, as the child's own
-would.
+thread: which is why the main thread never makes a joined start, the
+spawner thread does it for it), and the fork counts in the child's
+``pids.max``, as the child's own would.
 
 cgroup v2 places whole processes (a thread only in a ``threaded`` subtree,
 which has no memory controller): there the gated start remains.

@@ -129,8 +129,11 @@ class Launch:
                 raise self.error(e, exec_failed=not isinstance(e, JoinError)) from None
 
         try:
-            # PR_SET_PDEATHSIG is the forking thread's: those starts fork from one that outlives the child
-            return popen() if self.preexec is None and self.gate is None else spawn(popen)
+            # PR_SET_PDEATHSIG is the forking thread's: those starts fork from one that outlives the child; the
+            # joined one never from the main thread (its cgroup is where v1 charges the whole process's memory)
+            if self.preexec is None and self.gate is None and self.back is None:
+                return popen()
+            return spawn(popen, off_main=self.back is not None)
         except BaseException:
             if self.registration is not None:
                 self.registration.done(None)  # a child that registered itself and then failed to exec

@@ -71,6 +71,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any, Literal, TypeVar
 
+from .._signals import deferred
+
 __all__ = [
     "spawn", "mark_long_lived", "deathsig_preexec", "gated_argv", "Gate", "exec_check", "explain_exec_error",
     "start_way",
@@ -498,10 +500,14 @@ def _serve() -> None:
             fut.set_exception(e)
 
 
-def spawn(fn: Callable[[], T]) -> T:
-    """Call ``fn`` (which forks) on a thread that outlives the child: this one, or the shared spawner."""
+def spawn(fn: Callable[[], T], *, off_main: bool = False) -> T:
+    """Call ``fn`` (which forks) on a thread that outlives the child: this one, or the shared spawner.
+    ``off_main``: never on the main thread (the joined start: cgroup v1 charges the memory of the whole
+    process to the cgroup its main thread is in, and that thread would step into the task's). The caller waits
+    with the ending signals held: the fork is a matter of milliseconds, and a signal must not part it from the
+    child it started."""
     global _thread
-    if _here():
+    if _here() and not (off_main and threading.current_thread() is threading.main_thread()):
         return fn()
     with _thread_lock:
         if _thread is None or not _thread.is_alive():
@@ -509,8 +515,9 @@ def spawn(fn: Callable[[], T]) -> T:
             _thread = threading.Thread(target=_serve, name="spoolparse-spawn", daemon=True)
             _thread.start()
     fut: Future[T] = Future()
-    _jobs.put((fn, fut))
-    return fut.result()
+    with deferred():
+        _jobs.put((fn, fut))
+        return fut.result()
 
 
 def _after_fork() -> None:
