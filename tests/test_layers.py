@@ -186,6 +186,49 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert "spoolparse._os.cgroup" in known and "spoolparse._os" in known
 
 
+#: A module and a class of one idea, small enough to read in one sitting.
+MAX_MODULE_LINES = 700
+MAX_CLASS_ATTRIBUTES = 40
+
+
+def attributes(cls: ast.ClassDef) -> set[str]:
+    """The names a class holds state in: its class-level assignments and every ``self.<name> =`` in it."""
+    names: set[str] = set()
+    for node in cls.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    for node in ast.walk(cls):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(sub.attr for sub in ast.walk(target) if isinstance(sub, ast.Attribute)
+                             and isinstance(sub.value, ast.Name) and sub.value.id == "self")
+    return names - {"__slots__", "__all__"}
+
+
+def test_modules_and_classes_are_small_enough_to_read() -> None:
+    long_modules, big_classes = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if (n := len(text.splitlines())) > MAX_MODULE_LINES:
+            long_modules.append(f"{path.relative_to(ROOT)}: {n} lines")
+        big_classes += [f"{path.relative_to(ROOT)}:{node.name}: {len(attributes(node))} attributes"
+                        for node in ast.walk(ast.parse(text)) if isinstance(node, ast.ClassDef)
+                        and len(attributes(node)) > MAX_CLASS_ATTRIBUTES]
+    assert long_modules == [], f"over {MAX_MODULE_LINES} lines: split by idea"
+    assert big_classes == [], f"over {MAX_CLASS_ATTRIBUTES} attributes: split by idea"
+
+
+def test_the_attribute_count_counts_what_a_class_holds() -> None:
+    cls = ast.parse("class C(B):\n    a: int = 0\n    b = 1\n    __slots__ = ()\n    def m(self, o):\n"
+                    "        self.c = self.d = 2\n        self.a += 1\n        o.e = 3\n        (self.f, x) = 4, 5\n")
+    node = cls.body[0]
+    assert isinstance(node, ast.ClassDef) and attributes(node) == {"a", "b", "c", "d", "f"}
+    assert len(attributes(next(n for n in ast.walk(ast.parse((PACKAGE / "runner" / "scheduler.py").read_text()))
+                               if isinstance(n, ast.ClassDef) and n.name == "Batch"))) > 20
+
+
 if __name__ == "__main__":  # the graph, a layer at a time
     g = graph()
     for i, (layer, _) in enumerate(LAYERS):
