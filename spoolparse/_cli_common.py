@@ -12,6 +12,7 @@ import contextlib
 import math
 import re
 import sys
+from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from . import _limits
@@ -35,6 +36,7 @@ __all__ = [
     "EXIT_STATUSES",
     "COMMANDS",
     "add_command",
+    "log_messages",
     "exit_status",
     "parse_duration",
     "parse_size",
@@ -249,3 +251,23 @@ def fail(message: str, *, prog: str = "spoolparse") -> None:
 def warn(message: str, *, prog: str = "spoolparse") -> None:
     """Report a warning: one line on stderr (a ``warning`` event when stderr carries the events)."""
     _message("warning", message, prog)
+
+
+@contextlib.contextmanager
+def log_messages() -> Iterator[None]:
+    """For the block, the package's log warnings (a cgroup that cannot be made, a transcript that cannot be
+    kept, a torn job-log line) are our messages: one ``spoolparse: warning:`` line each (or an event, when
+    stderr carries the events); errors are ``spoolparse: error:`` lines."""
+    import logging  # here: ``--help`` and ``--version`` load only what they print
+
+    class Messages(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            (fail if record.levelno >= logging.ERROR else warn)(record.getMessage())
+
+    logger = logging.getLogger("spoolparse")
+    handler = Messages(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)

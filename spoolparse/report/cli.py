@@ -7,7 +7,7 @@ import os
 import sys
 from typing import IO, Any
 
-from .._cli_common import add_command, emit_json, warn
+from .._cli_common import add_command, emit_json, log_messages, warn
 from ..errors import UsageError
 
 __all__ = ["register"]
@@ -48,7 +48,6 @@ def _check_file(path: str, what: str) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from ..runner.cli import _runner_messages
     from . import build
     from .html import page
     from .text import write
@@ -66,7 +65,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UsageError(f"cannot write {args.html}: {e.strerror}") from None
     try:
-        with _runner_messages():  # the job log's reader warns of torn lines as batch --resume's does
+        with log_messages():  # the job log's reader warns of torn lines as batch --resume's does
             if args.outcomes == "-":
                 report, fold = build(sys.stdin.buffer, joblog=args.joblog, results=args.results,
                                      rows=html_out is not None)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
-import logging
 import os
 import shutil
 import signal
@@ -34,6 +33,7 @@ from .._cli_common import (
     add_output_options,
     emit_json,
     fail,
+    log_messages,
     parse_duration,
     parse_size,
     positive_size,
@@ -415,25 +415,6 @@ class _TaskEvents:
         emit_json({"task": str(task.id), **ev.as_dict()}, out=self.out)
 
 
-class _Messages(logging.Handler):
-    """The runner's log warnings (a cgroup that cannot be made, a transcript that cannot be kept), as our
-    messages: one ``spoolparse: warning:`` line, or an event when stderr carries the events."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        (fail if record.levelno >= logging.ERROR else warn)(record.getMessage())
-
-
-@contextlib.contextmanager
-def _runner_messages() -> Iterator[None]:
-    logger = logging.getLogger("spoolparse")
-    handler = _Messages(logging.WARNING)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-
-
 def _cmd_batch(args: argparse.Namespace) -> int:
     resume = getattr(args, "resume", False)
     if resume and not getattr(args, "joblog", None):
@@ -467,7 +448,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
         progress = _Progress(sys.stderr) if show else None
         if progress is not None and args.tasks != "-":
             _count_in_background(progress, args.tasks)
-        stack.enter_context(_runner_messages())
+        stack.enter_context(log_messages())
         status = _run_batch(args, options, tasks, progress, events)
     return status
 
@@ -568,7 +549,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     if args.list:
         if command:
             raise UsageError("calibrate --list takes no command")
-        with _runner_messages():  # a file that cannot be used is a warning
+        with log_messages():  # a file that cannot be used is a warning
             emit_json({"path": calibrations_path(), "calibrations": listing()}, pretty=args.pretty)
         return 0
     if not command:
