@@ -1,6 +1,8 @@
 """Running a child from asyncio: :func:`arun`, and :func:`open_run` to follow its events.
 
-No thread per child. The child's exit wakes the loop through its pidfd
+No thread follows a child: a thread of the loop's default executor only makes
+it (its spools, its cgroup, its input, the ``exec``), so that the loop runs on
+meanwhile. The child's exit wakes the loop through its pidfd
 (``loop.add_reader``); its writes through one inotify instance shared by every
 run on the loop (see :mod:`spoolparse._os.wait`). A running child so holds its two
 spool files and its pidfd, nothing more. Where pidfds or inotify are missing
@@ -569,7 +571,8 @@ async def arun(
 ) -> Result:
     """:func:`spoolparse.run` for asyncio: same options, same :class:`~spoolparse.Result`.
 
-    No thread per child. Cancelling the awaiting task kills the child's
+    No thread follows the child (one of the loop's default executor makes it).
+    Cancelling the awaiting task kills the child's
     process group (SIGTERM, a short grace, SIGKILL), closes the spools and
     re-raises :class:`asyncio.CancelledError`; an exception from
     ``on_event`` does the same and is re-raised.

@@ -104,3 +104,123 @@ def test_a_signal_as_the_batch_hands_an_outcome_out_loses_it_nowhere(tmp_path: P
     assert len(ids) == len(set(ids)) == 4  # one outcome each, none lost, none twice
     finals = [r["id"] for r in map(json.loads, path.read_text().splitlines()) if r["final"]]
     assert sorted(finals) == sorted(ids)  # and each one final in the job log: --resume runs none again
+
+
+def _popleft_then_signal(seen: list[str], fired: list[bool]) -> object:
+    """A profiler that raises SIGINT as the driver's take pops the second outcome (held, then raised as the
+    take's held stretch ends: after the outcome was handed out)."""
+    import signal
+
+    def hook(frame: object, event: str, arg: object) -> None:
+        if event == "c_return" and getattr(arg, "__name__", "") == "popleft" and len(seen) == 1 and not fired \
+                and getattr(getattr(frame, "f_code", None), "co_name", "") == "take":
+            fired.append(True)
+            signal.raise_signal(signal.SIGINT)
+
+    return hook
+
+
+def test_a_library_reader_cut_short_by_a_signal_gets_the_outcome_in_hand_from_close(tmp_path: Path) -> None:
+    """A reader that knows nothing of unprinted(): the outcome handed out as the signal came is the first of
+    what close() returns (it was in the job log as final, and in nobody's hands)."""
+    import sys
+
+    from spoolparse.runner.scheduler import Batch
+
+    path = tmp_path / "jobs.ndjson"
+    seen: list[str] = []
+    fired: list[bool] = []
+    batch = Batch([{"id": f"t{i}", "argv": ["true"]} for i in range(4)], joblog=str(path), max_concurrent=1,
+                  allow_empty_answer=True, spool_dir=str(tmp_path))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for out in batch:
+                seen.append(out.id)
+                sys.setprofile(_popleft_then_signal(seen, fired))  # type: ignore[arg-type]
+        sys.setprofile(None)
+        rest = [o.id for o in batch.close()]
+    finally:
+        sys.setprofile(None)
+        batch.close()
+    assert fired
+    assert len(seen) == 1 and len(seen + rest) == len(set(seen + rest)) == 4
+    finals = [r["id"] for r in map(json.loads, path.read_text().splitlines()) if r["final"]]
+    assert sorted(finals) == sorted(seen + rest)
+
+
+def test_an_outcome_whose_job_log_line_cannot_be_written_is_handed_out_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed job-log write (ENOSPC) while an outcome is handed out: it was both in hand and put back in the
+    queue, so the command printed it twice."""
+    import errno
+
+    from spoolparse.runner import joblog as jl
+    from spoolparse.runner.scheduler import Batch
+
+    path = tmp_path / "jobs.ndjson"
+    real = jl.JobLog._append
+    finals = [0]
+
+    def append(self: JobLog, data: bytes) -> None:
+        if json.loads(data)["final"]:
+            finals[0] += 1
+            if finals[0] == 1:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, data)
+
+    monkeypatch.setattr(jl.JobLog, "_append", append)
+    batch = Batch([{"id": f"t{i}", "argv": ["true"]} for i in range(3)], joblog=str(path), max_concurrent=1,
+                  allow_empty_answer=True, spool_dir=str(tmp_path))
+    seen: list[str] = []
+    with pytest.raises(OSError, match="No space"):
+        for out in batch:
+            seen.append(out.id)
+            batch.printed(out)
+    printed = seen + [o.id for o in batch.unprinted()] + [o.id for o in batch.close()]  # as the command does
+    assert sorted(printed) == sorted(set(printed)) and len(printed) == 3
+
+
+def test_the_outcomes_a_closed_ray_batch_returns_are_final_in_its_job_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray's loop closes the job log as it ends: the outcomes that waited for the reader (t2, behind t1 in
+    input order) lost their final lines there, before close() returned them, and --resume ran them again. Ray
+    itself is stood in for: what is under test is the driver's side."""
+    import time
+    import types
+
+    from spoolparse.runner import ray_backend as rb
+    from spoolparse.runner.options import BatchOptions
+    from spoolparse.runner.ray_ledger import Record
+    from spoolparse.runner.tasks import Task
+
+    fake = types.SimpleNamespace(is_initialized=lambda: True, kill=lambda *a, **k: None, shutdown=lambda: None)
+    monkeypatch.setattr(rb, "_import_ray", lambda: fake)
+
+    def refresh(self: rb.RayBatch) -> None:
+        self._actors["n"] = object()
+        self.ledger.add_node("n")
+
+    step = [0]
+
+    def receive(self: rb.RayBatch) -> None:  # t0 ends, then t2 (waiting for t1 in order); t1 runs on
+        if step[0] == 0:
+            for seq, tid in ((0, "t0"), (2, "t2")):
+                task = Task(argv=["true"], id=tid)
+                self._record(Record(Outcome(id=tid, verdict="ok", attempts=1), task, True, time.time(), seq))
+        step[0] += 1
+        time.sleep(0.01)
+
+    monkeypatch.setattr(rb.RayBatch, "_refresh_nodes", refresh)
+    monkeypatch.setattr(rb.RayBatch, "_send", lambda self: None)
+    monkeypatch.setattr(rb.RayBatch, "_finished", lambda self: False)
+    monkeypatch.setattr(rb.RayBatch, "_receive", receive)
+    log = tmp_path / "jobs.ndjson"
+    batch = rb.RayBatch([], address=None, options=BatchOptions.of(None, {"joblog": str(log), "ordered": True},
+                                                                   caller="test"))
+    first = next(batch)
+    batch.printed(first)
+    closed = batch.close()
+    assert first.id == "t0" and [(o.id, o.verdict) for o in closed] == [("t2", "ok")]
+    assert [r["id"] for r in map(json.loads, log.read_text().splitlines()) if r["final"]] == ["t0", "t2"]

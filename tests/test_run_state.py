@@ -9,6 +9,7 @@ import pytest
 
 from spoolparse import StreamParser
 from spoolparse.providers import PROVIDERS
+from spoolparse.providers._text import BoundedText
 from spoolparse.providers.base import Provider, fresh
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -62,9 +63,12 @@ def test_every_field_a_provider_sets_is_declared(name: str) -> None:
 
 
 def test_a_mutable_start_value_must_be_fresh() -> None:
-    with pytest.raises(TypeError, match=r"Mine\.seen: a mutable start value must be made anew"):
+    with pytest.raises(TypeError, match=r"Mine\.seen: a start value that can change must be made anew"):
         class Mine(Provider):
             seen: list[str] = []  # noqa: RUF012  # the mistake under test
+    with pytest.raises(TypeError, match=r"Other\.text: a start value that can change"):
+        class Other(Provider):
+            text: BoundedText = BoundedText()  # hashable, and one buffer for every run all the same
 
 
 def test_fresh_values_are_each_instance_own_and_class_vars_are_not_state() -> None:
@@ -80,3 +84,21 @@ def test_fresh_values_are_each_instance_own_and_class_vars_are_not_state() -> No
     assert "limit" not in vars(a) and "seen" not in vars(Mine)
     a.restart()
     assert (a.seen, a.count) == ([], 0)
+
+
+def test_state_declared_by_every_base_and_mixin_is_each_instances() -> None:
+    from spoolparse.providers.codex import CodexProvider
+    from spoolparse.providers.droid import DroidProvider
+
+    class Mixin:
+        seen: list[str] = fresh(list)
+
+    class Both(Mixin, CodexProvider, DroidProvider):
+        pass
+
+    a, b = Both(), Both()
+    a.seen.append("x")
+    assert b.seen == [] and "completed" in vars(a) and "plan_text" in vars(a)  # Droid's, Codex's, the mixin's
+    a.completed = True
+    a.restart()
+    assert (a.completed, a.seen) == (False, [])

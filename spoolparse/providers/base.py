@@ -278,9 +278,16 @@ def _same(value: Any) -> Callable[[], Any]:
     return lambda: value
 
 
-def _declared_state(cls: type) -> list[tuple[str, Callable[[], Any]]]:
+#: Start values one object can be for every run: nothing in them changes.
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, tuple, frozenset)
+
+
+def _declared_state(cls: type) -> tuple[tuple[str, Callable[[], Any]], ...]:
     """The run state ``cls`` itself declares: its annotated class attributes with a start value, but ``ClassVar``s
-    (with postponed annotations their annotations are strings)."""
+    (with postponed annotations their annotations are strings). Read once a class (a mixin's too), and kept."""
+    own: tuple[tuple[str, Callable[[], Any]], ...] | None = cls.__dict__.get("_own_run_state")
+    if own is not None:
+        return own
     state: list[tuple[str, Callable[[], Any]]] = []
     # (not inspect.get_annotations: importing inspect would cost every parse's start-up some 6 ms)
     for name, note in cls.__dict__.get("__annotations__", {}).items():  # noqa: RUF063
@@ -289,12 +296,17 @@ def _declared_state(cls: type) -> list[tuple[str, Callable[[], Any]]]:
         value = cls.__dict__[name]
         if isinstance(value, _Fresh):
             state.append((name, value.make))
-            delattr(cls, name)  # never read from the class: every instance has its own
-        elif type(value).__hash__ is None:  # a list, a dict: one object would be shared by every run
-            raise TypeError(f"{cls.__name__}.{name}: a mutable start value must be made anew: use fresh(...)")
+        elif not isinstance(value, _IMMUTABLE):  # a list, a dict, a buffer: one object would serve every run
+            raise TypeError(f"{cls.__name__}.{name}: a start value that can change must be made anew for each "
+                            f"run: use fresh(...)")
         else:
             state.append((name, _same(value)))
-    return state
+    if state:
+        for name, _ in state:
+            if isinstance(cls.__dict__[name], _Fresh):
+                delattr(cls, name)  # never read from the class: every instance has its own
+        type.__setattr__(cls, "_own_run_state", tuple(state))
+    return tuple(state)
 
 
 class Provider:
@@ -354,7 +366,8 @@ class Provider:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        cls._run_state = (*cls._run_state, *_declared_state(cls))
+        # every class's it derives from, a mixin's too, the nearest last (its start values win)
+        cls._run_state = tuple(field for c in reversed(cls.__mro__) for field in _declared_state(c))
         g = cls.__dict__.get("grammar")
         if isinstance(g, Grammar):  # its name and the types it looks at are its grammar's: one declaration, not two
             cls.name = g.name

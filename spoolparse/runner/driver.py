@@ -110,8 +110,8 @@ class Driver(Generic[T]):
                     if item is not None and len(self._handoff) == self._room_at:
                         self._on_room()  # the reader caught up: the loop may start tasks again
                 if item is not None and hand is not None:
+                    handed = True  # out of the queue whatever hand does: in hand, never put back
                     hand(item)
-                    handed = True
         except BaseException:
             if item is not None and not handed:
                 with self._cv:

@@ -49,6 +49,7 @@ class HandsOut(Closing, Iterator[Outcome]):
     cancelled: list[Outcome]
     _closed = True  # until the batch is whole: one whose making failed has nothing to close
     _handed: Outcome | None = None  # handed to the reader, not yet known to be printed
+    _cut: Outcome | None = None  # handed out, then the iteration cut short before the reader had it
     _cancel_cause: str | None = None  # what a cancelled task's error says (see interrupted_by)
 
     def interrupted_by(self, cause: BaseException) -> None:
@@ -78,6 +79,9 @@ class HandsOut(Closing, Iterator[Outcome]):
             # log closes), as the iteration's outcomes are
             for outcome in self.cancelled:
                 self.emitted(outcome)
+        if self._cut is not None:  # handed out as a signal cut the iteration short: the caller never had it
+            self.cancelled.insert(0, self._cut)
+            self._cut = None
         self._finish_cleanup()
         return self.cancelled
 
@@ -109,17 +113,23 @@ class HandsOut(Closing, Iterator[Outcome]):
         self._handed = None  # the reader asks again: it has the one before
         try:
             out = self._take()
+            if self._handed is not out:  # a backend that does not hand it out itself as it takes it
+                self._hand(out)
         except StopIteration:
             with deferred():  # the batch's cleanup whole (its job log closed last)
                 self._all_out()
             raise
-        if self._handed is not out:  # a backend that does not hand it out itself as it takes it
-            self._hand(out)
+        except BaseException:
+            # a signal (or a failed job-log write) after the outcome was handed out, before the reader had it:
+            # kept for unprinted(), or else for close() to return
+            self._cut = self._handed
+            raise
         return out
 
     def _hand(self, out: Outcome) -> None:
-        """``out`` goes to the reader: in hand until printed, its final job-log line written now. A backend's
-        :meth:`_take` calls it as it takes ``out``, under held signals, so that no signal comes between."""
+        """``out`` goes to the reader: in hand until printed, its final job-log line written now. Each backend's
+        :meth:`_take` calls it as it takes ``out`` from where it waited, under held signals, so that no signal
+        comes between the two."""
         self._handed = out
         self.emitted(out)
 
@@ -137,6 +147,8 @@ class HandsOut(Closing, Iterator[Outcome]):
     def unprinted(self) -> list[Outcome]:
         """The outcome handed out last if the reader never said it printed it (a signal came between), once."""
         handed, self._handed = self._handed, None
+        if handed is not None and handed is self._cut:
+            self._cut = None  # the caller has it now: close() does not return it again
         return [] if handed is None else [handed]
 
 

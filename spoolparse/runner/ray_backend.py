@@ -261,14 +261,14 @@ class RayBatch(HandsOut):
                 if self._stop.is_set():
                     raise _Stop
                 while self._out:
-                    yield self._out.popleft()
+                    yield self._hand_next()
                 self._send()
                 while self._out:
-                    yield self._out.popleft()
+                    yield self._hand_next()
                 if self.policy.halted and not self.ledger.in_flight() and not self.ledger.requeue:
                     self._skip_rest()
                     while self._out:
-                        yield self._out.popleft()
+                        yield self._hand_next()
                     break
                 if self._finished():
                     break
@@ -276,7 +276,7 @@ class RayBatch(HandsOut):
                 if self.on_tick is not None:
                     self.on_tick(self)
             while self._out:
-                yield self._out.popleft()
+                yield self._hand_next()
         except _Stop:
             self._cancel_all()
         except BaseException as e:  # a signal (the CLI's, or Ray's bare KeyboardInterrupt), a failure, a close
@@ -286,6 +286,13 @@ class RayBatch(HandsOut):
             raise
         finally:
             self._finish_cleanup()
+
+    def _hand_next(self) -> Outcome:
+        """The oldest outcome waiting, handed out under held signals as it leaves the queue (see ``_hand``)."""
+        with deferred():
+            out = self._out.popleft()
+            self._hand(out)
+        return out
 
     def _finished(self) -> bool:
         return (
@@ -436,6 +443,8 @@ class RayBatch(HandsOut):
         with deferred():
             self._stop_nodes()
             undelivered = self._emission.take_undelivered()
+            for out in undelivered:  # close() returns them: final in the job log before the loop's end closes it
+                self.emitted(out)
             # why spoolparse cancelled them (``cancelled (SIGTERM to spoolparse)``), as for a local batch's tasks
             records = self.ledger.cancel_all(self._cancel_cause or cancelled_error(None))
             for rec in records:
