@@ -65,24 +65,45 @@ def deferred() -> Iterator[None]:
         yield
         return
     got: list[int] = []
+    holding = [True]
+    saved: dict[int, Any] = {}
 
     def note(signum: int, frame: FrameType | None) -> None:
-        got.append(signum)
+        if holding[0]:
+            got.append(signum)
+            return
+        # The block is over, and a signal (whose handler was already back) cut short the putting back of the
+        # others before this one's: it goes back now, and takes this signal, as if it had been back all along.
+        signal.signal(signum, _put_back(signum, saved[signum]))
+        signal.raise_signal(signum)
 
-    saved: dict[int, Any] = {}
+    note.left_by = (holding, saved)  # type: ignore[attr-defined]  # for _put_back
+
     try:
         for sig in map(int, ENDING):
-            old = signal.getsignal(sig)
+            old = _put_back(sig, signal.getsignal(sig))
             # an ignored signal stays ignored (children inherit that); a handler not set from Python is left
             if old is signal.SIG_IGN or old is None:
                 continue
-            saved[sig] = signal.signal(sig, note)
+            saved[sig] = old  # first: a handler that runs as ours is set finds what it stands for
+            signal.signal(sig, note)
         yield
     finally:
+        holding[0] = False
         for sig, old in saved.items():
             signal.signal(sig, old)
         if got:
             signal.raise_signal(got[0])
+
+
+def _put_back(sig: int, handler: Any) -> Any:
+    """``sig``'s handler, or the one it stands for where it is the handler of a block that is over and was left in
+    place (a signal cut the block's putting back short): a block saves, and puts back, the handler it stands for."""
+    while True:
+        left = getattr(handler, "left_by", None)
+        if left is None or left[0][0] or sig not in left[1]:
+            return handler
+        handler = left[1][sig]
 
 
 #: The signal our handler raised last (see :func:`as_interrupted`).

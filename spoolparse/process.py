@@ -216,19 +216,32 @@ def run(
     except BaseException as exc:
         if not launched:
             raise  # the start failed (a SpawnError): launch has closed what it had made
+        running = not child.life.leader_exited
         # the whole cleanup held: a signal meanwhile (a second Ctrl-C) takes effect after it, never halfway through
-        # (the child's end, what it had come to, its spools closed)
-        with deferred():
-            if relay is not None:
-                relay.abandon()
-            if waiter is not None:
-                waiter.close()
-            running = not child.life.leader_exited
-            child.kill_now()
-            if isinstance(exc, Interrupted) and exc.result is None:
-                _summarize_interrupted(child, exc, running=running, timeout=timeout)
-            child.close()
-            if relay is not None:
-                relay.close(wait=_limits.EVENT_JOIN)  # the listener done with the event it is in
+        # (the child's end, what it had come to, its spools closed). One that comes before it holds them (here, as
+        # its block begins) cuts it short: it is done again, and the first exception stands.
+        while True:
+            try:
+                with deferred():
+                    _end(child, exc, relay, waiter, running=running, timeout=timeout)
+                break
+            except KeyboardInterrupt:
+                continue
         raise
     return handed_back(child, res, check=check)
+
+
+def _end(child: Child, exc: BaseException, relay: EventRelay | None, waiter: SpoolWaiter | None, *,
+         running: bool, timeout: float | None) -> None:
+    """A run cut short (``exc``): the child ended, what it had come to summed up, what it held closed. Each step
+    may be done again (a signal may cut the first try short)."""
+    if relay is not None:
+        relay.abandon()
+    if waiter is not None:
+        waiter.close()
+    child.kill_now()
+    if isinstance(exc, Interrupted) and exc.result is None:
+        _summarize_interrupted(child, exc, running=running, timeout=timeout)
+    child.close()
+    if relay is not None:
+        relay.close(wait=_limits.EVENT_JOIN)  # the listener done with the event it is in
