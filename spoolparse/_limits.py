@@ -104,6 +104,9 @@ MEMORY_SAMPLE_INTERVAL = 1.0
 SPOOL_CHECK_INTERVAL = 1.0
 #: Seconds between SIGTERM and SIGKILL after Ctrl-C in the parent.
 INTERRUPT_GRACE = 0.5
+#: How many times an interrupted run's cleanup begins again when a signal comes just before it holds the
+#: signals (each try needs a signal of its own: a storm of them cannot keep it from ending).
+CLEANUP_TRIES = 8
 #: Seconds a wait of the main thread (for an outcome, for a listener) lasts at most before it looks again:
 #: the kernel may hand a process's SIGINT or SIGTERM to another thread, whose handler only sets a flag the
 #: main thread sees when it next runs Python (a lock's wait is interrupted only by a signal to its own thread).

@@ -89,11 +89,39 @@ def deferred() -> Iterator[None]:
             signal.signal(sig, note)
         yield
     finally:
-        holding[0] = False
-        for sig, old in saved.items():
-            signal.signal(sig, old)
-        if got:
-            signal.raise_signal(got[0])
+        raised: list[BaseException] = []
+        try:
+            # still holding: a signal whose handler is not back yet is noted, and raised below
+            _put_back_all(list(saved.items()), raised)
+        finally:
+            holding[0] = False
+            if got:
+                signal.raise_signal(got[0])  # the first signal first
+            if raised:
+                raise raised[0]  # one that came as its handler was back: its effect, after the others are back
+
+
+def _put_back_all(handlers: list[tuple[int, Any]], raised: list[BaseException], i: int = 0) -> None:
+    """Put each handler back, whatever a handler raises on the way: a signal whose handler is already back runs
+    it at any instant (its exception goes to ``raised``, or out at the end), and the rest are put back all the
+    same, each in the ``finally`` of the one before (a loop would leave them at its first exception)."""
+    if i >= len(handlers):
+        return
+    try:
+        _set_again(*handlers[i], raised)
+    finally:
+        _put_back_all(handlers, raised, i + 1)
+
+
+def _set_again(sig: int, handler: Any, raised: list[BaseException]) -> None:
+    # Python runs the handlers of pending signals before it sets a new one: when one of them raises, this one
+    # is not set yet, and is set again
+    for _ in range(len(ENDING) + 1):
+        try:
+            signal.signal(sig, handler)
+            return
+        except BaseException as e:
+            raised.append(e)
 
 
 def _put_back(sig: int, handler: Any) -> Any:

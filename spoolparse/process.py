@@ -216,17 +216,26 @@ def run(
     except BaseException as exc:
         if not launched:
             raise  # the start failed (a SpawnError): launch has closed what it had made
-        running = not child.life.leader_exited
         # the whole cleanup held: a signal meanwhile (a second Ctrl-C) takes effect after it, never halfway through
-        # (the child's end, what it had come to, its spools closed). One that comes before it holds them (here, as
-        # its block begins) cuts it short: it is done again, and the first exception stands.
+        # (the child's end, what it had come to, its spools closed). One that comes before its block holds them
+        # (here, as the block begins) would cut it short before it began: then it begins again. Nothing that
+        # runs Python (where a signal's handler may run) stands outside the ``try``.
+        running: bool | None = None
+        tries = 0
         while True:
+            began = False
             try:
+                tries += 1
+                if running is None:
+                    running = not child.life.leader_exited
                 with deferred():
+                    began = True
                     _end(child, exc, relay, waiter, running=running, timeout=timeout)
-                break
             except KeyboardInterrupt:
+                if began or tries >= _limits.CLEANUP_TRIES:
+                    raise  # held while the cleanup ran, and raised as it ended (or raised by it): as before
                 continue
+            break
         raise
     return handed_back(child, res, check=check)
 

@@ -427,3 +427,84 @@ def test_two_sigints_in_quick_succession_never_leave_a_runs_child_running() -> N
     p = subprocess.run([sys.executable, "-c", _TWO_SIGINTS_IN_RUN], capture_output=True, text=True, timeout=300,
                        check=False)
     assert p.returncode == 0 and p.stdout.split() == ["0"], (p.stdout, p.stderr[-2000:])
+
+
+def test_a_signal_held_by_a_block_is_raised_even_when_another_cuts_the_putting_back_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGINT taken by its handler the instant it is back cut the putting back of the others short, and the
+    SIGTERM the block held was never raised again (the process went on, its SIGTERM swallowed)."""
+    import types
+
+    from spoolparse import _signals
+
+    real = signal
+    raised_at: list[int] = []
+
+    def put_back_then_sigint(sig: int, handler: Any) -> Any:
+        old = real.signal(sig, handler)
+        if sig == real.SIGINT and handler is real.default_int_handler and not raised_at:
+            raised_at.append(sig)
+            real.raise_signal(real.SIGINT)  # comes now: the handler just put back takes it
+        return old
+
+    held: list[int] = []
+    saved_term = real.signal(real.SIGTERM, lambda signum, frame: held.append(signum))
+    others = [real.SIGINT, real.SIGTERM, real.SIGHUP, real.SIGQUIT]
+    before = [real.getsignal(s) for s in others]
+    try:
+        fake = types.SimpleNamespace(**{k: getattr(real, k) for k in dir(real) if not k.startswith("__")})
+        fake.signal = put_back_then_sigint
+        monkeypatch.setattr(_signals, "signal", fake)
+        with pytest.raises(KeyboardInterrupt), _signals.deferred():
+            real.raise_signal(real.SIGTERM)  # held by the block
+        assert raised_at == [real.SIGINT]
+        assert held == [real.SIGTERM]  # raised again, to the handler put back
+        assert [real.getsignal(s) for s in others] == before  # every one put back all the same
+    finally:
+        real.signal(real.SIGTERM, saved_term)
+
+
+def test_a_ctrl_c_during_runs_cleanup_is_raised_and_the_cleanup_runs_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cleanup begins again only for a signal that came before it held the signals: one held while it ran
+    is raised as before (it was swallowed, the cleanup run twice, when the run failed for another reason)."""
+    import spoolparse
+    import spoolparse.child as child_mod
+
+    real, calls = child_mod.Child.kill_now, [0]
+
+    def kill_now(self: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 1:
+            signal.raise_signal(signal.SIGINT)  # the user's Ctrl-C, during the held cleanup
+        real(self)
+
+    monkeypatch.setattr(child_mod.Child, "kill_now", kill_now)
+
+    def on_start(child: Any) -> None:
+        raise ValueError("hook failed")
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        spoolparse.run(["sleep", "5"], on_start=on_start)
+    assert isinstance(caught.value.__context__, ValueError) and calls[0] == 1
+
+
+def test_a_cleanup_that_raises_keyboardinterrupt_itself_is_not_begun_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    import spoolparse
+    import spoolparse.process as process_mod
+
+    real, calls = process_mod._end, [0]
+
+    def end(*args: Any, **kw: Any) -> None:
+        calls[0] += 1
+        real(*args, **kw)
+        raise KeyboardInterrupt  # a listener's, a provider's: not a signal before the block
+
+    monkeypatch.setattr(process_mod, "_end", end)
+
+    def on_start(child: Any) -> None:
+        raise ValueError("hook failed")
+
+    with pytest.raises(KeyboardInterrupt):
+        spoolparse.run(["sleep", "5"], on_start=on_start)
+    assert calls[0] == 1
