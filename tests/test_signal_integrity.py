@@ -399,6 +399,9 @@ def sleepers():
             continue
     return out
 
+# everything imported first: a SIGINT raised inside orjson's module init (its first import) crashes the
+# interpreter, whoever imports it; the seams under test are the cleanup's
+spoolparse.run(["true"], allow_empty_answer=True)
 left_running = 0
 for _ in range(60):
     LEFT[0] = 2
