@@ -387,7 +387,23 @@ def _command(args: argparse.Namespace) -> int:
         fail(f"{e.strerror or e}" + (f": {e.filename}" if e.filename else ""))
         return EXIT_FAILURE
     except Exception as e:
+        signalled = _interrupt_behind(e)
+        if signalled is not None:  # a signal inside a class being made: Python wraps it (a RuntimeError)
+            fail(str(signalled) if isinstance(signalled, Interrupted) else "interrupted")
+            return EXIT_SIGNAL_BASE + signalled.signum if isinstance(signalled, Interrupted) else EXIT_INTERRUPTED
         if os.environ.get("SPOOLPARSE_DEBUG"):
             raise
         fail(f"internal error: {type(e).__name__}: {e} (set SPOOLPARSE_DEBUG=1 for a traceback)")
         return EXIT_FAILURE
+
+
+def _interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt an exception was raised for, if one was: a signal's handler raised it where Python turns
+    what it raises into another exception (``__set_name__`` of a dataclass field, as a module loads)."""
+    seen = 0
+    cause = e.__cause__ or e.__context__
+    while cause is not None and seen < 8:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return None

@@ -173,3 +173,26 @@ def test_misuse_raises_usage_error_and_starts_nothing(kwargs: dict[str, object],
     with pytest.raises(spoolparse.UsageError):
         spoolparse.run(["touch", str(marker)], **kwargs)  # type: ignore[arg-type]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(("interrupt", "status", "said"), [
+    ("Interrupted", 130, "spoolparse: error: interrupted by SIGINT"),
+    ("KeyboardInterrupt", 130, "spoolparse: error: interrupted"),
+])
+def test_a_signal_python_wrapped_as_a_module_loads_is_an_interrupt_not_an_internal_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], interrupt: str, status: int, said: str,
+) -> None:
+    """A Ctrl-C inside a dataclass being made (as a module loads lazily) reaches the command as Python's
+    RuntimeError ("Error calling __set_name__ ..."): it said "internal error" and exited 125."""
+    import signal as signal_mod
+
+    from spoolparse import cli
+    from spoolparse._signals import Interrupted
+
+    def command(args: object) -> int:
+        cause: KeyboardInterrupt = Interrupted(signal_mod.SIGINT) if interrupt == "Interrupted" else KeyboardInterrupt()
+        raise RuntimeError("Error calling __set_name__ on 'Field' instance 'usage' in 'Answer'") from cause
+
+    monkeypatch.setattr(cli, "_cmd_parse", command)
+    assert cli.main(["parse", "-"]) == status
+    assert capsys.readouterr().err.strip() == said
