@@ -184,11 +184,14 @@ class AsyncRun:
         loop goes on while the spools, the cgroup and the input are made and the child is exec'd."""
         loop = self._starting()
         try:
-            child = Child(self.args, self.options, read_buffer=_loop_buffer(loop), close_in_background=True)
+            child = self._make(loop)
         except BaseException:
             self._loop = None  # nothing was started
             raise
         self._adopt(child, loop)
+
+    def _make(self, loop: asyncio.AbstractEventLoop) -> Child:
+        return Child(self.args, self.options, read_buffer=_loop_buffer(loop), close_in_background=True)
 
     def _starting(self) -> asyncio.AbstractEventLoop:
         if self._child is not None or self._loop is not None:
@@ -201,7 +204,7 @@ class AsyncRun:
         abandoned = threading.Event()
 
         def make() -> Child | None:
-            child = Child(self.args, self.options, read_buffer=_loop_buffer(loop), close_in_background=True)
+            child = self._make(loop)
             if abandoned.is_set():  # the start was cancelled while the child was made: nobody will follow it
                 _end_unfollowed(child)
                 return None

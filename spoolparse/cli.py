@@ -398,12 +398,8 @@ def _command(args: argparse.Namespace) -> int:
 
 
 def _interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
-    """The interrupt an exception was raised for, if one was: a signal's handler raised it where Python turns
-    what it raises into another exception (``__set_name__`` of a dataclass field, as a module loads)."""
-    seen = 0
-    cause = e.__cause__ or e.__context__
-    while cause is not None and seen < 8:
-        if isinstance(cause, KeyboardInterrupt):
-            return cause
-        cause, seen = cause.__cause__ or cause.__context__, seen + 1
-    return None
+    """The interrupt an exception was raised *from*, if one was: a signal's handler raised it where Python turns
+    what it raises into another exception (``__set_name__`` of a dataclass field, as a module loads). Only the
+    cause counts: an error raised while an interrupt was being handled is an error all the same."""
+    cause = e.__cause__
+    return cause if isinstance(cause, KeyboardInterrupt) else None
